@@ -1,0 +1,102 @@
+"""File reading and writing that fails loudly and never leaves half-written outputs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+class DataError(ValueError):
+    """Bad input: the message names the file and, where known, the line and field."""
+
+    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None):
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` and rename it over ``path`` on success.
+
+    On any exception the temporary file is removed, so readers never see a partial output.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Atomically write ``rows`` as JSON lines; returns the number written."""
+    count = 0
+    with atomic_write(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    with atomic_write(path) as handle:
+        json.dump(obj, handle, ensure_ascii=False, indent=2)
+        handle.write("\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
+
+
+def read_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[dict]:
+    """Read a JSONL file of objects; blank lines are skipped, anything else malformed is an error."""
+    return [row for _, row in numbered_jsonl(path, allow_empty=allow_empty)]
+
+
+def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[tuple[int, dict]]:
+    """Like :func:`read_jsonl`, but each object comes with its line number for error messages."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(path, f"malformed JSON: {err.msg}", line=line_no) from None
+            if not isinstance(row, dict):
+                raise DataError(path, f"expected a JSON object, got {type(row).__name__}", line=line_no)
+            rows.append((line_no, row))
+    if not rows and not allow_empty:
+        raise DataError(path, "file is empty")
+    return rows
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """Read text that may be UTF-8 or Latin-1 (MovieLens ``.dat`` files exist in both)."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")

@@ -1,0 +1,133 @@
+"""RecBench+ metrics (paper §3.1.2): Precision, Recall, Condition Match Rate, Fail-to-Recommend.
+
+Conventions, per query:
+
+* recommended items = the completion's resolved catalog items plus its unresolved mentions
+  (hallucinations, always wrong), duplicates collapsed;
+* ground truth = the row's resolved ids plus the normalised keys of ground-truth titles the
+  catalog lacks (so such a title can still be hit by name);
+* precision = hits / recommended, recall = hits / ground truth;
+* CMR = recommended items that meet every condition in the KG / recommended items, for
+  condition-based tasks only (explicit, implicit, misinformed; misinformed rows are checked
+  against their true conditions); items the KG knows nothing about count as not matching,
+  and ``kg_coverage`` (share of resolved recommended items whose every condition relation
+  the KG covers) is reported beside CMR so a low coverage flags an unreliable CMR;
+* an empty answer has P = R = CMR = 0 and FTR = 1. FTR is lower-is-better except on
+  misinformed queries, where refusing is the right answer.
+
+Aggregates are macro averages over queries: overall, per task and per condition count
+(``1``, ``2``, ``3-4``) within each task. Overall CMR averages condition-based queries only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rectune.catalog import KnowledgeGraph
+from rectune.schema import BenchmarkRow
+from rectune.titles import Extraction, TitleMatcher, split_title, title_key
+
+METRICS = ("precision", "recall", "cmr", "ftr")
+
+
+@dataclass
+class QueryScore:
+    id: str
+    task: str
+    condition_bucket: str | None
+    precision: float
+    recall: float
+    cmr: float | None
+    ftr: float
+    n_recommended: int
+    n_hits: int
+    n_resolved: int
+    n_kg_covered: int
+
+
+def ground_truth_set(row: BenchmarkRow, matcher: TitleMatcher) -> set[str]:
+    truth = set(row.ground_truth_ids)
+    for title in row.ground_truth:
+        if matcher.resolve(title) is None:
+            truth.add(title_key(split_title(title)[0]) or title_key(title))
+    return truth
+
+
+def condition_bucket(row: BenchmarkRow) -> str | None:
+    if not row.is_condition_based:
+        return None
+    return "3-4" if row.condition_num >= 3 else str(row.condition_num)
+
+
+def score_query(row: BenchmarkRow, extraction: Extraction, matcher: TitleMatcher, kg: KnowledgeGraph) -> QueryScore:
+    truth = ground_truth_set(row, matcher)
+    recommended = extraction.item_ids + extraction.unresolved
+    hits = sum(1 for item in recommended if item in truth)
+    n_rec = len(recommended)
+    cmr = None
+    covered = 0
+    if row.is_condition_based:
+        matched = sum(1 for item in extraction.item_ids if kg.satisfies(item, row.conditions))
+        covered = sum(1 for item in extraction.item_ids if kg.covers(item, row.conditions))
+        cmr = matched / n_rec if n_rec else 0.0
+    return QueryScore(
+        id=row.id,
+        task=row.task,
+        condition_bucket=condition_bucket(row),
+        precision=hits / n_rec if n_rec else 0.0,
+        recall=hits / len(truth) if truth else 0.0,
+        cmr=cmr,
+        ftr=0.0 if n_rec else 1.0,
+        n_recommended=n_rec,
+        n_hits=hits,
+        n_resolved=len(extraction.item_ids),
+        n_kg_covered=covered,
+    )
+
+
+def summarize(scores: list[QueryScore]) -> dict:
+    """Macro averages of one group of query scores."""
+    n = len(scores)
+    summary: dict = {"n": n}
+    for metric in ("precision", "recall", "ftr"):
+        summary[metric] = sum(getattr(s, metric) for s in scores) / n if n else None
+    with_cmr = [s for s in scores if s.cmr is not None]
+    summary["cmr"] = sum(s.cmr for s in with_cmr) / len(with_cmr) if with_cmr else None
+    resolved = sum(s.n_resolved for s in with_cmr)
+    summary["kg_coverage"] = sum(s.n_kg_covered for s in with_cmr) / resolved if resolved else None
+    summary["avg_recommended"] = sum(s.n_recommended for s in scores) / n if n else None
+    return summary
+
+
+def aggregate(scores: list[QueryScore]) -> dict:
+    """Report with ``overall``, ``by_task`` and ``by_task_conditions`` summaries."""
+    by_task: dict[str, list[QueryScore]] = {}
+    for score in scores:
+        by_task.setdefault(score.task, []).append(score)
+    by_conditions: dict[str, dict[str, dict]] = {}
+    for task, task_scores in by_task.items():
+        buckets: dict[str, list[QueryScore]] = {}
+        for score in task_scores:
+            if score.condition_bucket is not None:
+                buckets.setdefault(score.condition_bucket, []).append(score)
+        if buckets:
+            by_conditions[task] = {b: summarize(s) for b, s in sorted(buckets.items())}
+    return {
+        "overall": summarize(scores),
+        "by_task": {task: summarize(s) for task, s in by_task.items()},
+        "by_task_conditions": by_conditions,
+    }
+
+
+def format_table(report: dict) -> str:
+    """Plain-text (Markdown) table of a report's per-task and overall rows."""
+    lines = ["| task | n | P | R | CMR | FTR | KG cov. |", "|---|---|---|---|---|---|---|"]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    rows = list(report["by_task"].items()) + [("overall", report["overall"])]
+    for name, summary in rows:
+        values = " | ".join(cell(summary[m]) for m in (*METRICS, "kg_coverage"))
+        lines.append(f"| {name} | {summary['n']} | {values} |")
+    return "\n".join(lines)

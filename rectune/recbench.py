@@ -1,0 +1,364 @@
+"""Convert a RecBench+ release (``<root>/data/<domain>/...``) into RecTune's files.
+
+The release layout and record formats are described in the README ("RecBench+ release
+layout"). Every record is checked; a malformed one raises :class:`DataError` naming the
+file and the record's position.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rectune.catalog import KnowledgeGraph
+from rectune.io import DataError, numbered_jsonl, read_text
+from rectune.metrics import condition_bucket
+from rectune.prompts import answer_text, build_messages
+from rectune.schema import BenchmarkRow
+from rectune.titles import CatalogItem, TitleMatcher, title_key
+
+log = logging.getLogger(__name__)
+
+QUERY_FILES = {
+    "explicit": "ExplicitQuery.json",
+    "implicit": "ImplicitQuery.json",
+    "misinformed": "MisinformedQuery.json",
+    "interest": "InterestBasedQuery.json",
+    "demographics": "UserBasedQuery.json",
+}
+
+
+@dataclass
+class Release:
+    """Everything read from one domain of a release, before splitting."""
+
+    domain: str
+    catalog: list[CatalogItem]
+    kg: KnowledgeGraph
+    rows: list[BenchmarkRow]
+    unresolved_titles: Counter = field(default_factory=Counter)
+    missing_files: list[str] = field(default_factory=list)
+
+
+def _require(record: object, keys: tuple[str, ...], path: Path, index: int) -> dict:
+    if not isinstance(record, dict):
+        raise DataError(path, f"record {index}: expected an object, got {type(record).__name__}")
+    for key in keys:
+        if key not in record:
+            raise DataError(path, f"record {index}: missing key {key!r}")
+    return record
+
+
+def _string_list(value: object, path: Path, index: int, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
+        raise DataError(path, f"record {index}: key {key!r} must be a list of strings")
+    return [str(v) for v in value]
+
+
+def _pairs(value: object, path: Path, index: int, key: str) -> list[list[str]]:
+    if not isinstance(value, list) or not all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (str, int)) for x in p) for p in value
+    ):
+        raise DataError(path, f"record {index}: key {key!r} must be a list of [relation, value] pairs")
+    return [[str(r), str(v)] for r, v in value]
+
+
+def _load_records(path: Path) -> list:
+    try:
+        records = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
+    if not isinstance(records, list):
+        raise DataError(path, f"expected a JSON list of records, got {type(records).__name__}")
+    return records
+
+
+def parse_records(task: str, records: list, domain: str, path: Path) -> list[dict]:
+    """Turn release records into canonical row fields (ground-truth ids and history come later)."""
+    subset_key = f"{domain}Subset"
+    rows = []
+    for index, record in enumerate(records):
+        base = {"benchmark": "recbench+", "domain": domain, "task": task}
+        if task in ("explicit", "implicit", "misinformed"):
+            query_keys = ("query",) if task == "misinformed" else ()
+            record = _require(record, (subset_key, *query_keys), path, index)
+            if task == "misinformed":
+                query = record["query"]
+            else:
+                query = record.get("situational_description_query") or record.get("direct_description_query")
+            if not isinstance(query, str) or not query.strip():
+                raise DataError(path, f"record {index}: no query text")
+            conditions = _pairs(record.get("sharedRelationships", []), path, index, "sharedRelationships")
+            row = {
+                **base,
+                "id": f"{domain}/{task}/{index}",
+                "query": query,
+                "conditions": conditions,
+                "condition_num": int(record.get("condition_num", len(conditions))),
+                "ground_truth": _string_list(record[subset_key], path, index, subset_key),
+                "source_user": str(record["source_user"]) if record.get("source_user") is not None else None,
+                "_ids": _string_list(record.get(f"{subset_key}Id", []), path, index, f"{subset_key}Id"),
+            }
+            if task == "implicit" and record.get("multihop_info"):
+                row["multihop"] = [
+                    {
+                        "item": str(h.get(domain, "")),
+                        "relation": str(h.get("relation", "")),
+                        "value": str(h.get("person", "")),
+                    }
+                    for h in _dicts(record["multihop_info"], path, index, "multihop_info")
+                ]
+            if task == "misinformed":
+                row["misinformation"] = [
+                    {
+                        "item": str(m.get(domain, "")),
+                        "relation": str(m.get("relation", "")),
+                        "claimed": str(m.get("person", "")),
+                        "true": str(m.get("original person", "")),
+                    }
+                    for m in _dicts(record.get("misinformed", []), path, index, "misinformed")
+                ]
+            rows.append(row)
+        else:
+            record = _require(record, ("query & ground true",), path, index)
+            if task == "interest":
+                profile = {"source_users": _string_list(record.get("source_users", []), path, index, "source_users")}
+            else:
+                profile = {k: record[k] for k in ("group_type", "group", "summary") if k in record}
+            for j, entry in enumerate(_dicts(record["query & ground true"], path, index, "query & ground true")):
+                subset = entry.get(f"{domain} subset")
+                if not isinstance(entry.get("query"), str) or subset is None:
+                    raise DataError(path, f"record {index}, query {j}: needs 'query' and '{domain} subset'")
+                rows.append(
+                    {
+                        **base,
+                        "id": f"{domain}/{task}/{index}-{j}",
+                        "query": entry["query"],
+                        "ground_truth": _string_list(subset, path, index, f"{domain} subset"),
+                        "profile": {**profile, **({"reason": entry["reason"]} if entry.get("reason") else {})},
+                        "_ids": [],
+                    }
+                )
+    return rows
+
+
+def _dicts(value: object, path: Path, index: int, key: str) -> list[dict]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise DataError(path, f"record {index}: key {key!r} must be a list of objects")
+    return value
+
+
+def _dat_rows(path: Path, min_fields: int) -> list[list[str]]:
+    rows = []
+    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("::")
+        if len(fields) < min_fields:
+            raise DataError(path, f"expected at least {min_fields} '::'-separated fields", line=line_no)
+        rows.append(fields)
+    return rows
+
+
+def load_movies(path: Path) -> list[CatalogItem]:
+    """MovieLens ``movies.dat``: ``id::title::genre|genre``."""
+    return [
+        CatalogItem(fields[0], fields[1], {"genres": [g for g in fields[2].split("|") if g]})
+        for fields in _dat_rows(path, 3)
+    ]
+
+
+def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
+    """``user::item::rating::timestamp`` -> user -> [(timestamp, item)] sorted by time."""
+    by_user: dict[str, list[tuple[int, str]]] = {}
+    for fields in _dat_rows(path, 4):
+        try:
+            timestamp = int(fields[3])
+        except ValueError:
+            raise DataError(path, f"user {fields[0]}: timestamp {fields[3]!r} is not an integer") from None
+        by_user.setdefault(fields[0], []).append((timestamp, fields[1]))
+    for events in by_user.values():
+        events.sort()
+    return by_user
+
+
+def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg: str | Path | None = None) -> Release:
+    """Read one domain of a RecBench+ checkout into catalog, KG and canonical rows."""
+    folder = Path(root) / "data" / domain
+    if not folder.is_dir():
+        raise DataError(folder, "not a RecBench+ domain folder (expected <root>/data/<domain>/)")
+    parsed: list[dict] = []
+    missing = []
+    for task, name in QUERY_FILES.items():
+        path = folder / name
+        if not path.is_file():
+            missing.append(name)
+            continue
+        parsed.extend(parse_records(task, _load_records(path), domain, path))
+    if missing:
+        log.warning("%s: query files not found, skipped: %s", folder, ", ".join(missing))
+    if not parsed:
+        raise DataError(folder, "no query records found")
+
+    ratings_path = folder / "ratings.dat"
+    ratings = load_ratings(ratings_path) if ratings_path.is_file() else {}
+    movies_path = folder / "movies.dat"
+    catalog = load_movies(movies_path) if movies_path.is_file() else _catalog_from_titles(parsed, ratings)
+    matcher = TitleMatcher(catalog)
+    ids = {item.id for item in catalog}
+
+    kg = KnowledgeGraph()
+    for item in catalog:
+        for genre in item.attributes.get("genres", []):
+            kg.add(item.id, "genre", genre)
+
+    unresolved: Counter = Counter()
+    rows = []
+    for raw in parsed:
+        given_ids = raw.pop("_ids")
+        gt_ids = []
+        for position, title in enumerate(raw["ground_truth"]):
+            item_id = given_ids[position] if position < len(given_ids) and given_ids[position] in ids else None
+            item_id = item_id or matcher.resolve(title)
+            if item_id is None:
+                unresolved[title] += 1
+            elif item_id not in gt_ids:
+                gt_ids.append(item_id)
+        raw["ground_truth_ids"] = gt_ids
+        for relation, value in raw.get("conditions", []):
+            for item_id in gt_ids:
+                kg.add(item_id, relation, value)
+        for hint in raw.get("multihop") or []:
+            _add_fact(kg, matcher, hint["item"], hint["relation"], hint["value"])
+        for claim in raw.get("misinformation") or []:
+            _add_fact(kg, matcher, claim["item"], claim["relation"], claim["true"])
+        raw["history"] = _history(ratings.get(raw.get("source_user") or ""), set(gt_ids), matcher, history_len)
+        rows.append(BenchmarkRow.from_dict({k: v for k, v in raw.items() if v is not None}))
+    if extra_kg:
+        _merge_kg_file(kg, matcher, Path(extra_kg))
+    return Release(domain, catalog, kg, rows, unresolved, missing)
+
+
+def _add_fact(kg: KnowledgeGraph, matcher: TitleMatcher, title: str, relation: str, value: str) -> None:
+    item_id = matcher.resolve(title) if title else None
+    if item_id and relation and value:
+        kg.add(item_id, relation, value)
+
+
+def _history(events: list[tuple[int, str]] | None, exclude: set[str], matcher: TitleMatcher, limit: int) -> list[str]:
+    """Most recent ``limit`` items of the user, minus the query's ground truth (H'_u = H_u minus G_q)."""
+    if not events or limit <= 0:
+        return []
+    titles = []
+    for _, item in reversed(events):
+        item_id = item if item in matcher.items else matcher.resolve(item, fuzzy=False)
+        if item_id is None or item_id in exclude:
+            continue
+        titles.append(matcher.items[item_id].title)
+        if len(titles) == limit:
+            break
+    return titles[::-1]
+
+
+def _catalog_from_titles(parsed: list[dict], ratings: dict[str, list[tuple[int, str]]]) -> list[CatalogItem]:
+    """Books have no item file: the catalog is every distinct title the release mentions."""
+    by_key: dict[str, CatalogItem] = {}
+
+    def add(title: str, item_id: str | None = None) -> None:
+        key = title_key(title)
+        if key and key not in by_key:
+            by_key[key] = CatalogItem(item_id or f"b{len(by_key)}", title)
+
+    for raw in parsed:
+        for position, title in enumerate(raw["ground_truth"]):
+            ids = raw["_ids"]
+            add(title, ids[position] if position < len(ids) else None)
+        for fact in (raw.get("multihop") or []) + (raw.get("misinformation") or []):
+            if fact["item"]:
+                add(fact["item"])
+    for events in ratings.values():
+        for _, item in events:
+            if not item.isdigit():
+                add(item)
+    taken: set[str] = set()
+    items = []
+    for item in by_key.values():
+        if item.id in taken:  # an id given twice for different titles: keep the first
+            item = CatalogItem(f"b{len(taken)}-{item.id}", item.title)
+        taken.add(item.id)
+        items.append(item)
+    return items
+
+
+def _merge_kg_file(kg: KnowledgeGraph, matcher: TitleMatcher, path: Path) -> None:
+    """External KG: JSONL rows ``{"item_id" or "title", "relation", "value"}``."""
+    for line, raw in numbered_jsonl(path):
+        item_id = raw.get("item_id") or (matcher.resolve(raw["title"]) if isinstance(raw.get("title"), str) else None)
+        if not isinstance(raw.get("relation"), str) or not isinstance(raw.get("value"), str):
+            raise DataError(path, "needs string fields 'relation' and 'value'", line=line)
+        if "item_id" not in raw and "title" not in raw:
+            raise DataError(path, "needs 'item_id' or 'title'", line=line)
+        if item_id:
+            kg.add(str(item_id), raw["relation"], raw["value"])
+
+
+def split_rows(rows: list[BenchmarkRow], test_size: float, seed: int) -> tuple[list[BenchmarkRow], list[BenchmarkRow]]:
+    """Per-task split by query text, so no text sits in both splits; deterministic for a seed."""
+    if not 0.0 <= test_size <= 1.0:
+        raise ValueError(f"--test-size must be in [0, 1], got {test_size}")
+    groups: dict[str, dict[str, list[BenchmarkRow]]] = {}
+    for row in rows:
+        groups.setdefault(row.task, {}).setdefault(row.query.strip().casefold(), []).append(row)
+    test_texts: set[str] = set()
+    for task in sorted(groups):
+        texts = sorted(groups[task])
+        random.Random(f"{seed}/{task}").shuffle(texts)
+        test_texts.update(texts[: round(test_size * len(texts))])
+    train = [r for r in rows if r.query.strip().casefold() not in test_texts]
+    test = [r for r in rows if r.query.strip().casefold() in test_texts]
+    return train, test
+
+
+def sft_example(row: BenchmarkRow, with_history: bool, k: int | None = None) -> dict:
+    """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""
+    return {"messages": [*build_messages(row, with_history, k), {"role": "assistant", "content": answer_text(row)}]}
+
+
+def rft_example(row: BenchmarkRow, with_history: bool, k: int | None = None) -> dict:
+    """A conversational prompt plus the labels GRPOTrainer forwards to reward functions."""
+    return {
+        "prompt": build_messages(row, with_history, k),
+        "id": row.id,
+        "task": row.task,
+        "ground_truth": row.ground_truth,
+        "ground_truth_ids": row.ground_truth_ids,
+        "conditions": row.conditions,
+    }
+
+
+def stats(train: list[BenchmarkRow], test: list[BenchmarkRow], release: Release) -> dict:
+    counts: dict[str, dict] = {}
+    for split, rows in (("train", train), ("test", test)):
+        for row in rows:
+            task = counts.setdefault(row.task, {"train": 0, "test": 0, "by_conditions": {}})
+            task[split] += 1
+            bucket = condition_bucket(row)
+            if bucket:
+                per = task["by_conditions"].setdefault(bucket, {"train": 0, "test": 0})
+                per[split] += 1
+    return {
+        "domain": release.domain,
+        "catalog_items": len(release.catalog),
+        "kg_triples": len(release.kg),
+        "queries": {"train": len(train), "test": len(test)},
+        "by_task": counts,
+        "missing_files": release.missing_files,
+        "unresolved_ground_truth": {
+            "count": sum(release.unresolved_titles.values()),
+            "titles": dict(release.unresolved_titles.most_common()),
+        },
+    }

@@ -1,0 +1,80 @@
+"""Score a predictions file against canonical rows and write the report."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+
+from rectune.catalog import KnowledgeGraph, beside, load_catalog, load_kg
+from rectune.io import DataError, numbered_jsonl, write_json
+from rectune.metrics import QueryScore, aggregate, format_table, score_query
+from rectune.schema import BenchmarkRow, load_rows
+from rectune.titles import TitleMatcher
+
+
+def load_predictions(path: str | os.PathLike) -> dict[str, str]:
+    """``{"id": str, "completion": str}`` rows; a duplicate id is an error."""
+    predictions: dict[str, str] = {}
+    for line, raw in numbered_jsonl(path):
+        if not isinstance(raw.get("id"), str):
+            raise DataError(path, "field 'id': must be a string", line=line)
+        if not isinstance(raw.get("completion"), str):
+            raise DataError(path, f"row {raw['id']!r}, field 'completion': must be a string", line=line)
+        if raw["id"] in predictions:
+            raise DataError(path, f"field 'id': duplicate prediction for {raw['id']!r}", line=line)
+        predictions[raw["id"]] = raw["completion"]
+    return predictions
+
+
+def check_coverage(
+    rows: list[BenchmarkRow], predictions: dict[str, str], path: str | os.PathLike, allow_subset: bool
+) -> list[BenchmarkRow]:
+    """The rows to score; unknown prediction ids, or missing ones unless ``allow_subset``, are errors."""
+    ids = {row.id for row in rows}
+    unknown = sorted(set(predictions) - ids)
+    if unknown:
+        raise DataError(path, f"{len(unknown)} predictions for ids not in the data: {_preview(unknown)}")
+    missing = [row.id for row in rows if row.id not in predictions]
+    if missing and not allow_subset:
+        raise DataError(
+            path, f"{len(missing)} test ids have no prediction: {_preview(missing)} (--allow-subset scores the rest)"
+        )
+    return [row for row in rows if row.id in predictions]
+
+
+def _preview(ids: list[str], limit: int = 10) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def score_rows(
+    rows: list[BenchmarkRow], predictions: dict[str, str], matcher: TitleMatcher, kg: KnowledgeGraph
+) -> list[QueryScore]:
+    extractions = matcher.extract_many([predictions[row.id] for row in rows])
+    return [score_query(row, extraction, matcher, kg) for row, extraction in zip(rows, extractions, strict=True)]
+
+
+def score_files(
+    data: str | os.PathLike,
+    predictions_path: str | os.PathLike,
+    out: str | os.PathLike | None,
+    *,
+    catalog: str | os.PathLike | None = None,
+    kg: str | os.PathLike | None = None,
+    allow_subset: bool = False,
+    fuzzy_cutoff: float = 90.0,
+) -> dict:
+    rows = load_rows(data)
+    predictions = load_predictions(predictions_path)
+    matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
+    graph = load_kg(beside(data, "kg.jsonl", kg))
+    scored = check_coverage(rows, predictions, predictions_path, allow_subset)
+    scores = score_rows(scored, predictions, matcher, graph)
+    report = aggregate(scores)
+    report["table"] = format_table(report)
+    report["data"] = str(data)
+    report["predictions"] = str(predictions_path)
+    report["per_query"] = [asdict(s) for s in scores]
+    if out is not None:
+        write_json(out, report)
+    return report

@@ -1,0 +1,324 @@
+"""Title normalisation, catalog lookup and parsing of model completions into items.
+
+Resolution order for one mention: exact lookup of its normalised key (main title, then
+alternate titles in parentheses), then a fuzzy fallback (RapidFuzz ratio over the catalog
+keys, ``fuzzy_cutoff`` out of 100). The year only disambiguates: among catalog items that
+share a key the closest year wins, and a title that is unique in the catalog resolves
+whatever year the model wrote.
+
+Normalisation repairs UTF-8 read as Latin-1 (mojibake), folds accents and case, moves
+trailing articles to the front and then drops them (``Usual Suspects, The`` and
+``The Usual Suspects`` share the key ``usual suspects``), spells ``&`` as ``and`` and
+removes punctuation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from rapidfuzz import fuzz, process
+
+ARTICLES = ("the", "a", "an", "les", "la", "le", "l'", "il", "das", "der", "die", "el", "los", "las", "un", "une")
+_TRAILING_ARTICLE = re.compile(r"^(.*?),\s*(" + "|".join(re.escape(a) for a in ARTICLES) + r")$", re.IGNORECASE)
+_LEADING_ARTICLE = re.compile(
+    r"^(?:" + "|".join(re.escape(a) for a in ARTICLES if a != "l'") + r")\s+|^l'", re.IGNORECASE
+)
+_YEAR = re.compile(r"\s*\(\s*(\d{4})\s*\)\s*$")
+_TRAILING_PAREN = re.compile(r"\s*\(([^()]*)\)\s*$")
+_NON_WORD = re.compile(r"[^\w\s]+")
+_SPACES = re.compile(r"\s+")
+_MOJIBAKE_MARKS = ("Ã", "Â", "â€", "Ã©")
+_MISSING = object()
+
+
+def fix_mojibake(text: str) -> str:
+    """Undo UTF-8 bytes that were decoded as Latin-1/cp1252 (``CitÃ©`` -> ``Cité``)."""
+    if not any(mark in text for mark in _MOJIBAKE_MARKS):
+        return text
+    for codec in ("cp1252", "latin-1"):
+        try:
+            return text.encode(codec).decode("utf-8")
+        except (UnicodeEncodeError, UnicodeDecodeError):
+            continue
+    return text
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def title_key(title: str) -> str:
+    """Normalised lookup key of a title without its year or parenthesised alternates."""
+    text = unicodedata.normalize("NFKD", fix_mojibake(title))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
+    text = text.replace("’", "'").replace("‘", "'")
+    moved = _TRAILING_ARTICLE.match(text)
+    if moved:
+        text = f"{moved.group(2)} {moved.group(1)}"
+    text = _LEADING_ARTICLE.sub("", text, count=1)
+    text = text.replace("&", " and ")
+    text = _NON_WORD.sub(" ", text).replace("_", " ")
+    return _SPACES.sub(" ", text).strip()
+
+
+def split_title(title: str) -> tuple[str, list[str], int | None]:
+    """Split ``Boat, The (Das Boot) (1981)`` into ``("Boat, The", ["Das Boot"], 1981)``."""
+    text = title.strip()
+    year = None
+    match = _YEAR.search(text)
+    if match and match.start() > 0:
+        year = int(match.group(1))
+        text = text[: match.start()]
+    alternates = []
+    while True:
+        match = _TRAILING_PAREN.search(text)
+        if not match or match.start() == 0:
+            break
+        alt = re.sub(r"^(?:a\.k\.a\.|aka)\s*", "", match.group(1).strip(), flags=re.IGNORECASE)
+        if alt:
+            alternates.append(alt)
+        text = text[: match.start()]
+    return text.strip(), alternates[::-1], year
+
+
+@dataclass
+class CatalogItem:
+    id: str
+    title: str
+    attributes: dict = field(default_factory=dict)
+
+
+@dataclass
+class Extraction:
+    """What a completion recommends: resolved catalog ids and unresolved mention keys, deduplicated."""
+
+    item_ids: list[str]
+    unresolved: list[str]
+
+    @property
+    def count(self) -> int:
+        return len(self.item_ids) + len(self.unresolved)
+
+
+class TitleMatcher:
+    """Resolves free-text titles to catalog ids and parses completions into items."""
+
+    def __init__(self, items: Iterable[CatalogItem], fuzzy_cutoff: float = 90.0, max_mentions: int = 100):
+        self.items = {item.id: item for item in items}
+        self.fuzzy_cutoff = fuzzy_cutoff
+        self.max_mentions = max_mentions
+        self._by_key: dict[str, list[tuple[str, int | None]]] = {}
+        for item in self.items.values():
+            main, alternates, year = split_title(item.title)
+            for name in [main, *alternates]:
+                key = title_key(name)
+                if key:
+                    candidates = self._by_key.setdefault(key, [])
+                    if all(existing != item.id for existing, _ in candidates):
+                        candidates.append((item.id, year))
+        self._sorted_keys = sorted(self._by_key, key=len)
+        self._key_lengths = [len(key) for key in self._sorted_keys]
+        # mention -> id (fuzzy allowed); "\0" + mention -> id by exact lookup only
+        self._cache: dict[str, str | None] = {}
+
+    def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None:
+        """Catalog id for ``mention``, or None when it names nothing in the catalog."""
+        cached = self._cache.get(mention if fuzzy else "\0" + mention, _MISSING)
+        if cached is not _MISSING:
+            return cached
+        return self.resolve_many([mention], fuzzy=fuzzy)[0]
+
+    def resolve_many(self, mentions: list[str], *, fuzzy: bool = True) -> list[str | None]:
+        """Resolve many mentions at once: exact lookups, then one batched fuzzy pass over the misses."""
+        misses: dict[str, tuple[str, int | None]] = {}
+        for mention in mentions:
+            if mention in self._cache or (not fuzzy and "\0" + mention in self._cache):
+                continue
+            main, alternates, year = split_title(mention)
+            keys = [key for key in (title_key(name) for name in (main, *alternates, mention)) if key]
+            exact = next((self._closest_year(self._by_key[k], year) for k in keys if k in self._by_key), None)
+            self._cache["\0" + mention] = exact
+            if exact is not None:
+                self._cache[mention] = exact
+            elif fuzzy:
+                misses[mention] = (keys[0] if keys else "", year)
+        if misses:
+            found = self._fuzzy_lookup(sorted({key for key, _ in misses.values() if len(key) >= 4}))
+            for mention, (key, year) in misses.items():
+                self._cache[mention] = self._closest_year(self._by_key[found[key]], year) if key in found else None
+        prefix = "" if fuzzy else "\0"
+        return [self._cache[prefix + mention] for mention in mentions]
+
+    def _fuzzy_lookup(self, queries: list[str]) -> dict[str, str]:
+        """Best catalog key with ratio >= cutoff for each query key, compared in length windows.
+
+        ratio = 100 * (1 - indel / (len_a + len_b)) and indel >= |len_a - len_b|, so a key can only
+        reach the cutoff when its length is within the window; nothing outside it is compared.
+        """
+        cut = 1 - self.fuzzy_cutoff / 100
+        by_length: dict[int, list[str]] = {}
+        for query in queries:
+            by_length.setdefault(len(query), []).append(query)
+        found = {}
+        for length, group in by_length.items():
+            low = bisect.bisect_left(self._key_lengths, length * (1 - cut) / (1 + cut))
+            high = bisect.bisect_right(self._key_lengths, length * (1 + cut) / (1 - cut))
+            window = self._sorted_keys[low:high]
+            if not window:
+                continue
+            for chunk in range(0, len(group), 2048):
+                queries_chunk = group[chunk : chunk + 2048]
+                scores = process.cdist(
+                    queries_chunk,
+                    window,
+                    scorer=fuzz.ratio,
+                    score_cutoff=self.fuzzy_cutoff,
+                    workers=-1,
+                    dtype=np.float32,
+                )
+                best = scores.argmax(axis=1)
+                for row, query in enumerate(queries_chunk):
+                    if scores[row, best[row]] >= self.fuzzy_cutoff:
+                        found[query] = window[best[row]]
+        return found
+
+    @staticmethod
+    def _closest_year(candidates: list[tuple[str, int | None]], year: int | None) -> str:
+        if year is None or len(candidates) == 1:
+            return candidates[0][0]
+        return min(candidates, key=lambda c: abs((c[1] or 0) - year))[0]
+
+    def extract(self, completion: object) -> Extraction:
+        """Parse any completion text into deduplicated items; never raises."""
+        return self.extract_many([completion])[0]
+
+    def extract_many(self, completions: list[object]) -> list[Extraction]:
+        """:meth:`extract` for many completions, with one batched resolution pass."""
+        parsed = [parse_mentions(c if isinstance(c, str) else "", self)[: self.max_mentions] for c in completions]
+        self.resolve_many([m for mentions in parsed for m in mentions])
+        extractions = []
+        for mentions in parsed:
+            item_ids: list[str] = []
+            unresolved: list[str] = []
+            for mention in mentions:
+                item_id = self._cache[mention]
+                if item_id is not None:
+                    if item_id not in item_ids:
+                        item_ids.append(item_id)
+                else:
+                    key = title_key(split_title(mention)[0]) or title_key(mention)
+                    if key and key not in unresolved:
+                        unresolved.append(key)
+            extractions.append(Extraction(item_ids, unresolved))
+        return extractions
+
+
+# --- completion parsing -------------------------------------------------------------------
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+_LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
+_MARKDOWN = re.compile(r"\*\*|__|`|~~")
+_QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
+_TITLE_WITH_YEAR = re.compile(r"^(.+?\(\s*\d{4}\s*\))")
+_DESCRIPTION_CUTS = (" - ", " – ", " — ", ": ", " | ", " by ", " directed by ", " starring ")
+_PROSE_STARTS = re.compile(
+    r"^(?:here|sure|certainly|of course|i\b|i'm|i'd|sorry|unfortunately|based on|these|this|note|as an|"
+    r"there (?:are|is)|you (?:might|may|could)|if you|enjoy|hope)",
+    re.IGNORECASE,
+)
+_MAX_CHARS = 20_000
+_MAX_TITLE_CHARS = 150
+
+
+def _is_prose(text: str) -> bool:
+    """A sentence rather than a title: intros, refusals, explanations."""
+    words = text.split()
+    if not words or len(text) > _MAX_TITLE_CHARS:
+        return True
+    if text.endswith(":") or len(words) > 12:
+        return True
+    if text[-1] in ".?" and len(words) > 4:
+        return True
+    return bool(_PROSE_STARTS.match(text)) and len(words) > 3
+
+
+def _clean(segment: str) -> str:
+    segment = segment.strip().strip("\"'“”‘’«»").strip()
+    return segment.rstrip(".,;").strip()
+
+
+def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
+    """``Heat (1995) - a heist thriller`` -> ``Heat (1995)``; keeps colons that belong to titles."""
+    with_year = _TITLE_WITH_YEAR.match(segment)
+    if with_year:
+        return with_year.group(1)
+    cuts = sorted({segment.find(sep) for sep in _DESCRIPTION_CUTS if segment.find(sep) > 0}, reverse=True)
+    if matcher is not None:
+        for end in [len(segment), *cuts]:
+            if matcher.resolve(segment[:end], fuzzy=False) is not None:
+                return segment[:end]
+    return segment[: cuts[-1]] if cuts else segment
+
+
+def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
+    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``)."""
+    pieces = [p for p in re.split(r"[;,]", line)]
+    segments = []
+    start = 0
+    while start < len(pieces):
+        end = start + 1
+        if matcher is not None:
+            for stop in range(min(len(pieces), start + 4), start + 1, -1):
+                if matcher.resolve(",".join(pieces[start:stop]), fuzzy=False) is not None:
+                    end = stop
+                    break
+        segments.append(",".join(pieces[start:end]))
+        start = end
+    return segments
+
+
+def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
+    """Split a completion into title mentions.
+
+    Handles numbered and bulleted lists, comma or semicolon lists, markdown emphasis,
+    quoted titles inside sentences, ``Title (Year) - description`` lines and
+    ``<think>`` blocks (dropped). Prose lines (intros, refusals) yield no mention. With a
+    ``matcher``, splits keep commas and colons that are part of catalog titles.
+    """
+    text = _THINK.sub("\n", text[:_MAX_CHARS])
+    mentions = []
+    for raw_line in text.splitlines():
+        is_list_item = bool(_LIST_MARKER.match(raw_line))
+        line = _MARKDOWN.sub("", _LIST_MARKER.sub("", raw_line, count=1)).strip()
+        if not line:
+            continue
+        intro = re.match(r"^(.{3,80}?):\s+(\S.*)$", line)
+        if intro and _PROSE_STARTS.match(intro.group(1)):
+            line = intro.group(2)
+        quoted = [q or i for q, i in _QUOTED.findall(line)]
+        if quoted and _is_prose(_QUOTED.sub("X", line)):
+            mentions.extend(_clean(q) for q in quoted)
+            continue
+        # A prose line (intro, refusal, explanation) contributes only titles that resolve exactly.
+        prose_line = not is_list_item and _is_prose(line)
+        for segment in [line] if is_list_item else _split_commas(line, matcher):
+            title = _clean(_cut_description(_clean(segment), matcher))
+            if not title:
+                continue
+            resolves = matcher is not None and matcher.resolve(title, fuzzy=False) is not None
+            if resolves or not (prose_line or _is_prose(title)):
+                mentions.append(title)
+    return [m for m in mentions if m]
+
+
+def display_title(title: str) -> str:
+    """Natural spelling for training targets: ``Usual Suspects, The (1995)`` -> ``The Usual Suspects (1995)``."""
+    main, _, year = split_title(fix_mojibake(title))
+    moved = _TRAILING_ARTICLE.match(main)
+    if moved:
+        article = moved.group(2)
+        main = f"{article}{'' if article.endswith(chr(39)) else ' '}{moved.group(1)}"
+    return f"{main} ({year})" if year else main

@@ -1,0 +1,125 @@
+"""Metric values below are computed by hand from the rows, catalog and KG in this file."""
+
+import pytest
+
+from rectune.catalog import KnowledgeGraph
+from rectune.metrics import aggregate, format_table, score_query
+from rectune.schema import BenchmarkRow
+from rectune.titles import CatalogItem, TitleMatcher
+
+MATCHER = TitleMatcher(
+    [
+        CatalogItem("1", "Heat (1995)"),
+        CatalogItem("2", "Ronin (1998)"),
+        CatalogItem("3", "Usual Suspects, The (1995)"),
+        CatalogItem("9", "City of Lost Children, The (1995)"),
+        CatalogItem("12", "Toy Story (1995)"),
+        CatalogItem("13", "Casino (1995)"),
+    ]
+)
+KG = KnowledgeGraph(
+    [
+        ("1", "Starring", "Robert De Niro"),
+        ("1", "genre", "Thriller"),
+        ("2", "Starring", "Robert De Niro"),
+        ("2", "genre", "Thriller"),
+        ("13", "genre", "Thriller"),  # Casino: the KG has no "starring" fact for it
+        ("3", "Director", "Bryan Singer"),
+    ]
+)
+
+
+def row(id_, task, truth, ids, conditions=()):
+    return BenchmarkRow(
+        id=id_,
+        benchmark="recbench+",
+        domain="movie",
+        task=task,
+        query="q",
+        ground_truth=truth,
+        ground_truth_ids=ids,
+        conditions=[list(c) for c in conditions],
+        condition_num=len(conditions),
+    )
+
+
+DE_NIRO = row(
+    "a",
+    "explicit",
+    ["Heat (1995)", "Ronin (1998)"],
+    ["1", "2"],
+    [("Starring", "Robert De Niro"), ("Genre", "Thriller")],
+)
+EMPTY = row("b", "explicit", ["Heat (1995)"], ["1"], [("Genre", "Thriller")])
+SINGER = row("c", "implicit", ["The Usual Suspects (1995)"], ["3"], [("Director", "Bryan Singer")])
+INTEREST = row("d", "interest", ["City of Lost Children, The (1995)", "Unknown Film (1999)"], ["9"])
+
+COMPLETIONS = {
+    "a": "1. Heat (1995)\n2. Casino (1995)\n3. Made Up Movie\n4. Heat",
+    "b": "",
+    "c": "Usual Suspects, The",
+    "d": "Unknown Film\nToy Story (1995)",
+}
+
+
+def score(r):
+    return score_query(r, MATCHER.extract(COMPLETIONS[r.id]), MATCHER, KG)
+
+
+def test_query_with_hallucination_and_duplicate():
+    s = score(DE_NIRO)
+    # recommended: Heat, Casino, "made up movie" (the second Heat collapses) -> 3 items, 1 hit
+    assert s.n_recommended == 3
+    assert s.precision == pytest.approx(1 / 3)
+    assert s.recall == pytest.approx(1 / 2)
+    # only Heat meets both conditions; Casino lacks the starring fact, the invented title is unknown
+    assert s.cmr == pytest.approx(1 / 3)
+    assert s.ftr == 0.0
+    assert (s.n_resolved, s.n_kg_covered) == (2, 1)
+
+
+def test_empty_answer_convention():
+    s = score(EMPTY)
+    assert (s.precision, s.recall, s.cmr, s.ftr) == (0.0, 0.0, 0.0, 1.0)
+
+
+def test_moved_article_is_a_hit():
+    s = score(SINGER)
+    assert (s.precision, s.recall, s.cmr, s.ftr) == (1.0, 1.0, 1.0, 0.0)
+
+
+def test_unresolvable_ground_truth_can_still_be_hit_by_name():
+    s = score(INTEREST)
+    assert s.precision == pytest.approx(1 / 2)
+    assert s.recall == pytest.approx(1 / 2)
+    assert s.cmr is None  # profile-based: no conditions
+
+
+def test_aggregate_macro_averages():
+    report = aggregate([score(r) for r in (DE_NIRO, EMPTY, SINGER, INTEREST)])
+    overall = report["overall"]
+    assert overall["n"] == 4
+    assert overall["precision"] == pytest.approx((1 / 3 + 0 + 1 + 1 / 2) / 4)
+    assert overall["recall"] == pytest.approx((1 / 2 + 0 + 1 + 1 / 2) / 4)
+    assert overall["cmr"] == pytest.approx((1 / 3 + 0 + 1) / 3)  # condition-based queries only
+    assert overall["ftr"] == pytest.approx(1 / 4)
+    assert overall["kg_coverage"] == pytest.approx((1 + 1) / (2 + 1))  # covered / resolved items
+    explicit = report["by_task"]["explicit"]
+    assert explicit["n"] == 2
+    assert explicit["precision"] == pytest.approx(1 / 6)
+    assert explicit["recall"] == pytest.approx(1 / 4)
+    assert explicit["cmr"] == pytest.approx(1 / 6)
+    assert explicit["ftr"] == pytest.approx(1 / 2)
+    assert report["by_task"]["interest"]["cmr"] is None
+    assert report["by_task_conditions"]["explicit"]["2"]["precision"] == pytest.approx(1 / 3)
+    assert report["by_task_conditions"]["explicit"]["1"]["ftr"] == 1.0
+    assert "interest" not in report["by_task_conditions"]
+    table = format_table(report)
+    assert "| explicit | 2 | 0.167 | 0.250 | 0.167 | 0.500 |" in table
+    assert "| interest | 1 | 0.500 | 0.500 | - | 0.000 | - |" in table
+
+
+def test_condition_buckets():
+    four = row("e", "explicit", ["Heat (1995)"], ["1"], [("a", "b")] * 4)
+    report = aggregate([score_query(four, MATCHER.extract("Heat"), MATCHER, KG)])
+    assert list(report["by_task_conditions"]["explicit"]) == ["3-4"]

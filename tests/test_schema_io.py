@@ -1,0 +1,92 @@
+import json
+
+import pytest
+
+from rectune.io import DataError, atomic_write, read_jsonl, write_jsonl
+from rectune.schema import BenchmarkRow, load_rows
+
+GOOD = {
+    "id": "movie/explicit/0",
+    "benchmark": "recbench+",
+    "domain": "movie",
+    "task": "explicit",
+    "query": "thrillers please",
+    "ground_truth": ["Heat (1995)"],
+    "ground_truth_ids": ["1"],
+    "conditions": [["Genre", "Thriller"]],
+    "condition_num": 1,
+}
+
+
+def write_rows(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_round_trip(tmp_path):
+    path = write_rows(tmp_path / "t.jsonl", [GOOD])
+    (row,) = load_rows(path)
+    assert row.to_dict() == {**GOOD, "history": []}
+    assert row.is_condition_based
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"id": ""}, "field 'id': must be a non-empty string"),
+        ({"task": "ranking"}, "field 'task': must be one of"),
+        ({"domain": 3}, "field 'domain': must be a non-empty string"),
+        ({"ground_truth": []}, "field 'ground_truth': must not be empty"),
+        ({"ground_truth": "Heat"}, "field 'ground_truth': must be a list of strings"),
+        ({"conditions": [["Genre"]]}, "field 'conditions': must be a list of [relation, value] string pairs"),
+        ({"condition_num": "two"}, "field 'condition_num': must be a non-negative integer"),
+        ({"misinformation": ["x"]}, "field 'misinformation': must be a list of objects"),
+        ({"colour": "red"}, "field 'colour': unknown field"),
+    ],
+)
+def test_bad_fields_name_file_line_and_field(tmp_path, change, message):
+    path = write_rows(tmp_path / "t.jsonl", [GOOD, {**GOOD, "id": "second", **change}])
+    with pytest.raises(DataError) as err:
+        load_rows(path)
+    assert f"{path}:2:" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_missing_field(tmp_path):
+    bad = {k: v for k, v in GOOD.items() if k != "query"}
+    with pytest.raises(DataError, match=r"t.jsonl:1: row 'movie/explicit/0', field 'query': missing"):
+        load_rows(write_rows(tmp_path / "t.jsonl", [bad]))
+
+
+def test_duplicate_ids(tmp_path):
+    with pytest.raises(DataError, match=r":2: field 'id': duplicate id 'movie/explicit/0' \(first on line 1\)"):
+        load_rows(write_rows(tmp_path / "t.jsonl", [GOOD, GOOD]))
+
+
+def test_malformed_and_empty_jsonl(tmp_path):
+    with pytest.raises(DataError, match=r"t.jsonl:2: malformed JSON"):
+        read_jsonl(write_rows(tmp_path / "t.jsonl", [GOOD, "{not json"]))
+    with pytest.raises(DataError, match=r"t.jsonl:1: expected a JSON object, got list"):
+        read_jsonl(write_rows(tmp_path / "t.jsonl", ["[1, 2]"]))
+    with pytest.raises(DataError, match="file is empty"):
+        read_jsonl(write_rows(tmp_path / "t.jsonl", []))
+    with pytest.raises(DataError, match="file not found"):
+        read_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.jsonl"
+    with pytest.raises(RuntimeError), atomic_write(target) as handle:
+        handle.write("partial")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    write_jsonl(target, [{"a": 1}])
+    with pytest.raises(TypeError):
+        write_jsonl(target, [{"a": 2}, {"b": object()}])  # fails mid-way: old content survives
+    assert read_jsonl(target) == [{"a": 1}]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_from_dict_accepts_optional_fields():
+    row = BenchmarkRow.from_dict({**GOOD, "profile": {"group": "25-34"}, "source_user": "7", "history": ["Ronin"]})
+    assert row.profile == {"group": "25-34"} and row.history == ["Ronin"]
