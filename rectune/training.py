@@ -1,0 +1,304 @@
+"""What train/sft.py and train/grpo.py share: recipes, data, precision, tracking, run files.
+
+A recipe is a YAML mapping read through TRL's ``TrlParser``: every key is a field of one
+of the script's argument dataclasses (TRL's ``SFTConfig``/``GRPOConfig``, ``ModelConfig``
+and ``DatasetMixtureConfig``, plus RecTune's own below), CLI flags override the file, and
+an unknown key is an error naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from rectune.io import DataError, atomic_write, numbered_jsonl
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunArguments:
+    """RecTune's run-level settings (any recipe)."""
+
+    recipe_name: str | None = field(default=None, metadata={"help": "Run name; defaults to the recipe file's stem."})
+    wandb_project: str = field(default="rectune", metadata={"help": "W&B project the run logs to."})
+    wandb_tags: list[str] = field(default_factory=list, metadata={"help": "Extra W&B tags."})
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Train on this many examples only (small CPU budgets)."}
+    )
+
+
+@dataclass
+class RftArguments:
+    """GRPO-only settings: rewards, their catalog/KG, and the model RFT starts from."""
+
+    reward_funcs: list[str] = field(
+        default_factory=lambda: ["recall", "format", "hallucination", "misinformed"],
+        metadata={"help": "Rewards from rectune.rewards.REWARDS; weights via GRPOConfig's reward_weights."},
+    )
+    catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
+    kg: str | None = field(default=None, metadata={"help": "kg.jsonl (default: beside the first data file)"})
+    init_adapter: str | None = field(
+        default=None,
+        metadata={"help": "SFT adapter folder merged into the base model before GRPO (SFT then RFT)."},
+    )
+
+
+def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
+    """Parse ``RECIPE.yaml [--flag value ...]`` into the dataclasses, checking the recipe first.
+
+    Returns the dataclass instances in order, then the recipe path (or None).
+    """
+    from trl import TrlParser
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    recipe = None
+    if args and not args[0].startswith("-"):
+        recipe = Path(args.pop(0))
+    elif "--config" in args:
+        index = args.index("--config")
+        recipe = Path(args[index + 1])
+        del args[index : index + 2]
+    if recipe is not None:
+        _check_recipe(recipe, dataclass_types)
+        args = ["--config", str(recipe), *args]
+    if not torch.cuda.is_available():
+        # No GPU: train in fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject).
+        log.info("no CUDA device: training in fp32")
+        args += ["--bf16", "false", "--fp16", "false"]
+    parsed = TrlParser(dataclass_types).parse_args_and_config(args)
+    for item in parsed:
+        if isinstance(item, RunArguments) and item.recipe_name is None:
+            item.recipe_name = recipe.stem if recipe else "run"
+    return (*parsed, recipe)
+
+
+def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
+    if not recipe.is_file():
+        raise DataError(recipe, "recipe file not found")
+    try:
+        config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise DataError(recipe, f"malformed YAML: {err}") from None
+    if not isinstance(config, dict):
+        raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)} | {"env"}
+    for key in config:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            names = ", ".join(t.__name__ for t in dataclass_types)
+            raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+
+
+def data_files(mixture: Any) -> list[Path]:
+    """Local files named by a ``DatasetMixtureConfig``; each must exist."""
+    files: list[Path] = []
+    if not mixture.datasets:
+        raise DataError("recipe", "no training data: set `datasets: [{path: json, data_files: FILE}]`")
+    for dataset in mixture.datasets:
+        names = dataset.data_files
+        if names is None:
+            continue
+        if isinstance(names, dict):
+            names = list(names.values())
+        for name in [names] if isinstance(names, str) else names:
+            path = Path(name)
+            if not path.is_file():
+                raise DataError(path, "training data file not found (run data_prep first?)")
+            files.append(path)
+    return files
+
+
+def check_examples(path: Path, kind: str) -> None:
+    """Validate a prepared training file: ``sft`` rows need chat ``messages`` ending in the
+    assistant answer, ``rft`` rows a ``prompt`` plus the reward labels."""
+    for line, row in numbered_jsonl(path):
+        if kind == "sft":
+            messages = row.get("messages")
+            if not isinstance(messages, list) or len(messages) < 2 or not all(isinstance(m, dict) for m in messages):
+                raise DataError(path, "field 'messages': must be a list of chat messages", line=line)
+            if messages[-1].get("role") != "assistant" or not isinstance(messages[-1].get("content"), str):
+                raise DataError(path, "field 'messages': the last message must be the assistant answer", line=line)
+        else:
+            if not isinstance(row.get("prompt"), list):
+                raise DataError(path, "field 'prompt': must be a list of chat messages", line=line)
+            for name in ("ground_truth", "ground_truth_ids", "task"):
+                if name not in row:
+                    raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
+
+
+def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int):
+    """The recipe's data mixture (TRL's ``get_dataset``), validated, SFT rows as prompt/completion.
+
+    SFT uses the prompt/completion form so the loss covers the assistant answer only
+    (TRL's ``completion_only_loss``), whatever the model's chat template.
+    """
+    from trl import get_dataset
+
+    for path in data_files(mixture):
+        check_examples(path, kind)
+    dataset = get_dataset(mixture)["train"]
+    if kind == "sft":
+        dataset = dataset.map(
+            lambda row: {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]},
+            remove_columns=dataset.column_names,
+        )
+    if max_samples is not None and max_samples < len(dataset):
+        dataset = dataset.shuffle(seed=seed).select(range(max_samples))
+    return dataset
+
+
+def model_dtype(training_args: Any) -> torch.dtype:
+    """The dtype to load the model in, matching the mixed-precision mode (fp32 on CPU)."""
+    if training_args.bf16:
+        return torch.bfloat16
+    return torch.float16 if training_args.fp16 else torch.float32
+
+
+def git_commit() -> str:
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return result.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:
+    return {
+        "stage": stage,
+        "recipe": run_args.recipe_name,
+        "base_model": base_model,
+        "data": [str(f) for f in files],
+        "git_commit": git_commit(),
+        **extra,
+    }
+
+
+def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) -> None:
+    """Name the run ``<recipe>-<stage>`` and put stage, recipe, model, data and commit into its config.
+
+    The W&B run is opened here (main process only) so the Trainer's W&B callback reuses it.
+    """
+    training_args.run_name = f"{run_args.recipe_name}-{metadata['stage']}"
+    if "wandb" not in (training_args.report_to or []):
+        return
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:
+        return
+    import wandb
+
+    if "WANDB_MODE" not in os.environ and not _has_wandb_key():
+        log.warning("no W&B API key found: logging offline (upload later with `wandb sync`)")
+        os.environ["WANDB_MODE"] = "offline"
+    os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
+    Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
+    wandb.init(
+        project=run_args.wandb_project,
+        name=training_args.run_name,
+        group=run_args.recipe_name,
+        job_type=metadata["stage"],
+        tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
+        config={"rectune": metadata},
+        dir=training_args.output_dir,
+    )
+
+
+def _has_wandb_key() -> bool:
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+
+
+def last_checkpoint(training_args: Any) -> str | None:
+    """The checkpoint to resume from: the one asked for, else the newest in the output dir."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if training_args.resume_from_checkpoint:
+        return training_args.resume_from_checkpoint
+    output_dir = Path(training_args.output_dir)
+    found = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+    if found:
+        log.info("resuming from %s", found)
+    return found
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None) -> None:
+    """The resolved recipe (file plus CLI overrides, every field) and a short model card."""
+    resolved: dict[str, Any] = {}
+    for config in configs:
+        values = config.to_dict() if hasattr(config, "to_dict") else dataclasses.asdict(config)
+        resolved.update(_plain(values))
+    out = Path(output_dir)
+    with atomic_write(out / "recipe.yaml") as handle:
+        handle.write(f"# resolved from {recipe or 'command-line flags'}; stage {metadata['stage']}\n")
+        yaml.safe_dump(resolved, handle, sort_keys=True)
+    lines = [
+        f"# {metadata['recipe']} — {metadata['stage']}",
+        "",
+        "A LoRA adapter trained with [RecTune](../../../README.md).",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {key} | {value} |" for key, value in metadata.items()),
+        "",
+        "Score it on the held-out split:",
+        "",
+        "```bash",
+        f"python evaluate/run.py --model {output_dir} --data DIR/test.jsonl --out reports/{metadata['recipe']}-"
+        f"{metadata['stage']}",
+        "```",
+        "",
+        "The full resolved recipe is in `recipe.yaml`.",
+    ]
+    with atomic_write(out / "README.md") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def merged_model(adapter_dir: str | Path) -> Path:
+    """The base model with the adapter merged in, saved once as ``<adapter_dir>/merged``.
+
+    SFT then RFT merges the SFT adapter and trains a fresh RFT adapter on top: GRPO's
+    reference policy is then the SFT model, and the RFT adapter loads onto a plain folder.
+    """
+    from peft import AutoPeftModelForCausalLM
+    from transformers import AutoTokenizer
+
+    adapter_dir = Path(adapter_dir)
+    if not (adapter_dir / "adapter_config.json").is_file():
+        raise DataError(adapter_dir, "not a PEFT adapter folder (no adapter_config.json); run the SFT stage first")
+    target = adapter_dir / "merged"
+    if (target / "config.json").is_file():
+        return target
+    model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=torch.float32).merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
+    staging = Path(tempfile.mkdtemp(prefix=".merged-", dir=adapter_dir))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,93 @@
+"""GRPO reinforcement fine-tuning (RFT) with RecBench+ rewards, from the base or an SFT result.
+
+    accelerate launch train/grpo.py recipes/qwen3b_movie_grpo.yaml
+    python train/grpo.py recipes/smollm2_movie_cpu_grpo.yaml --init_adapter outputs/run/sft
+
+Rewards (rectune.rewards) score each completion against the prompt's ground truth, the
+catalog and the KG found beside the data. With --init_adapter the SFT adapter is merged
+into the base first and a fresh LoRA adapter is trained on top (SFT then RFT).
+"""
+
+import logging
+import sys
+
+from accelerate import PartialState
+from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
+
+from rectune.catalog import beside, load_catalog, load_kg
+from rectune.io import DataError
+from rectune.models import resolve_model_name
+from rectune.rewards import make_reward_funcs
+from rectune.titles import TitleMatcher
+from rectune.training import (
+    RftArguments,
+    RunArguments,
+    model_dtype,
+    data_files,
+    init_tracking,
+    last_checkpoint,
+    load_examples,
+    merged_model,
+    parse_recipe,
+    run_metadata,
+    write_run_files,
+)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(
+        (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+    )
+
+    # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
+    dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
+    first_file = data_files(mixture)[0]
+    matcher = TitleMatcher(load_catalog(beside(first_file, "catalog.jsonl", rft_args.catalog)))
+    kg = load_kg(beside(first_file, "kg.jsonl", rft_args.kg))
+    reward_funcs = make_reward_funcs(rft_args.reward_funcs, matcher, kg)
+
+    # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
+    model_name = resolve_model_name(model_args.model_name_or_path)
+    if rft_args.init_adapter:
+        with PartialState().main_process_first():
+            model_name = str(merged_model(rft_args.init_adapter))
+    training_args.model_init_kwargs = {
+        "dtype": model_dtype(training_args),
+        "attn_implementation": model_args.attn_implementation,
+        **(training_args.model_init_kwargs or {}),
+    }
+
+    stage = "sft_rft" if rft_args.init_adapter else "rft"
+    metadata = run_metadata(
+        stage,
+        run_args,
+        model_args.model_name_or_path,
+        data_files(mixture),
+        init_adapter=rft_args.init_adapter,
+        rewards=rft_args.reward_funcs,
+        reward_weights=training_args.reward_weights,
+    )
+    init_tracking(training_args, run_args, metadata)
+    trainer = GRPOTrainer(
+        model=model_name,
+        reward_funcs=reward_funcs,
+        args=training_args,
+        train_dataset=dataset,
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
+
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        configs = (training_args, model_args, mixture, run_args, rft_args)
+        write_run_files(training_args.output_dir, configs, metadata, recipe)
+    trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
+    trainer.end()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as err:
+        sys.exit(f"error: {err}")

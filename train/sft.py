@@ -1,0 +1,69 @@
+"""LoRA supervised fine-tuning on prepared RecBench+ (or any RecTune) data.
+
+    accelerate launch train/sft.py recipes/qwen3b_movie.yaml [--flag value ...]
+    python train/sft.py recipes/smollm2_movie_cpu.yaml --max_steps 20
+
+The recipe holds TRL SFTConfig fields, ModelConfig (LoRA) fields, a `datasets` mixture
+and RecTune's run settings; CLI flags override it. Saves adapter, tokenizer, resolved
+recipe and a model card into output_dir; resumes from the newest checkpoint there.
+"""
+
+import logging
+import sys
+
+from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_peft_config
+
+from rectune.io import DataError
+from rectune.models import resolve_model_name
+from rectune.training import (
+    RunArguments,
+    model_dtype,
+    data_files,
+    init_tracking,
+    last_checkpoint,
+    load_examples,
+    parse_recipe,
+    run_metadata,
+    write_run_files,
+)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    training_args, model_args, mixture, run_args, recipe = parse_recipe(
+        (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
+    )
+
+    # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
+    dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
+
+    # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
+    model_name = resolve_model_name(model_args.model_name_or_path)
+    training_args.model_init_kwargs = {
+        "dtype": model_dtype(training_args),
+        "attn_implementation": model_args.attn_implementation,
+        **(training_args.model_init_kwargs or {}),
+    }
+
+    metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
+    init_tracking(training_args, run_args, metadata)
+    trainer = SFTTrainer(
+        model=model_name,
+        args=training_args,
+        train_dataset=dataset,
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
+
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        write_run_files(training_args.output_dir, (training_args, model_args, mixture, run_args), metadata, recipe)
+    trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
+    trainer.end()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as err:
+        sys.exit(f"error: {err}")
