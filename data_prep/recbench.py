@@ -14,6 +14,7 @@ from pathlib import Path
 from rectune.catalog import catalog_rows, kg_rows
 from rectune.io import DataError, write_json, write_jsonl
 from rectune.recbench import read_release, rft_example, sft_example, split_rows, stats
+from rectune.schema import TASKS
 
 
 def parse_args() -> argparse.Namespace:
@@ -26,6 +27,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
     parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="keep only these tasks (default: all)")
     parser.add_argument("--kg", default=None, help="extra KG triples, JSONL {item_id|title, relation, value}")
     return parser.parse_args()
 
@@ -34,7 +36,10 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
-    train, test = split_rows(release.rows, args.test_size, args.seed)
+    rows = [r for r in release.rows if args.tasks is None or r.task in args.tasks]
+    if not rows:
+        sys.exit(f"error: no queries of tasks {', '.join(args.tasks)} in {args.src}")
+    train, test = split_rows(rows, args.test_size, args.seed)
 
     out = Path(args.out)
     write_jsonl(out / "catalog.jsonl", catalog_rows(release.catalog))

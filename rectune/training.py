@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import gc
 import json
 import logging
 import os
@@ -77,9 +78,10 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         _check_recipe(recipe, dataclass_types)
         args = ["--config", str(recipe), *args]
     if not torch.cuda.is_available():
-        # No GPU: train in fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject).
-        log.info("no CUDA device: training in fp32")
-        args += ["--bf16", "false", "--fp16", "false"]
+        # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
+        # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
+        log.info("no CUDA device: training on CPU in fp32")
+        args += ["--bf16", "false", "--fp16", "false", "--use_cpu", "true"]
     parsed = TrlParser(dataclass_types).parse_args_and_config(args)
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
@@ -274,6 +276,19 @@ def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, r
     ]
     with atomic_write(out / "README.md") as handle:
         handle.write("\n".join(lines) + "\n")
+
+
+def finish(trainer: Any) -> None:
+    """End a run cleanly on every process.
+
+    The DDP wrapper is dropped while all workers are still alive: destroyed after the process
+    group (at interpreter exit) its gloo reducer waits forever for peers that have left.
+    """
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.free_memory()
+    trainer.model_wrapped = None
+    gc.collect()
+    trainer.end()
 
 
 def merged_model(adapter_dir: str | Path) -> Path:

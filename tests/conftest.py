@@ -27,3 +27,73 @@ def movie_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("movie")
     run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "1.0")
     return out
+
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, movie_data) -> Path:
+    """A randomly initialised 2-layer Llama with a byte-level BPE tokenizer trained on the fixture texts."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from rectune.io import read_jsonl
+
+    texts = [
+        json_text for row in read_jsonl(movie_data / "test.jsonl") for json_text in (row["query"], *row["ground_truth"])
+    ]
+    texts += [item["title"] for item in read_jsonl(movie_data / "catalog.jsonl")]
+    texts += ["You are a movie recommender system. You are given a query from the user."] * 5
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=512,
+            special_tokens=["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>"
+    )
+    tokenizer.chat_template = CHATML
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        initializer_range=0.3,  # a frozen lm_head at the default 0.02 keeps logits near uniform: LoRA could not learn
+    )
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny_model")
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def train_data(tmp_path_factory) -> Path:
+    """The movie fixture with every query in the training files (and an empty test split)."""
+    out = tmp_path_factory.mktemp("train_data")
+    run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "0.0")
+    return out
+
+
+def write_recipe(path: Path, **values) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(values))
+    return path

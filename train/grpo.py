@@ -22,12 +22,13 @@ from rectune.titles import TitleMatcher
 from rectune.training import (
     RftArguments,
     RunArguments,
-    model_dtype,
     data_files,
+    finish,
     init_tracking,
     last_checkpoint,
     load_examples,
     merged_model,
+    model_dtype,
     parse_recipe,
     run_metadata,
     write_run_files,
@@ -83,7 +84,7 @@ def main() -> None:
         configs = (training_args, model_args, mixture, run_args, rft_args)
         write_run_files(training_args.output_dir, configs, metadata, recipe)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
-    trainer.end()
+    finish(trainer)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,12 @@ from rectune.io import DataError
 from rectune.models import resolve_model_name
 from rectune.training import (
     RunArguments,
-    model_dtype,
     data_files,
+    finish,
     init_tracking,
     last_checkpoint,
     load_examples,
+    model_dtype,
     parse_recipe,
     run_metadata,
     write_run_files,
@@ -59,7 +60,7 @@ def main() -> None:
     if trainer.accelerator.is_main_process:
         write_run_files(training_args.output_dir, (training_args, model_args, mixture, run_args), metadata, recipe)
     trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
-    trainer.end()
+    finish(trainer)
 
 
 if __name__ == "__main__":

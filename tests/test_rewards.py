@@ -1,0 +1,74 @@
+"""Each reward on hand-written completions; expected values computed by hand."""
+
+import pytest
+
+from rectune.catalog import KnowledgeGraph
+from rectune.rewards import REWARDS, completion_text, make_reward_funcs
+from rectune.titles import CatalogItem, TitleMatcher
+
+MATCHER = TitleMatcher(
+    [CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"), CatalogItem("13", "Casino (1995)")]
+)
+KG = KnowledgeGraph([("1", "genre", "Thriller"), ("2", "genre", "Thriller"), ("13", "genre", "Drama")])
+LABELS = {
+    "ground_truth": [["Heat (1995)", "Ronin (1998)"]],
+    "ground_truth_ids": [["1", "2"]],
+    "conditions": [[["Genre", "Thriller"]]],
+}
+
+COMPLETIONS = {
+    # text: (recall, precision, f1, cmr, format, hallucination)
+    "Heat (1995)\nCasino (1995)\nInvented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 1.0, -1 / 3),
+    "Heat\nRonin": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),
+    "Sure! Here you go:\nHeat": (1 / 2, 1.0, 2 / 3, 1.0, 0.5, 0.0),
+    "": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "@@##!!": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "Heat " * 20_000: (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),  # one huge prose-like line: not a title
+}
+
+
+def rewards_for(text, task="explicit"):
+    funcs = make_reward_funcs(list(REWARDS), MATCHER, KG)
+    completion = [{"role": "assistant", "content": text}]  # TRL's conversational form
+    return {f.__name__: f([completion], task=[task], **LABELS)[0] for f in funcs}
+
+
+@pytest.mark.parametrize("text", list(COMPLETIONS))
+def test_rewards_on_hand_written_completions(text):
+    values = rewards_for(text)
+    expected = dict(
+        zip(["recall", "precision", "f1", "cmr", "format", "hallucination"], COMPLETIONS[text], strict=True)
+    )
+    for name, value in expected.items():
+        assert values[name] == pytest.approx(value), name
+    assert values["misinformed"] is None  # only applies to misinformed queries
+
+
+def test_misinformed_rule():
+    assert rewards_for("", task="misinformed")["misinformed"] == 1.0  # refusal
+    assert rewards_for("Heat", task="misinformed")["misinformed"] == 1.0  # corrected premise: a true item
+    assert rewards_for("Casino\nInvented Film", task="misinformed")["misinformed"] == 0.0  # followed the false fact
+
+
+def test_profile_tasks_have_no_cmr():
+    assert rewards_for("Heat", task="interest")["cmr"] is None
+
+
+def test_rewards_never_raise_on_odd_completions():
+    funcs = make_reward_funcs(list(REWARDS), MATCHER, KG)
+    odd = [None, 42, [], [{"role": "assistant"}], [{"content": None}], "\x00\ufffd", {"content": "Heat"}]
+    for func in funcs:
+        values = func(
+            odd,
+            task=["explicit"] * len(odd),
+            ground_truth=[["Heat"]] * len(odd),
+            ground_truth_ids=[["1"]] * len(odd),
+            conditions=[[]] * len(odd),
+        )
+        assert len(values) == len(odd)
+    assert completion_text({"content": "Heat"}) == "Heat"
+
+
+def test_unknown_reward_name():
+    with pytest.raises(ValueError, match="unknown reward 'recal'"):
+        make_reward_funcs(["recal"], MATCHER, KG)

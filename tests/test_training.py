@@ -1,0 +1,255 @@
+"""train/sft.py and train/grpo.py end to end on a tiny random model (seconds per run)."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, run_script, write_recipe
+from safetensors.torch import load_file
+
+LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
+
+
+def sft_recipe(path, model, data, out, **extra):
+    values = {
+        "model_name_or_path": str(model),
+        **LORA,
+        "datasets": [{"path": "json", "data_files": str(data / "train_sft.jsonl")}],
+        "output_dir": str(out),
+        "max_steps": 4,
+        "per_device_train_batch_size": 3,
+        "learning_rate": 3e-3,
+        "logging_steps": 1,
+        "save_steps": 2,
+        "report_to": ["none"],
+        "max_length": 256,
+        "seed": 0,
+    }
+    return write_recipe(path, **{**values, **extra})
+
+
+def log_history(out):
+    return (
+        json.loads((out / "trainer_state.json").read_text())["log_history"]
+        if (out / "trainer_state.json").exists()
+        else json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())["log_history"]
+    )
+
+
+def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data):
+    out = tmp_path / "sft"
+    # every step sees the same 9 examples, so the logged loss is the loss on one fixed set
+    recipe = sft_recipe(
+        tmp_path / "r.yaml",
+        tiny_model,
+        train_data,
+        out,
+        report_to=["wandb"],
+        wandb_tags=["test"],
+        per_device_train_batch_size=9,
+        learning_rate=1e-2,
+    )
+    run_script("train/sft.py", recipe, "--max_steps", "30", "--save_steps", "30")  # CLI overrides the recipe
+    losses = [e["loss"] for e in log_history(out / "checkpoint-30") if "loss" in e]
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.75 * losses[0]
+    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "recipe.yaml", "README.md"):
+        assert (out / name).is_file(), name
+    resolved = (out / "recipe.yaml").read_text()
+    assert "max_steps: 30" in resolved and "learning_rate: 0.01" in resolved
+    card = (out / "README.md").read_text()
+    assert "| stage | sft |" in card and f"| base_model | {tiny_model} |" in card and "git_commit" in card
+    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    recorded = open(run_file, "rb").read()
+    for metric in (b"train/loss", b"train/learning_rate", b"sft", b"git_commit"):
+        assert metric in recorded, metric
+
+
+def test_loss_is_on_the_answer_only(tiny_model, train_data):
+    from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
+
+    from rectune.training import load_examples
+
+    mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
+    dataset = load_examples(mixture, "sft", None, 0)
+    args = SFTConfig(output_dir="/tmp/unused", report_to=[], max_length=256, bf16=False, use_cpu=True)
+    trainer = SFTTrainer(model=str(tiny_model), args=args, train_dataset=dataset)
+    batch = trainer.data_collator([trainer.train_dataset[0]])  # exactly what the loss sees
+    trained = trainer.processing_class.decode(batch["input_ids"][batch["labels"] != -100])
+    answer = dataset[0]["completion"][0]["content"]
+    assert trained.startswith(answer)
+    assert "recommender system" not in trained and dataset[0]["prompt"][1]["content"] not in trained
+
+
+def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_model, train_data):
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out)
+    run_script("train/sft.py", recipe, "--max_steps", "2")  # the "interrupted" run: saved checkpoint-2
+    first = [e for e in log_history(out / "checkpoint-2") if "loss" in e]
+    run_script("train/sft.py", recipe, "--max_steps", "4")
+    history = [e for e in log_history(out / "checkpoint-4") if "loss" in e]
+    assert [e["step"] for e in history] == [1, 2, 3, 4]
+    assert history[:2] == first  # the steps already saved are kept, not redone
+
+
+@pytest.mark.parametrize(
+    ("recipe_text", "message"),
+    [
+        (
+            "lerning_rate: 0.1\n",
+            "unknown key 'lerning_rate' (not a field of SFTConfig, ModelConfig, "
+            "DatasetMixtureConfig, RunArguments); did you mean 'learning_rate'?",
+        ),
+        ("learning_rate: [0.1\n", "malformed YAML"),
+        ("- just a list\n", "a recipe must be a YAML mapping"),
+    ],
+)
+def test_bad_recipes_fail_clearly(tmp_path, recipe_text, message):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(recipe_text)
+    result = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "out", check=False)
+    assert result.returncode != 0
+    assert f"{recipe}: " in result.stderr and message in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_recipe_and_data_files(tmp_path, tiny_model, train_data):
+    result = run_script("train/sft.py", tmp_path / "nope.yaml", check=False)
+    assert "nope.yaml: recipe file not found" in result.stderr
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, tmp_path / "no_data", tmp_path / "out")
+    result = run_script("train/sft.py", recipe, check=False)
+    assert result.returncode != 0
+    assert "no_data/train_sft.jsonl: training data file not found" in result.stderr
+    bad = tmp_path / "bad_data"
+    bad.mkdir()
+    (bad / "train_sft.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    result = run_script("train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "o"), check=False)
+    assert "train_sft.jsonl:1: field 'messages'" in result.stderr
+
+
+def grpo_recipe(path, model, data, out, **extra):
+    values = {
+        "model_name_or_path": str(model),
+        **LORA,
+        "datasets": [{"path": "json", "data_files": str(data / "train_rft.jsonl")}],
+        "output_dir": str(out),
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "report_to": ["none"],
+        "reward_funcs": ["recall", "format", "hallucination", "misinformed"],
+        "reward_weights": [1.0, 0.2, 0.2, 1.0],
+        "seed": 0,
+    }
+    return write_recipe(path, **{**values, **extra})
+
+
+def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
+    # RFT from the base model
+    rft = tmp_path / "rft"
+    run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft))
+    history = log_history(rft / "checkpoint-2")
+    assert any("rewards/recall/mean" in e for e in history)
+    assert json.loads((rft / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model)
+
+    # SFT, then RFT on the SFT model
+    sft = tmp_path / "sft"
+    run_script("train/sft.py", sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, sft))
+    chained = tmp_path / "sft_rft"
+    run_script(
+        "train/grpo.py", grpo_recipe(tmp_path / "g2.yaml", tiny_model, train_data, chained), "--init_adapter", sft
+    )
+    config = json.loads((chained / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(sft / "merged")
+    base = load_file(tiny_model / "model.safetensors")
+    merged = load_file(sft / "merged" / "model.safetensors")
+    key = "model.layers.0.self_attn.q_proj.weight"
+    adapter = load_file(sft / "adapter_model.safetensors")
+    lora_a = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_A" in k)
+    lora_b = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_B" in k)
+    scale = LORA["lora_alpha"] / LORA["lora_r"]
+    # the RFT stage starts from base + the SFT delta, exactly
+    assert torch.allclose(merged[key], base[key] + scale * lora_b @ lora_a, atol=1e-6)
+    assert not torch.allclose(merged[key], base[key])
+    assert "| stage | sft_rft |" in (chained / "README.md").read_text()
+
+
+def test_grpo_needs_an_sft_adapter(tmp_path, tiny_model, train_data):
+    result = run_script(
+        "train/grpo.py",
+        grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o"),
+        "--init_adapter",
+        tmp_path,
+        check=False,
+    )
+    assert "not a PEFT adapter folder" in result.stderr
+
+
+def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, train_data):
+    recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o", reward_funcs=["recal"])
+    result = run_script("train/grpo.py", recipe, check=False)
+    assert "unknown reward 'recal'" in result.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
+def test_two_process_sft_matches_single_process(tmp_path, tiny_model, train_data):
+    """torchrun starts two gloo workers (Accelerate's MULTI_CPU); 2 workers x 4 examples equal one batch of 8.
+
+    Each global batch is the whole 8-example set, so the sampler's order (which differs with the number of
+    processes) does not matter, and TRL averages the loss over the tokens of all devices.
+    """
+    # SGD: its update is linear in the gradient (Adam's first steps are ~sign(g) and flip on float noise)
+    common = {
+        "per_device_train_batch_size": 4,
+        "max_train_samples": 8,
+        "max_steps": 3,
+        "save_steps": 3,
+        "learning_rate": 0.5,
+        "optim": "sgd",
+        "packing": False,
+        "lora_dropout": 0.0,
+    }
+    single, double = tmp_path / "single", tmp_path / "double"
+    run_script(
+        "train/sft.py",
+        sft_recipe(tmp_path / "a.yaml", tiny_model, train_data, single, **common),
+        "--per_device_train_batch_size",
+        "8",
+    )
+    recipe = sft_recipe(tmp_path / "b.yaml", tiny_model, train_data, double, **common)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29533",
+            str(ROOT / "train/sft.py"),
+            str(recipe),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    single_losses = [e["loss"] for e in log_history(single / "checkpoint-3") if "loss" in e]
+    double_losses = [e["loss"] for e in log_history(double / "checkpoint-3") if "loss" in e]
+    assert double_losses == pytest.approx(single_losses, rel=1e-5)  # the same 8 examples, split over 2 workers
+    a = load_file(single / "adapter_model.safetensors")
+    b = load_file(double / "adapter_model.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key], b[key], rtol=1e-3, atol=1e-5), key
+    # only the main process wrote: one set of run files, one checkpoint folder
+    assert sorted(p.name for p in double.glob("checkpoint-*")) == ["checkpoint-3"]
+    assert (double / "README.md").read_text().count("| stage | sft |") == 1
