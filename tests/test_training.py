@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,7 +65,7 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
     card = (out / "README.md").read_text()
     assert "| stage | sft |" in card and f"| base_model | {tiny_model} |" in card and "git_commit" in card
     (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
-    recorded = open(run_file, "rb").read()
+    recorded = Path(run_file).read_bytes()
     for metric in (b"train/loss", b"train/learning_rate", b"sft", b"git_commit"):
         assert metric in recorded, metric
 
