@@ -38,7 +38,7 @@ def matmul_flops(size: int = 1024, reps: int = 20) -> float:
 def examples(n: int, rng: random.Random) -> Dataset:
     titles = make_titles(2000, rng)
     rows = []
-    for i in range(n):
+    for _ in range(n):
         query = f"I'm looking for {rng.choice(['tense', 'funny', 'quiet', 'epic'])} films like {rng.choice(titles)}."
         if rng.random() < 0.5:
             query += " Something my whole family could watch on a Sunday evening would be ideal."
@@ -47,11 +47,15 @@ def examples(n: int, rng: random.Random) -> Dataset:
         if with_history:
             user = "Watched movies: " + "; ".join(rng.sample(titles, 20)) + "\nQuery: " + query
         answer = "\n".join(rng.sample(titles, rng.randint(1, 12)))
-        rows.append({
-            "prompt": [{"role": "system", "content": system_prompt("movie", with_history)},
-                       {"role": "user", "content": user}],
-            "completion": [{"role": "assistant", "content": answer}],
-        })
+        rows.append(
+            {
+                "prompt": [
+                    {"role": "system", "content": system_prompt("movie", with_history)},
+                    {"role": "user", "content": user},
+                ],
+                "completion": [{"role": "assistant", "content": answer}],
+            }
+        )
     return Dataset.from_list(rows)
 
 
@@ -59,12 +63,21 @@ def train(dataset: Dataset, packing: bool, batch: int) -> tuple[float, int, int,
     """One epoch: seconds, real tokens, token positions computed (real + padding), parameters."""
     with tempfile.TemporaryDirectory() as out:
         args = SFTConfig(
-            output_dir=out, num_train_epochs=1, per_device_train_batch_size=1 if packing else batch,
-            packing=packing, max_length=1024, report_to=[], bf16=False, use_cpu=True, save_strategy="no",
-            gradient_checkpointing=False, seed=0,
+            output_dir=out,
+            num_train_epochs=1,
+            per_device_train_batch_size=1 if packing else batch,
+            packing=packing,
+            max_length=1024,
+            report_to=[],
+            bf16=False,
+            use_cpu=True,
+            save_strategy="no",
+            gradient_checkpointing=False,
+            seed=0,
         )
-        lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                          task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"
+        )
         trainer = SFTTrainer(model=str(embedded_model_path()), args=args, train_dataset=dataset, peft_config=lora)
         real = sum(len(ids) for ids in trainer.train_dataset["input_ids"])
         positions = sum(b["input_ids"].numel() for b in trainer.get_train_dataloader())
@@ -89,9 +102,11 @@ def main() -> None:
         tokens_per_s = real / seconds
         achieved = 6 * params * tokens_per_s
         results[packing] = tokens_per_s
-        print(f"{name:28s} {args.examples} examples: {seconds:6.1f} s, {real} real tokens in "
-              f"{positions} positions ({real / positions:.0%} useful), {tokens_per_s:6.1f} tokens/s, "
-              f"{achieved / 1e9:.2f} GFLOP/s = {achieved / peak:.1%} of measured matmul peak")
+        print(
+            f"{name:28s} {args.examples} examples: {seconds:6.1f} s, {real} real tokens in "
+            f"{positions} positions ({real / positions:.0%} useful), {tokens_per_s:6.1f} tokens/s, "
+            f"{achieved / 1e9:.2f} GFLOP/s = {achieved / peak:.1%} of measured matmul peak"
+        )
     print(f"packed / padded tokens/s: {results[True] / results[False]:.2f}x")
 
 

@@ -48,6 +48,7 @@ def main() -> None:
     write_jsonl(out / "train_rft.jsonl", (rft_example(r, args.with_history, args.k) for r in train))
     write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
     summary = stats(train, test, release)
+    summary["prompt"] = {"with_history": args.with_history, "k": args.k}  # evaluate/run.py reuses these
     write_json(out / "stats.json", summary)
 
     print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {len(train)} train / {len(test)} test queries")

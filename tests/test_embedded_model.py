@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import ROOT, run_script
+
 from rectune.models import EMBEDDED, embedded_model_path, resolve_model_name
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,16 @@ def test_cpu_recipe_trains_the_embedded_model(tmp_path, train_data):
     shipped = (ROOT / "recipes/smollm2_movie_cpu.yaml").read_text()
     recipe.write_text(shipped.replace("data/sample_movie/train_sft.jsonl", str(train_data / "train_sft.jsonl")))
     run_script(
-        "train/sft.py", recipe, "--output_dir", out, "--max_steps", "3", "--save_steps", "3", "--report_to", "none",
+        "train/sft.py",
+        recipe,
+        "--output_dir",
+        out,
+        "--max_steps",
+        "3",
+        "--save_steps",
+        "3",
+        "--report_to",
+        "none",
     )
     state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
+from conftest import ROOT
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
-from conftest import ROOT
 from rectune.rewards import REWARDS
 from rectune.training import RftArguments, RunArguments, parse_recipe
 
@@ -59,10 +59,14 @@ def make_dry_run(*args: str) -> str:
 
 def test_make_targets_put_the_three_runs_side_by_side():
     recipe = "RECIPE=recipes/qwen3b_movie.yaml"
-    assert "train/sft.py recipes/qwen3b_movie.yaml --recipe_name qwen3b_movie --output_dir outputs/qwen3b_movie/sft" \
+    assert (
+        "train/sft.py recipes/qwen3b_movie.yaml --recipe_name qwen3b_movie --output_dir outputs/qwen3b_movie/sft"
         in make_dry_run("sft", recipe)
-    assert "train/grpo.py recipes/qwen3b_movie_grpo.yaml --recipe_name qwen3b_movie --output_dir " \
-           "outputs/qwen3b_movie/rft" in make_dry_run("rft", recipe)
+    )
+    assert (
+        "train/grpo.py recipes/qwen3b_movie_grpo.yaml --recipe_name qwen3b_movie --output_dir "
+        "outputs/qwen3b_movie/rft" in make_dry_run("rft", recipe)
+    )
     chained = make_dry_run("rft-after-sft", recipe)
     assert chained.index("train/sft.py") < chained.index("train/grpo.py")
     assert "--init_adapter outputs/qwen3b_movie/sft" in chained and "outputs/qwen3b_movie/sft_rft" in chained

@@ -1,0 +1,91 @@
+"""Generate with any checkpoint on held-out rows, score it, write the report, log it to W&B.
+
+    python evaluate/run.py --model outputs/smollm2_movie_cpu/sft --data data/sample_movie/test.jsonl \\
+        --out reports/smollm2_sft
+
+--model takes a model folder or hub id, a PEFT adapter folder (base from its adapter_config),
+a run folder (outputs/<run>, stage via --stage) or embedded:smollm2. Prompts are the ones the
+training files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
+A rerun with the same --out resumes: finished queries are not generated again.
+"""
+
+import argparse
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+
+from rectune.checkpoints import STAGES, load_for_generation, resolve_checkpoint
+from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant
+from rectune.generation import GenerationSettings, generate, generate_vllm
+from rectune.io import DataError
+from rectune.training import git_commit
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--model", required=True, help="checkpoint: model/adapter/run folder, hub id or embedded:smollm2"
+    )
+    parser.add_argument("--data", required=True, help="canonical rows, e.g. DIR/test.jsonl")
+    parser.add_argument("--out", required=True, help="report folder (reports/NAME)")
+    parser.add_argument("--stage", choices=STAGES, default=None, help="stage of a run folder (default: trained last)")
+    parser.add_argument(
+        "--with-history",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="put the user's history in the prompt (default: as the training files)",
+    )
+    parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=None, help="first N queries only")
+    parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="vllm: GPU only")
+    parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
+    parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
+    parser.add_argument("--wandb-project", default="rectune")
+    parser.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    checkpoint = resolve_checkpoint(args.model, args.stage)
+    variant = prompt_variant(args.data, args.with_history, args.k)
+    settings = GenerationSettings(
+        args.batch_size, args.max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed
+    )
+    if args.backend == "vllm":
+        generate_batches = partial(generate_vllm, checkpoint, settings=settings)
+    else:
+        model, tokenizer = load_for_generation(checkpoint)
+        generate_batches = partial(generate, model, tokenizer, settings=settings, desc=Path(args.out).name)
+
+    report, table_rows = evaluate_checkpoint(
+        checkpoint,
+        args.data,
+        args.out,
+        generate_batches,
+        variant,
+        settings,
+        catalog=args.catalog,
+        kg=args.kg,
+        limit=args.limit,
+        commit=git_commit(),
+    )
+    print(report["table"])
+    print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")
+    if not args.no_wandb:
+        log_to_wandb(args.out, report, table_rows, args.wandb_project)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as err:
+        sys.exit(f"error: {err}")

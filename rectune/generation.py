@@ -1,0 +1,71 @@
+"""Batched generation: prompts sorted by length, left padding, greedy unless sampling is asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+
+@dataclass
+class GenerationSettings:
+    batch_size: int = 8
+    max_new_tokens: int = 256
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+def generate(
+    model, tokenizer, prompts: list[list[dict]], settings: GenerationSettings, desc: str = "generating"
+) -> Iterator[list[tuple[int, str]]]:
+    """Yield ``[(prompt index, completion), ...]`` batch by batch, longest prompts first.
+
+    Sorting by length keeps padding small; the longest batch comes first so running out of
+    memory shows at once, not at the end.
+    """
+    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    torch.manual_seed(settings.seed)
+    with tqdm(total=len(order), desc=desc, unit="query") as progress:
+        for start in range(0, len(order), settings.batch_size):
+            indices = order[start : start + settings.batch_size]
+            batch = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True, add_special_tokens=False)
+            batch = batch.to(model.device)
+            sampling = {"temperature": settings.temperature, "top_p": settings.top_p} if settings.do_sample else {}
+            with torch.no_grad():
+                output = model.generate(
+                    **batch,
+                    max_new_tokens=settings.max_new_tokens,
+                    do_sample=settings.do_sample,
+                    pad_token_id=tokenizer.pad_token_id,
+                    **sampling,
+                )
+            new_tokens = output[:, batch["input_ids"].shape[1] :]
+            completions = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            progress.update(len(indices))
+            yield list(zip(indices, completions, strict=True))
+
+
+def generate_vllm(
+    checkpoint, prompts: list[list[dict]], settings: GenerationSettings
+) -> Iterator[list[tuple[int, str]]]:
+    """The same contract through vLLM (GPU only; LoRA adapters served without merging). Untested here: no GPU."""
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    llm = LLM(model=checkpoint.base_model, enable_lora=checkpoint.adapter is not None, seed=settings.seed)
+    params = SamplingParams(
+        max_tokens=settings.max_new_tokens,
+        temperature=settings.temperature if settings.do_sample else 0.0,
+        top_p=settings.top_p if settings.do_sample else 1.0,
+    )
+    lora = LoRARequest("adapter", 1, checkpoint.adapter) if checkpoint.adapter else None
+    for start in range(0, len(prompts), 256):
+        chunk = prompts[start : start + 256]
+        outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True)
+        yield [(start + i, out.outputs[0].text) for i, out in enumerate(outputs)]

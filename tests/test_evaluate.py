@@ -1,0 +1,223 @@
+"""evaluate/run.py and evaluate/compare.py end to end on the tiny model, plus resume and checkpoint kinds."""
+
+import csv
+import glob
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_script, write_recipe
+
+from rectune.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.evaluation import prompt_variant, run_generation
+from rectune.generation import GenerationSettings, generate
+from rectune.io import DataError, read_jsonl
+from rectune.prompts import build_messages
+from rectune.schema import load_rows
+
+
+@pytest.fixture(scope="module")
+def tiny_adapter(tmp_path_factory, tiny_model, train_data) -> Path:
+    out = tmp_path_factory.mktemp("run") / "sft"
+    recipe = write_recipe(
+        out.parent / "r.yaml",
+        model_name_or_path=str(tiny_model),
+        use_peft=True,
+        lora_r=4,
+        lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        output_dir=str(out),
+        max_steps=2,
+        report_to=["none"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+        max_length=256,
+    )
+    run_script("train/sft.py", recipe)
+    return out
+
+
+def test_checkpoint_kinds(tmp_path, tiny_model, tiny_adapter):
+    assert resolve_checkpoint(str(tiny_model)).kind == "model"
+    adapter = resolve_checkpoint(str(tiny_adapter))
+    assert (adapter.kind, adapter.base_model, adapter.adapter) == ("adapter", str(tiny_model), str(tiny_adapter))
+    assert resolve_checkpoint("Qwen/Qwen2.5-3B-Instruct").kind == "model"  # a hub id
+    run = tmp_path / "outputs" / "myrun"
+    shutil.copytree(tiny_adapter, run / "sft", ignore=shutil.ignore_patterns("checkpoint-*"))
+    time.sleep(0.01)
+    shutil.copytree(tiny_adapter, run / "sft_rft", ignore=shutil.ignore_patterns("checkpoint-*"))
+    os.utime(run / "sft_rft" / "adapter_config.json")
+    picked = resolve_checkpoint(str(run))
+    assert (picked.kind, picked.adapter) == ("run", str(run / "sft_rft"))  # trained last
+    assert resolve_checkpoint(str(run), stage="sft").adapter == str(run / "sft")
+    with pytest.raises(DataError, match="has no stage 'rft'"):
+        resolve_checkpoint(str(run), stage="rft")
+    with pytest.raises(DataError, match="checkpoint not found"):
+        resolve_checkpoint(str(tmp_path / "missing"))
+    with pytest.raises(DataError, match="not a model folder"):
+        resolve_checkpoint(str(tmp_path))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/nowhere/model"}))
+    with pytest.raises(DataError, match="base model /nowhere/model does not exist"):
+        resolve_checkpoint(str(broken))
+
+
+def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
+    """Left padding and length sorting must not change greedy outputs."""
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)))
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
+    settings = GenerationSettings(batch_size=4, max_new_tokens=8)
+    batched = dict(pair for batch in generate(model, tokenizer, prompts, settings) for pair in batch)
+    alone = GenerationSettings(batch_size=1, max_new_tokens=8)
+    single = dict(pair for batch in generate(model, tokenizer, prompts, alone) for pair in batch)
+    assert sorted(batched) == list(range(len(prompts)))
+    assert batched == single
+
+
+def test_resume_after_an_interruption(tmp_path, movie_data):
+    rows = load_rows(movie_data / "test.jsonl")
+    path = tmp_path / "predictions.jsonl"
+    asked: list[str] = []
+
+    def interrupted(prompts):
+        for start in range(0, len(prompts), 2):
+            if start == 4:
+                raise KeyboardInterrupt
+            asked.extend(p[1]["content"] for p in prompts[start : start + 2])
+            yield [(i, f"answer {i}") for i in range(start, min(start + 2, len(prompts)))]
+
+    with pytest.raises(KeyboardInterrupt):
+        run_generation(rows, path, interrupted, {"with_history": False, "k": None})
+    done = read_jsonl(path)
+    assert len(done) == 4
+    with path.open("a") as handle:
+        handle.write('{"id": "movie/implicit/1", "compl')  # a line cut mid-write
+
+    asked.clear()
+
+    def complete(prompts):
+        asked.extend(p[1]["content"] for p in prompts)
+        yield [(i, "later") for i in range(len(prompts))]
+
+    final = run_generation(rows, path, complete, {"with_history": False, "k": None})
+    assert len(asked) == len(rows) - 4  # only the missing queries were generated
+    lines = read_jsonl(path)
+    assert sorted(r["id"] for r in lines) == sorted(r.id for r in rows)  # no duplicate, none lost
+    assert lines[:4] == done  # finished rows untouched
+    assert final == {r["id"]: r["completion"] for r in lines}
+
+
+def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"id": "book/explicit/0", "completion": "x"}\n')
+    with pytest.raises(DataError, match="not a prediction for this data"):
+        run_generation(load_rows(movie_data / "test.jsonl"), path, None, {"with_history": False, "k": None})
+
+
+def test_prompt_variant_follows_data_prep(tmp_path, movie_data):
+    assert prompt_variant(movie_data / "test.jsonl", None, None) == {"with_history": False, "k": None}
+    (tmp_path / "stats.json").write_text(json.dumps({"prompt": {"with_history": True, "k": 5}}))
+    assert prompt_variant(tmp_path / "test.jsonl", None, None) == {"with_history": True, "k": 5}
+    assert prompt_variant(tmp_path / "test.jsonl", False, None) == {"with_history": False, "k": 5}
+
+
+def test_run_end_to_end_with_wandb_offline(tmp_path, tiny_adapter, movie_data):
+    out = tmp_path / "reports" / "tiny_sft"
+    result = run_script(
+        "evaluate/run.py",
+        "--model",
+        tiny_adapter,
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        out,
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+    )
+    assert "| overall | 9 |" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["overall"]["n"] == 9 and set(report["by_task"]) == {
+        "explicit",
+        "implicit",
+        "misinformed",
+        "interest",
+        "demographics",
+    }
+    assert report["config"]["kind"] == "adapter" and report["config"]["prompt"] == {"with_history": False, "k": None}
+    assert len(read_jsonl(out / "predictions.jsonl")) == 9
+    assert (out / "report.md").read_text().startswith("# tiny_sft")
+    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    recorded = Path(run_file).read_bytes()
+    for key in (b"explicit/recall", b"overall/precision", b"per_query", str(tiny_adapter).encode()):
+        assert key in recorded, key
+
+    # a rerun resumes: nothing left to generate, same report
+    again = run_script(
+        "evaluate/run.py",
+        "--model",
+        tiny_adapter,
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        out,
+        "--max-new-tokens",
+        "6",
+        "--no-wandb",
+    )
+    assert "resuming: 9 of 9 queries already done" in again.stderr
+    assert json.loads((out / "report.json").read_text())["overall"] == report["overall"]
+
+
+def test_bad_inputs(tmp_path, tiny_model, movie_data):
+    empty = tmp_path / "test.jsonl"
+    empty.write_text("")
+    result = run_script(
+        "evaluate/run.py", "--model", tiny_model, "--data", empty, "--out", tmp_path / "r", "--no-wandb", check=False
+    )
+    assert result.returncode != 0 and "test.jsonl: file is empty" in result.stderr
+    assert not (tmp_path / "r").exists()
+    result = run_script(
+        "evaluate/run.py",
+        "--model",
+        tmp_path / "nope",
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        tmp_path / "r",
+        "--no-wandb",
+        check=False,
+    )
+    assert "nope: checkpoint not found" in result.stderr
+
+
+def write_report(folder: Path, recall: float) -> Path:
+    folder.mkdir(parents=True)
+    summary = {"n": 2, "precision": 0.5, "recall": recall, "cmr": None, "ftr": 0.0}
+    (folder / "report.json").write_text(json.dumps({"overall": summary, "by_task": {"interest": summary}}))
+    return folder
+
+
+def test_compare(tmp_path):
+    a = write_report(tmp_path / "reports" / "base", 0.1)
+    b = write_report(tmp_path / "reports" / "sft", 0.4)
+    prefix = tmp_path / "reports" / "comparison"
+    result = run_script("evaluate/compare.py", a, b, "--out", prefix)
+    assert "| interest | sft | 2 | 0.500 | 0.400 | - | 0.000 |" in result.stdout
+    rows = list(csv.DictReader(prefix.with_suffix(".csv").read_text().splitlines()))
+    assert [(r["task"], r["checkpoint"], r["recall"]) for r in rows] == [
+        ("interest", "base", "0.1"),
+        ("interest", "sft", "0.4"),
+        ("overall", "base", "0.1"),
+        ("overall", "sft", "0.4"),
+    ]
+    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    # `reports/*` includes the outputs of an earlier comparison: they are skipped
+    again = run_script("evaluate/compare.py", *sorted(glob.glob(str(tmp_path / "reports" / "*"))), "--out", prefix)
+    assert again.stdout.count("| overall |") == 2
+    result = run_script("evaluate/compare.py", tmp_path / "nothing", "--out", prefix, check=False)
+    assert "no report here" in result.stderr
