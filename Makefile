@@ -15,7 +15,10 @@ SFT_ARGS ?=
 RFT_ARGS ?=
 SRC ?= RecBench
 
-.PHONY: install test test-fast lint bench-score bench-prep bench-train data-recbench data-sample sft rft rft-after-sft
+DEMO_RUN := smollm2_movie_cpu
+DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
+
+.PHONY: demo install test test-fast lint bench-score bench-prep bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -53,9 +56,13 @@ data-recbench: install
 	$(PY) data_prep/recbench.py --src $(SRC) --domain movie --tasks explicit --out data/recbench_movie_explicit
 	$(PY) data_prep/recbench.py --src $(SRC) --domain book --tasks explicit --out data/recbench_book_explicit
 
-# The small release bundled with the tests, for the CPU recipes.
-data-sample: install
-	$(PY) data_prep/recbench.py --src tests/fixtures/recbench --domain movie --test-size 0.3 --out data/sample_movie
+# The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files.
+data-demo: install
+	$(PY) data_prep/demo_world.py --out data/demo_world
+	$(PY) data_prep/build_benchmark.py --kg data/demo_world/items.jsonl --ratings data/demo_world/ratings.dat \
+		--users data/demo_world/users.dat --out data/demo_release
+	$(PY) data_prep/recbench.py --src data/demo_release --domain movie --kg data/demo_release/kg.jsonl \
+		--test-size 0.15 --out data/demo_movie
 
 sft: install
 	$(LAUNCH) train/sft.py $(RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/sft $(SFT_ARGS)
@@ -66,3 +73,20 @@ rft: install
 rft-after-sft: sft
 	$(LAUNCH) train/grpo.py $(GRPO_RECIPE) --recipe_name $(RUN) --init_adapter outputs/$(RUN)/sft \
 		--output_dir outputs/$(RUN)/sft_rft $(RFT_ARGS)
+
+# The whole toolkit on the embedded model and the demo world, on CPU (about 15 minutes on 2 cores):
+# build the benchmark, score the base model, train SFT, RFT and SFT->RFT, score each, compare.
+# W&B logs offline unless WANDB_MODE says otherwise.
+demo: export WANDB_MODE ?= offline
+demo: install
+	@echo "== [1/7 $$(date +%T)] build the demo benchmark -> data/demo_movie" && $(MAKE) -s data-demo
+	@echo "== [2/7 $$(date +%T)] score the base model" && $(DEMO_EVAL) --model embedded:smollm2 --out reports/demo/base
+	@echo "== [3/7 $$(date +%T)] SFT" && $(MAKE) -s sft RECIPE=recipes/$(DEMO_RUN).yaml
+	@echo "== [4/7 $$(date +%T)] RFT from the base model" && $(MAKE) -s rft RECIPE=recipes/$(DEMO_RUN).yaml
+	@echo "== [5/7 $$(date +%T)] RFT after SFT" && $(MAKE) -s rft-after-sft RECIPE=recipes/$(DEMO_RUN).yaml
+	@echo "== [6/7 $$(date +%T)] score the three checkpoints" && \
+		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/sft --out reports/demo/sft && \
+		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/rft --out reports/demo/rft && \
+		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/sft_rft --out reports/demo/sft_rft
+	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft \
+		reports/demo/sft_rft --out reports/demo/comparison

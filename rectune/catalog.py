@@ -11,7 +11,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from rectune.io import DataError, numbered_jsonl
+from rectune.io import DataError, numbered_jsonl, require_strings
 from rectune.titles import CatalogItem, title_key
 
 
@@ -19,9 +19,7 @@ def load_catalog(path: str | os.PathLike) -> list[CatalogItem]:
     items = []
     seen = set()
     for line, raw in numbered_jsonl(path):
-        for name in ("id", "title"):
-            if not isinstance(raw.get(name), str) or not raw[name].strip():
-                raise DataError(path, f"field {name!r}: must be a non-empty string", line=line)
+        require_strings(raw, ("id", "title"), path, line)
         attributes = raw.get("attributes", {})
         if not isinstance(attributes, dict):
             raise DataError(path, "field 'attributes': must be an object", line=line)
@@ -70,9 +68,7 @@ def relation_key(relation: str) -> str:
 def load_kg(path: str | os.PathLike) -> KnowledgeGraph:
     kg = KnowledgeGraph()
     for line, raw in numbered_jsonl(path, allow_empty=True):
-        for name in ("item_id", "relation", "value"):
-            if not isinstance(raw.get(name), str) or not raw[name].strip():
-                raise DataError(path, f"field {name!r}: must be a non-empty string", line=line)
+        require_strings(raw, ("item_id", "relation", "value"), path, line)
         kg.add(raw["item_id"], raw["relation"], raw["value"])
     return kg
 

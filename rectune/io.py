@@ -93,6 +93,13 @@ def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> lis
     return rows
 
 
+def require_strings(raw: dict, names: tuple[str, ...], path: str | os.PathLike, line: int) -> None:
+    """Each of ``names`` must be a non-empty string in ``raw``; else an error naming file, line and field."""
+    for name in names:
+        if not isinstance(raw.get(name), str) or not raw[name].strip():
+            raise DataError(path, f"field {name!r}: must be a non-empty string", line=line)
+
+
 def read_text(path: str | os.PathLike) -> str:
     """Read text that may be UTF-8 or Latin-1 (MovieLens ``.dat`` files exist in both)."""
     raw = Path(path).read_bytes()

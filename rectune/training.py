@@ -165,11 +165,14 @@ def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int):
     return dataset
 
 
-def model_dtype(training_args: Any) -> torch.dtype:
-    """The dtype to load the model in, matching the mixed-precision mode (fp32 on CPU)."""
-    if training_args.bf16:
-        return torch.bfloat16
-    return torch.float16 if training_args.fp16 else torch.float32
+def set_model_init(training_args: Any, model_args: Any) -> None:
+    """How the trainer loads the model: dtype matching the precision mode (fp32 on CPU), attention kernel."""
+    dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
+    training_args.model_init_kwargs = {
+        "dtype": dtype,
+        "attn_implementation": model_args.attn_implementation,
+        **(training_args.model_init_kwargs or {}),
+    }
 
 
 def git_commit() -> str:

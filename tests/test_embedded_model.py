@@ -42,3 +42,28 @@ def test_cpu_recipe_trains_the_embedded_model(tmp_path, train_data):
     assert losses and all(0 < loss < 10 for loss in losses)
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == str(embedded_model_path())
+
+
+def test_embedded_model_scores_a_small_test_set(tmp_path, movie_data):
+    out = tmp_path / "smollm2_base"
+    result = run_script(
+        "evaluate/run.py",
+        "--model",
+        "embedded:smollm2",
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        out,
+        "--limit",
+        "4",
+        "--max-new-tokens",
+        "32",
+        "--batch-size",
+        "4",
+        "--no-wandb",
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert report["overall"]["n"] == 4 and report["config"]["kind"] == "embedded"
+    assert "| overall | 4 |" in result.stdout
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 4 and all(p["completion"].strip() for p in predictions)  # a real model says something

@@ -254,3 +254,55 @@ def test_two_process_sft_matches_single_process(tmp_path, tiny_model, train_data
     # only the main process wrote: one set of run files, one checkpoint folder
     assert sorted(p.name for p in double.glob("checkpoint-*")) == ["checkpoint-3"]
     assert (double / "README.md").read_text().count("| stage | sft |") == 1
+
+
+def test_packed_batches_give_the_padded_loss(tiny_model, train_data):
+    """Padding-free packing must not let examples attend to each other: same examples, same loss."""
+    from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
+
+    from rectune.training import load_examples
+
+    mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
+    dataset = load_examples(mixture, "sft", None, 0).select(range(4))
+    losses = {}
+    for packing in (False, True):
+        args = SFTConfig(
+            output_dir="/tmp/unused",
+            report_to=[],
+            max_length=1024,
+            bf16=False,
+            use_cpu=True,
+            packing=packing,
+            per_device_train_batch_size=4,
+        )
+        trainer = SFTTrainer(model=str(tiny_model), args=args, train_dataset=dataset)
+        batch = next(iter(trainer.get_train_dataloader()))
+        assert batch["input_ids"].shape[0] == (1 if packing else 4)
+        inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")}
+        with torch.no_grad():
+            losses[packing] = trainer.model(**inputs).loss.item()
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_data_mixture_with_weights(tmp_path, train_data):
+    """Several prepared files mixed by TRL's `fraction` weights; a missing one is named."""
+    from trl import DatasetMixtureConfig
+
+    from rectune.io import DataError
+    from rectune.training import load_examples
+
+    rows = (train_data / "train_sft.jsonl").read_text().splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(rows[:6]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(rows[6:9]) + "\n")
+    mixture = DatasetMixtureConfig(datasets=[
+        {"path": "json", "data_files": str(tmp_path / "a.jsonl"), "fraction": 2.0},
+        {"path": "json", "data_files": str(tmp_path / "b.jsonl"), "fraction": 1.0},
+    ])
+    dataset = load_examples(mixture, "sft", None, 0)
+    # weights 2:1 normalised to 2/3 and 1/3; the largest mixture that oversamples neither file has 9 rows
+    assert len(dataset) == 9 and set(dataset.column_names) == {"prompt", "completion"}
+    answers = [r["completion"][0]["content"] for r in dataset]
+    assert answers[:6] == [json.loads(r)["messages"][-1]["content"] for r in rows[:6]]
+    missing = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(tmp_path / "nope.jsonl")}])
+    with pytest.raises(DataError, match="nope.jsonl: training data file not found"):
+        load_examples(missing, "sft", None, 0)

@@ -28,9 +28,9 @@ from rectune.training import (
     last_checkpoint,
     load_examples,
     merged_model,
-    model_dtype,
     parse_recipe,
     run_metadata,
+    set_model_init,
     write_run_files,
 )
 
@@ -53,11 +53,7 @@ def main() -> None:
     if rft_args.init_adapter:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
-    training_args.model_init_kwargs = {
-        "dtype": model_dtype(training_args),
-        "attn_implementation": model_args.attn_implementation,
-        **(training_args.model_init_kwargs or {}),
-    }
+    set_model_init(training_args, model_args)
 
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     metadata = run_metadata(

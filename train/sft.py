@@ -22,9 +22,9 @@ from rectune.training import (
     init_tracking,
     last_checkpoint,
     load_examples,
-    model_dtype,
     parse_recipe,
     run_metadata,
+    set_model_init,
     write_run_files,
 )
 
@@ -40,11 +40,7 @@ def main() -> None:
 
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
-    training_args.model_init_kwargs = {
-        "dtype": model_dtype(training_args),
-        "attn_implementation": model_args.attn_implementation,
-        **(training_args.model_init_kwargs or {}),
-    }
+    set_model_init(training_args, model_args)
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
     init_tracking(training_args, run_args, metadata)

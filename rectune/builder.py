@@ -1,0 +1,321 @@
+"""Build RecBench+-style queries from an item knowledge graph and an interaction log (seed 001, §2.2-2.3).
+
+Input: items with relations (``{"id", "title", "relations": {relation: [values]}}`` per line), each
+user's items in time order, and users' demographics. Output: records in the RecBench+ release
+formats, so ``data_prep/recbench.py`` reads the result unchanged.
+
+* **Shared relations**: for each user, sets of 1-4 (relation, value) conditions that at least two
+  items of the user's history share.
+* **Ground truth**: every catalog item meeting all the conditions (``movieSubset``); the history
+  used for prompts is then the user's items minus that ground truth.
+* **Explicit** queries state the conditions. **Implicit** queries replace one person by a
+  reference through another item ("the director of X"); X is left out of the ground truth.
+  **Misinformed** queries attach a false claim ("Y, which W directed") to an item Y that really
+  has the hidden value; Y is left out of the ground truth.
+* **Interest-based** queries come from item pairs that many users consumed one right after the
+  other; the ground truth is what those users consumed next.
+* **Demographics-based** queries come from each demographic group's distinctive popular items
+  (tf-idf of the group's item counts against the other groups of the same kind).
+
+Query text comes from fixed templates chosen by a seeded generator, so a build is deterministic;
+``rewrite`` may rephrase condition queries (e.g. with a local chat model), and a rewrite that drops
+a condition's value or a referenced title is discarded in favour of the template text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rectune.io import DataError, numbered_jsonl, require_strings
+
+PERSON_RELATIONS = ("Director", "Starring", "Composer")
+PHRASES = {"Director": "directed by {}", "Starring": "starring {}", "Composer": "with music by {}"}
+ROLE_NOUNS = {"Director": "director", "Starring": "lead actor", "Composer": "composer"}
+AGE_GROUPS = {"1": "Under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45": "45-49", "50": "50-55", "56": "56+"}
+
+
+@dataclass
+class Item:
+    id: str
+    title: str
+    relations: dict[str, list[str]]
+
+
+def load_items(path) -> list[Item]:
+    """Items from a KG file; a bad row fails with file, line and field."""
+    items, seen = [], set()
+    for line, raw in numbered_jsonl(path):
+        require_strings(raw, ("id", "title"), path, line)
+        relations = raw.get("relations")
+        if not isinstance(relations, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+            for k, v in relations.items()
+        ):
+            raise DataError(path, "field 'relations': must map relation names to lists of strings", line=line)
+        if raw["id"] in seen:
+            raise DataError(path, f"field 'id': duplicate id {raw['id']!r}", line=line)
+        seen.add(raw["id"])
+        items.append(Item(raw["id"], raw["title"], relations))
+    return items
+
+
+@dataclass
+class BuildSettings:
+    seed: int = 0
+    queries_per_user: int = 2
+    max_ground_truth: int = 12
+    max_conditions: int = 4
+    min_consecutive_users: int = 3
+    min_group_users: int = 5
+    top_items: int = 10
+
+
+class BenchmarkBuilder:
+    def __init__(self, items: list[Item], settings: BuildSettings, rewrite: Callable[[str], str] | None = None):
+        self.items = {item.id: item for item in items}
+        self.settings = settings
+        self.rewrite = rewrite
+        self.rng = random.Random(settings.seed)
+        self.holders: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for item in items:
+            for relation, values in item.relations.items():
+                for value in values:
+                    self.holders[(relation, value)].add(item.id)
+
+    # -- condition-based queries ---------------------------------------------------------------
+
+    def ground_truth(self, conditions: list[tuple[str, str]]) -> set[str]:
+        return set.intersection(*(self.holders[c] for c in conditions))
+
+    def shared_conditions(self, history: list[str]) -> list[tuple[tuple[str, str], ...]]:
+        """Condition sets (1-4 pairs) that at least two history items share, with a small ground truth."""
+        counts = Counter(
+            (relation, value)
+            for item in dict.fromkeys(history)
+            for relation, values in self.items[item].relations.items()
+            for value in values
+        )
+        shared = sorted(pair for pair, n in counts.items() if n >= 2)
+        found = []
+        history_set = set(history)
+        for size in range(1, self.settings.max_conditions + 1):
+            for combo in itertools.combinations(shared, size):
+                if size > 1 and len({r for r, _ in combo}) < 2 and combo[0][0] != "Starring":
+                    continue  # two genres (or directors) at once: rarely a natural request
+                truth = self.ground_truth(list(combo))
+                shared_by_history = len(truth & history_set) >= 2 and len(truth) <= self.settings.max_ground_truth
+                if shared_by_history and any(r in PERSON_RELATIONS for r, _ in combo):
+                    found.append(combo)
+            if len(found) > 200:
+                break
+        return found
+
+    def condition_queries(self, histories: dict[str, list[str]]) -> dict[str, list[dict]]:
+        records: dict[str, list[dict]] = {"explicit": [], "implicit": [], "misinformed": []}
+        used: set[tuple] = set()
+        for user in sorted(histories):
+            options = [c for c in self.shared_conditions(histories[user]) if c not in used]
+            self.rng.shuffle(options)
+            for conditions in options[: self.settings.queries_per_user]:
+                used.add(conditions)
+                task = ("explicit", "implicit", "misinformed")[len(used) % 3]
+                record = getattr(self, f"_{task}")(user, list(conditions), histories[user])
+                if record is not None:
+                    record["data_idx"] = len(records[task])
+                    records[task].append(record)
+        return records
+
+    def _base(self, user: str, conditions: list[tuple[str, str]], truth: set[str]) -> dict:
+        ordered = sorted(truth, key=lambda i: self.items[i].title)
+        return {
+            "source_user": user,
+            "condition_num": len(conditions),
+            "movieCount": len(ordered),
+            "movieSubset": [self.items[i].title for i in ordered],
+            "movieSubsetId": [int(i) if i.isdigit() else i for i in ordered],
+            "sharedRelationships": [list(c) for c in conditions],
+        }
+
+    def _explicit(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict:
+        record = self._base(user, conditions, self.ground_truth(conditions))
+        text = describe(conditions)
+        record["direct_description_query"] = f"Recommend {text}."
+        record["situational_description_query"] = self._phrase(
+            self.rng.choice(SITUATIONS).format(text), [v for _, v in conditions]
+        )
+        return record
+
+    def _implicit(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict | None:
+        people = [c for c in conditions if c[0] in PERSON_RELATIONS]
+        relation, value = self.rng.choice(people)
+        truth = self.ground_truth(conditions)
+        # only items whose first-listed value is the hidden one: "the lead actor of X" names one person
+        pointing = {i for i in self.holders[(relation, value)] if self.items[i].relations[relation][0] == value}
+        references = sorted(set(history) & pointing) or sorted(pointing)
+        if not references:
+            return None
+        reference = self.rng.choice(references)
+        truth.discard(reference)  # the user already knows the item the query points through
+        if not truth:
+            return None
+        hidden = f"the {ROLE_NOUNS[relation]} of {self.items[reference].title}"
+        others = [c for c in conditions if c != (relation, value)]
+        text = describe(others + [(relation, hidden)])
+        record = self._base(user, conditions, truth)
+        record["multihop_info"] = [{"movie": self.items[reference].title, "relation": relation, "person": value}]
+        record["direct_description_query"] = f"Recommend {text}."
+        keep = [v for _, v in others] + [self.items[reference].title]
+        record["situational_description_query"] = self._phrase(self.rng.choice(SITUATIONS).format(text), keep)
+        return record
+
+    def _misinformed(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict | None:
+        people = [c for c in conditions if c[0] in PERSON_RELATIONS]
+        relation, value = self.rng.choice(people)
+        truth = self.ground_truth(conditions)
+        subject = self.rng.choice(sorted(self.holders[(relation, value)]))
+        wrong = sorted({v for (r, v) in self.holders if r == relation} - set(self.items[subject].relations[relation]))
+        if not wrong:
+            return None
+        claimed = self.rng.choice(wrong)
+        truth.discard(subject)
+        if not truth:
+            return None
+        others = [c for c in conditions if c != (relation, value)]
+        noun = ROLE_NOUNS[relation]
+        query = (
+            f"I loved {self.items[subject].title}, whose {noun} is {claimed}. "
+            f"Recommend other {describe(others)} with the same {noun}."
+        )
+        record = self._base(user, conditions, truth)
+        record["misinformed"] = [
+            {"movie": self.items[subject].title, "relation": relation, "person": claimed, "original person": value}
+        ]
+        record["query"] = self._phrase(query, [self.items[subject].title, claimed])
+        return record
+
+    def _phrase(self, text: str, must_keep: list[str]) -> str:
+        if self.rewrite is None:
+            return text
+        rewritten = self.rewrite(text)
+        if rewritten and all(name.lower() in rewritten.lower() for name in must_keep):
+            return rewritten.strip()
+        return text
+
+    # -- profile-based queries -----------------------------------------------------------------
+
+    def interest_queries(self, histories: dict[str, list[str]]) -> list[dict]:
+        followers: dict[tuple[str, str], list[str]] = defaultdict(list)
+        next_items: dict[tuple[str, str], Counter] = defaultdict(Counter)
+        for user, items in sorted(histories.items()):
+            for a, b, after in zip(items[:-1], items[1:], [*items[2:], None], strict=True):
+                followers[(a, b)].append(user)
+                if after is not None and after not in (a, b):
+                    next_items[(a, b)][after] += 1
+        records = []
+        for pair, users in sorted(followers.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            users = sorted(set(users))
+            following = [i for i, _ in next_items[pair].most_common(5)]
+            if len(users) < self.settings.min_consecutive_users or not following:
+                continue
+            a, b = (self.items[i].title for i in pair)
+            query = self.rng.choice(INTEREST_TEMPLATES).format(a=a, b=b)
+            records.append(
+                {
+                    "Shared consecutive movies": [a, b],
+                    "source_users": users,
+                    "query & ground true": [
+                        {
+                            "reason": f"{len(users)} users watched these two back to back",
+                            "query": query,
+                            "movie subset": [self.items[i].title for i in following],
+                        }
+                    ],
+                }
+            )
+        return records
+
+    def demographics_queries(self, histories: dict[str, list[str]], users: dict[str, dict]) -> list[dict]:
+        records = []
+        for group_type in ("gender", "age", "occupation", "gender_age"):
+            groups: dict[str, list[str]] = defaultdict(list)
+            for user, profile in users.items():
+                if user in histories:
+                    groups[_group_of(profile, group_type)].append(user)
+            groups = {g: m for g, m in groups.items() if len(m) >= self.settings.min_group_users}
+            if len(groups) < 2:
+                continue
+            counts = {g: Counter(i for u in m for i in set(histories[u])) for g, m in groups.items()}
+            spread = Counter(i for c in counts.values() for i in c)
+            for group, members in sorted(groups.items()):
+                scores = {
+                    i: (n / len(members)) * math.log(len(groups) / spread[i] + 1) for i, n in counts[group].items()
+                }
+                top = sorted(scores, key=lambda i: (-scores[i], i))[: self.settings.top_items]
+                label = _group_label(group, group_type)
+                records.append(
+                    {
+                        "group_type": group_type,
+                        "group": group,
+                        "top_10_movies": [[int(i) if i.isdigit() else i, round(scores[i], 4)] for i in top],
+                        "summary": f"{label} ({len(members)} users) distinctively watch "
+                        + ", ".join(self.items[i].title for i in top[:3])
+                        + ".",
+                        "query & ground true": [
+                            {
+                                "reason": f"distinctive popular movies of {label}",
+                                "query": self.rng.choice(DEMOGRAPHIC_TEMPLATES).format(who=label.lower()),
+                                "movie subset": [self.items[i].title for i in top],
+                            }
+                        ],
+                    }
+                )
+        return records
+
+
+def describe(conditions: list[tuple[str, str]]) -> str:
+    """``[(Genre, Thriller), (Starring, Robert De Niro)]`` -> ``thriller movies starring Robert De Niro``."""
+    genres = [v for r, v in conditions if r == "Genre"]
+    head = " ".join(g.lower() for g in genres) + " movies" if genres else "movies"
+    parts = [PHRASES.get(r, f"with {r.lower()} {{}}").format(v) for r, v in conditions if r != "Genre"]
+    if len(parts) > 1:
+        return f"{head} {', '.join(parts[:-1])} and {parts[-1]}"
+    return f"{head} {parts[0]}" if parts else head
+
+
+def _group_of(profile: dict, group_type: str) -> str:
+    if group_type == "gender_age":
+        return f"{profile['gender']}_{profile['age']}"
+    return str(profile[group_type])
+
+
+def _group_label(group: str, group_type: str) -> str:
+    gender = {"M": "Men", "F": "Women"}
+    if group_type == "gender":
+        return gender[group]
+    if group_type == "age":
+        return f"Viewers aged {AGE_GROUPS.get(group, group)}"
+    if group_type == "gender_age":
+        g, age = group.split("_")
+        return f"{gender[g]} aged {AGE_GROUPS.get(age, age)}"
+    return f"Viewers working as {group}"
+
+
+SITUATIONS = (
+    "I'm in the mood for {}. Any suggestions?",
+    "Can you suggest some {} for tonight?",
+    "My friends are coming over and we want to watch {}. What do you recommend?",
+    "I've been looking for {}. What should I watch?",
+)
+INTEREST_TEMPLATES = (
+    "I just watched {a} and then {b}. What should I watch next?",
+    "After {a} I went straight to {b}; what would be a good follow-up?",
+)
+DEMOGRAPHIC_TEMPLATES = (
+    "I'm one of the {who}. Which movies do people like me enjoy?",
+    "Recommend movies popular with {who}, please.",
+)

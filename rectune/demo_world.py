@@ -1,0 +1,116 @@
+"""The embedded demo world: a KG of well-known films and a simulated interaction log.
+
+``demo/films.txt`` lists each film as ``title (year) | directors | leading cast | genres |
+composer`` (facts as commonly credited; composer left blank where we are not sure). The log is
+simulated: users get demographics (MovieLens codes), tastes that depend on them (genres) plus a
+few favourite directors and actors, and watch films drawn by those tastes; a film that starts a
+series is followed right away by its sequels, which is what interest-based queries pick up.
+Everything is seeded, so the world is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from rectune.builder import Item
+from rectune.io import DataError
+
+FILMS = Path(__file__).resolve().parent.parent / "demo" / "films.txt"
+RELATIONS = ("Director", "Starring", "Genre", "Composer")
+SERIES = (
+    ("Star Wars (1977)", "The Empire Strikes Back (1980)", "Return of the Jedi (1983)"),
+    (
+        "The Lord of the Rings: The Fellowship of the Ring (2001)",
+        "The Lord of the Rings: The Two Towers (2002)",
+        "The Lord of the Rings: The Return of the King (2003)",
+    ),
+    ("The Godfather (1972)", "The Godfather Part II (1974)"),
+    ("Back to the Future (1985)", "Back to the Future Part II (1989)"),
+    ("Toy Story (1995)", "Toy Story 2 (1999)"),
+    (
+        "Harry Potter and the Sorcerer's Stone (2001)",
+        "Harry Potter and the Chamber of Secrets (2002)",
+        "Harry Potter and the Prisoner of Azkaban (2004)",
+    ),
+    ("Kill Bill: Vol. 1 (2003)", "Kill Bill: Vol. 2 (2004)"),
+    ("Batman Begins (2005)", "The Dark Knight (2008)", "The Dark Knight Rises (2012)"),
+    ("The Terminator (1984)", "Terminator 2: Judgment Day (1991)"),
+    ("Alien (1979)", "Aliens (1986)"),
+    (
+        "Raiders of the Lost Ark (1981)",
+        "Indiana Jones and the Temple of Doom (1984)",
+        "Indiana Jones and the Last Crusade (1989)",
+    ),
+    ("A Fistful of Dollars (1964)", "For a Few Dollars More (1965)", "The Good, the Bad and the Ugly (1966)"),
+)
+AGE_TASTES = {
+    "1": ("Animation", "Family", "Fantasy", "Adventure"),
+    "18": ("Action", "Sci-Fi", "Comedy", "Horror"),
+    "25": ("Crime", "Thriller", "Sci-Fi", "Comedy"),
+    "35": ("Drama", "Crime", "Thriller", "Romance"),
+    "45": ("Drama", "Romance", "War", "Mystery"),
+    "50": ("Drama", "Western", "Film-Noir", "Musical"),
+    "56": ("Film-Noir", "Musical", "Western", "Romance"),
+}
+GENDER_TASTES = {"F": ("Romance", "Musical", "Drama"), "M": ("Action", "War", "Western")}
+OCCUPATIONS = ("student", "engineer", "artist", "doctor", "writer", "teacher", "retired")
+
+
+def load_films(path: str | Path = FILMS) -> list[Item]:
+    items = []
+    for line_no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) != 5 or not fields[0] or not fields[1]:
+            raise DataError(path, "expected 'title (year) | directors | cast | genres | composer'", line=line_no)
+        values = [[v.strip() for v in f.split(",") if v.strip()] for f in fields[1:]]
+        relations = {r: v for r, v in zip(RELATIONS, values, strict=True) if v}
+        items.append(Item(str(len(items) + 1), fields[0], relations))
+    return items
+
+
+def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict[str, list[str]], dict[str, dict]]:
+    """Time-ordered histories and demographics for ``n_users`` simulated users."""
+    rng = random.Random(seed)
+    by_title = {item.title: item.id for item in items}
+    series = [[by_title[t] for t in group] for group in SERIES]
+    starts = {group[0]: group for group in series}
+    in_series = {i for group in series for i in group[1:]}
+    popularity = {item.id: rng.random() for item in items}
+    histories, users = {}, {}
+    for n in range(1, n_users + 1):
+        user = str(n)
+        age = rng.choice(list(AGE_TASTES))
+        gender = rng.choice("MF")
+        occupation = "student" if age in ("1", "18") and rng.random() < 0.7 else rng.choice(OCCUPATIONS)
+        users[user] = {"gender": gender, "age": age, "occupation": occupation, "zip": f"{10000 + n}"}
+        genres = set(rng.sample(AGE_TASTES[age], 2)) | {rng.choice(GENDER_TASTES[gender])}
+        liked = [i for i in items if genres & set(i.relations.get("Genre", []))]
+        people = {
+            p
+            for i in rng.sample(liked, min(3, len(liked)))
+            for p in i.relations["Director"] + i.relations.get("Starring", [])[:1]
+        }
+        weights = []
+        for item in items:
+            score = 0.3 + popularity[item.id]
+            score += 2.0 * len(genres & set(item.relations.get("Genre", [])))
+            score += 4.0 * len(people & set(item.relations["Director"] + item.relations.get("Starring", [])))
+            weights.append(0.0 if item.id in in_series else score)
+        picked: list[str] = []
+        for item_id in _weighted_sample([i.id for i in items], weights, rng.randint(18, 35), rng):
+            block = [item_id]
+            if item_id in starts and rng.random() < 0.85:
+                block = starts[item_id]  # watch the sequels right after the first film
+            picked.extend(i for i in block if i not in picked)
+        histories[user] = picked
+    return histories, users
+
+
+def _weighted_sample(population: list[str], weights: list[float], k: int, rng: random.Random) -> list[str]:
+    keyed = sorted(
+        ((rng.random() ** (1.0 / w), p) for p, w in zip(population, weights, strict=True) if w > 0), reverse=True
+    )
+    return [p for _, p in keyed[:k]]
