@@ -38,8 +38,8 @@ QUERIES = [
 def run(model, tokenizer, prompts, batch_size: int) -> float:
     settings = GenerationSettings(batch_size=batch_size, max_new_tokens=48)
     start = time.perf_counter()
-    for _ in generate(model, tokenizer, prompts, settings, desc=f"batch {batch_size}"):
-        pass
+    done = sum(len(batch) for batch in generate(model, tokenizer, prompts, settings, desc=f"batch {batch_size}"))
+    assert done == len(prompts)
     return time.perf_counter() - start
 
 

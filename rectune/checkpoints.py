@@ -12,6 +12,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -69,7 +70,7 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     )
 
 
-def load_for_generation(checkpoint: Checkpoint):
+def load_for_generation(checkpoint: Checkpoint) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

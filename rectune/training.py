@@ -144,7 +144,7 @@ def check_examples(path: Path, kind: str) -> None:
                     raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
 
 
-def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int):
+def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -> Any:
     """The recipe's data mixture (TRL's ``get_dataset``), validated, SFT rows as prompt/completion.
 
     SFT uses the prompt/completion form so the loss covers the assistant answer only
