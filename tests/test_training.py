@@ -294,10 +294,12 @@ def test_data_mixture_with_weights(tmp_path, train_data):
     rows = (train_data / "train_sft.jsonl").read_text().splitlines()
     (tmp_path / "a.jsonl").write_text("\n".join(rows[:6]) + "\n")
     (tmp_path / "b.jsonl").write_text("\n".join(rows[6:9]) + "\n")
-    mixture = DatasetMixtureConfig(datasets=[
-        {"path": "json", "data_files": str(tmp_path / "a.jsonl"), "fraction": 2.0},
-        {"path": "json", "data_files": str(tmp_path / "b.jsonl"), "fraction": 1.0},
-    ])
+    mixture = DatasetMixtureConfig(
+        datasets=[
+            {"path": "json", "data_files": str(tmp_path / "a.jsonl"), "fraction": 2.0},
+            {"path": "json", "data_files": str(tmp_path / "b.jsonl"), "fraction": 1.0},
+        ]
+    )
     dataset = load_examples(mixture, "sft", None, 0)
     # weights 2:1 normalised to 2/3 and 1/3; the largest mixture that oversamples neither file has 9 rows
     assert len(dataset) == 9 and set(dataset.column_names) == {"prompt", "completion"}
