@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from conftest import ROOT, run_script
+import yaml
+from conftest import ROOT, run_script, write_recipe
 
 from rectune.models import EMBEDDED, embedded_model_path, resolve_model_name
 
@@ -22,9 +23,9 @@ def test_embedded_model_converts_once_and_loads():
 
 def test_cpu_recipe_trains_the_embedded_model(tmp_path, train_data):
     out = tmp_path / "sft"
-    recipe = tmp_path / "smollm2_movie_cpu.yaml"  # the shipped recipe, pointed at the fixture data
-    shipped = (ROOT / "recipes/smollm2_movie_cpu.yaml").read_text()
-    recipe.write_text(shipped.replace("data/sample_movie/train_sft.jsonl", str(train_data / "train_sft.jsonl")))
+    values = yaml.safe_load((ROOT / "recipes/smollm2_movie_cpu.yaml").read_text())
+    values["datasets"] = [{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}]  # the fixture data
+    recipe = write_recipe(tmp_path / "smollm2_movie_cpu.yaml", **values)
     run_script(
         "train/sft.py",
         recipe,
