@@ -1,0 +1,102 @@
+"""Merge LoRA adapters trained on different formats or tasks, through PEFT's ``add_weighted_adapter``.
+
+Methods: ``linear`` is the exact weighted sum of the adapters' weight deltas (sum_i w_i * B_i A_i,
+PerRecBench's weight averaging; PEFT's ``cat``, whose rank is the sum of the input ranks; PEFT's own
+``linear`` averages A and B separately, which only approximates it); ``ties`` and ``dare_ties``
+(``density`` = share of each delta kept) and ``svd`` (the weighted sum re-factored to ``svd_rank``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from rectune.io import DataError
+
+METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
+
+
+def adapter_base(adapter: str | os.PathLike) -> str:
+    config = Path(adapter) / "adapter_config.json"
+    if not config.is_file():
+        raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise DataError(config, "field 'base_model_name_or_path': missing")
+    return base
+
+
+def merge_adapters(
+    adapters: list[str],
+    out: str | os.PathLike,
+    weights: list[float] | None = None,
+    method: str = "linear",
+    density: float | None = None,
+    svd_rank: int | None = None,
+    full_model: str | os.PathLike | None = None,
+) -> Path:
+    """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if len(adapters) < 2:
+        raise ValueError("merging needs at least two adapters")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    weights = weights or [1.0 / len(adapters)] * len(adapters)
+    if len(weights) != len(adapters):
+        raise ValueError(f"{len(weights)} weights for {len(adapters)} adapters")
+    if method in ("ties", "dare_ties") and density is None:
+        density = 0.5
+    bases = {adapter_base(a) for a in adapters}
+    if len(bases) != 1:
+        raise DataError(adapters[0], f"the adapters have different base models: {', '.join(sorted(bases))}")
+
+    base = bases.pop()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    names = [f"input_{i}" for i in range(len(adapters))]
+    peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
+    for name, adapter in zip(names[1:], adapters[1:], strict=True):
+        peft_model.load_adapter(adapter, adapter_name=name)
+    peft_model.add_weighted_adapter(
+        names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
+    )
+    for name in names:
+        peft_model.delete_adapter(name)
+    peft_model.set_adapter("merged")
+    # the tokenizer saved with the first adapter (training saves one), else the base model's
+    has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
+
+    out = Path(out)
+    _save_atomically(
+        out, lambda d: (peft_model.save_pretrained(d, selected_adapters=["merged"]), tokenizer.save_pretrained(d))
+    )
+    if full_model is not None:
+        merged = peft_model.merge_and_unload()
+        _save_atomically(Path(full_model), lambda d: (merged.save_pretrained(d), tokenizer.save_pretrained(d)))
+    return out
+
+
+def _save_atomically(target: Path, save) -> None:
+    """Save into a staging folder beside ``target`` and rename it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        save(staging)
+        nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
+        if (nested / "adapter_config.json").is_file():
+            for item in nested.iterdir():
+                item.rename(staging / item.name)
+            nested.rmdir()
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,39 @@
+"""Merge LoRA adapters (e.g. PerRecBench's pointwise, pairwise and listwise ones) into one.
+
+    python train/merge.py --adapters outputs/perrec_point/sft outputs/perrec_pair/sft outputs/perrec_list/sft \\
+        --out outputs/perrec_merged/sft [--weights 0.33 0.33 0.34] [--method linear|ties|dare_ties|svd] \\
+        [--density 0.5] [--svd-rank 16] [--full-model outputs/perrec_merged/full]
+
+Equal weights by default (the paper's 1/3 each). The output is a PEFT adapter folder that
+evaluate/run.py and train/grpo.py --init_adapter accept; --full-model also writes the base model
+with the merged adapter folded in.
+"""
+
+import argparse
+import sys
+
+from rectune.io import DataError
+from rectune.merging import METHODS, merge_adapters
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--adapters", nargs="+", required=True, help="PEFT adapter folders with the same base model")
+    parser.add_argument("--out", required=True, help="folder for the merged adapter")
+    parser.add_argument("--weights", nargs="+", type=float, default=None, help="one per adapter (default: equal)")
+    parser.add_argument("--method", choices=list(METHODS), default="linear")
+    parser.add_argument("--density", type=float, default=None, help="ties/dare_ties: share of each delta kept")
+    parser.add_argument("--svd-rank", type=int, default=None, help="svd: rank of the merged adapter")
+    parser.add_argument("--full-model", default=None, help="also write the merged full model here")
+    args = parser.parse_args()
+    out = merge_adapters(
+        args.adapters, args.out, args.weights, args.method, args.density, args.svd_rank, args.full_model
+    )
+    print(f"merged {len(args.adapters)} adapters ({args.method}) into {out}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (DataError, ValueError) as err:
+        sys.exit(f"error: {err}")
