@@ -75,9 +75,3 @@ def resolve_model_name(name: str) -> str:
         raise ValueError(f"unknown embedded model {name!r}; the embedded model is {EMBEDDED!r}")
     return name
 
-
-def default_dtype() -> torch.dtype:
-    """bf16 on GPUs that support it, fp32 otherwise (CPU training in bf16 is slow and lossy)."""
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
