@@ -74,4 +74,3 @@ def resolve_model_name(name: str) -> str:
     if name.startswith("embedded:"):
         raise ValueError(f"unknown embedded model {name!r}; the embedded model is {EMBEDDED!r}")
     return name
-

@@ -216,3 +216,33 @@ def test_demo_world_end_to_end(tmp_path):
         check=False,
     )
     assert "item '9999' is not in the KG" in result.stderr and not (tmp_path / "x").exists()
+
+
+def test_rewrite_with_a_local_model_keeps_names(tmp_path, tiny_model):
+    """--rewrite-model runs a real (tiny, random) chat model; rewrites that lose a name fall back to the template."""
+    kg = tmp_path / "items.jsonl"
+    kg.write_text("".join(json.dumps({"id": i.id, "title": i.title, "relations": i.relations}) + "\n" for i in ITEMS))
+    ratings = tmp_path / "ratings.dat"
+    ratings.write_text(
+        "".join(f"{u}::{item}::4::{t}\n" for u, items in HISTORIES.items() for t, item in enumerate(items))
+    )
+    users = tmp_path / "users.dat"
+    users.write_text("".join(f"{u}::{p['gender']}::{p['age']}::student::0\n" for u, p in USERS.items()))
+    outputs = {}
+    for name, extra in (("plain", []), ("rewritten", ["--rewrite-model", str(tiny_model)])):
+        result = run_script(
+            "data_prep/build_benchmark.py",
+            "--kg",
+            kg,
+            "--ratings",
+            ratings,
+            "--users",
+            users,
+            "--out",
+            tmp_path / name,
+            *extra,
+        )
+        assert ("rewriting:" in result.stderr) == bool(extra)  # the model really generated a rewrite per query
+        outputs[name] = json.loads((tmp_path / name / "data/movie/ExplicitQuery.json").read_text())
+    assert outputs["plain"]  # same seed, same records: the random model's rewrites all lost a name
+    assert outputs["rewritten"] == outputs["plain"]
