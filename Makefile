@@ -18,7 +18,7 @@ SRC ?= RecBench
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: demo install test test-fast lint bench-score bench-prep bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -43,10 +43,13 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 bench-score: install
-	$(PY) benchmarks/bench_scoring.py
+	$(PY) -m benchmarks.bench_scoring
 
 bench-prep: install
-	$(PY) benchmarks/bench_data_prep.py
+	$(PY) -m benchmarks.bench_data_prep
+
+bench-gen: install
+	$(PY) -m benchmarks.bench_generation
 
 bench-train: install
 	$(PY) -m benchmarks.bench_training

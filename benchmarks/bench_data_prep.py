@@ -2,7 +2,7 @@
 
 Target (issue 2): under 60 s on the 2-core CPU machine.
 
-    python benchmarks/bench_data_prep.py
+    python -m benchmarks.bench_data_prep
 """
 
 import subprocess

@@ -5,7 +5,7 @@ model-like spellings (a fifth of them ground-truth items; natural article order,
 case, no year, a dropped letter for the fuzzy path) with 30 % invented titles, which are
 never resolved and always take the fuzzy path.
 
-    python benchmarks/bench_scoring.py
+    python -m benchmarks.bench_scoring
 """
 
 import random
