@@ -50,11 +50,17 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
     good_bytes = 0
     with path.open("rb") as handle:
         for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # every row is written with its newline: a row without one was cut by an interruption
             try:
                 row = json.loads(raw)
             except json.JSONDecodeError:
                 break
-            if not raw.endswith(b"\n") or not isinstance(row, dict) or row.get("id") not in known_ids:
+            if (
+                not isinstance(row, dict)
+                or row.get("id") not in known_ids
+                or not isinstance(row.get("completion"), str)
+            ):
                 raise DataError(path, f"unexpected row {raw[:80]!r}: not a prediction for this data (use a new --out)")
             finished[row["id"]] = row["completion"]
             good_bytes += len(raw)

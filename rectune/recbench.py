@@ -274,8 +274,8 @@ def _catalog_from_titles(parsed: list[dict], ratings: dict[str, list[tuple[int, 
             by_key[key] = CatalogItem(item_id or f"b{len(by_key)}", title)
 
     for raw in parsed:
+        ids = raw["_ids"]
         for position, title in enumerate(raw["ground_truth"]):
-            ids = raw["_ids"]
             add(title, ids[position] if position < len(ids) else None)
         for fact in (raw.get("multihop") or []) + (raw.get("misinformation") or []):
             if fact["item"]:

@@ -110,6 +110,23 @@ def test_resume_after_an_interruption(tmp_path, movie_data):
     assert final == {r["id"]: r["completion"] for r in lines}
 
 
+def test_a_row_cut_just_before_its_newline_is_redone(tmp_path, movie_data):
+    rows = load_rows(movie_data / "test.jsonl")
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(
+        json.dumps({"id": rows[0].id, "completion": "kept"})
+        + "\n"
+        + json.dumps({"id": rows[1].id, "completion": "cut"})
+    )  # complete JSON, newline never written
+
+    def generate_rest(prompts):
+        yield [(i, "redone") for i in range(len(prompts))]
+
+    final = run_generation(rows, path, generate_rest, {"with_history": False, "k": None})
+    assert final[rows[0].id] == "kept" and final[rows[1].id] == "redone"
+    assert sorted(r["id"] for r in read_jsonl(path)) == sorted(r.id for r in rows)
+
+
 def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "book/explicit/0", "completion": "x"}\n')
