@@ -98,7 +98,7 @@ def parse_records(task: str, records: list, domain: str, path: Path) -> list[dic
                 "id": f"{domain}/{task}/{index}",
                 "query": query,
                 "conditions": conditions,
-                "condition_num": int(record.get("condition_num", len(conditions))),
+                "condition_num": _count(record.get("condition_num", len(conditions)), path, index),
                 "ground_truth": _string_list(record[subset_key], path, index, subset_key),
                 "source_user": str(record["source_user"]) if record.get("source_user") is not None else None,
                 "_ids": _string_list(record.get(f"{subset_key}Id", []), path, index, f"{subset_key}Id"),
@@ -144,6 +144,12 @@ def parse_records(task: str, records: list, domain: str, path: Path) -> list[dic
                     }
                 )
     return rows
+
+
+def _count(value: object, path: Path, index: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DataError(path, f"record {index}: key 'condition_num' must be a non-negative integer, got {value!r}")
+    return value
 
 
 def _dicts(value: object, path: Path, index: int, key: str) -> list[dict]:

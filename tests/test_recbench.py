@@ -173,6 +173,11 @@ def _broken_release(tmp_path, name, content):
         ),
         ("ImplicitQuery.json", '[{"movieSubset": ["Heat"]}]', "record 0: no query text"),
         (
+            "ExplicitQuery.json",
+            '[{"movieSubset": ["Heat"], "situational_description_query": "q", "condition_num": "two"}]',
+            "record 0: key 'condition_num' must be a non-negative integer",
+        ),
+        (
             "MisinformedQuery.json",
             '[{"movieSubset": ["Heat"], "query": "q", "sharedRelationships": [["only one"]]}]',
             "record 0: key 'sharedRelationships' must be a list of [relation, value] pairs",
