@@ -15,10 +15,24 @@ SFT_ARGS ?=
 RFT_ARGS ?=
 SRC ?= RecBench
 
+# PerRecBench: PERREC_VARIANT=_cpu runs the CPU twins (embedded model, demo data); PERREC_VARIANT= the
+# paper's recipes on data/perrec (make data-perrec REVIEWS=... ITEMS=... DOMAIN=...).
+PERREC_VARIANT ?= _cpu
+PERREC_RUN := perrec$(PERREC_VARIANT)
+PERREC_OUT := outputs/$(PERREC_RUN)
+PERREC_REPORTS := reports/$(PERREC_RUN)
+PERREC_DATA ?= $(if $(PERREC_VARIANT),data/demo_perrec,data/perrec)
+PERREC_BASE ?= $(if $(PERREC_VARIANT),embedded:smollm2,meta-llama/Llama-3.1-8B-Instruct)
+PERREC_EVAL_ARGS ?= --max-new-tokens 16 --batch-size 16
+MERGE_ARGS ?=
+REVIEWS ?=
+ITEMS ?=
+DOMAIN ?= beauty
+
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -66,6 +80,42 @@ data-demo: install
 		--users data/demo_world/users.dat --out data/demo_release
 	$(PY) data_prep/recbench.py --src data/demo_release --domain movie --kg data/demo_release/kg.jsonl \
 		--test-size 0.15 --out data/demo_movie
+
+# PerRecBench from a ratings source (Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat).
+data-perrec: install
+	$(PY) data_prep/perrecbench.py --reviews $(REVIEWS) $(if $(ITEMS),--items $(ITEMS)) --domain $(DOMAIN) \
+		--out data/perrec
+
+# PerRecBench on the embedded demo world (simulated ratings of 267 films), a sample small enough for CPU.
+data-perrec-demo: install
+	$(PY) data_prep/demo_world.py --out data/demo_world
+	$(PY) data_prep/perrecbench.py --reviews data/demo_world/ratings.dat --items data/demo_world/movies.dat \
+		--domain movies --max-groups 300 --test-size 0.15 --out data/demo_perrec
+
+# One LoRA SFT run per format (perrec-sft-point, -pair, -list) and the multi-task mix (perrec-sft-mix).
+perrec-sft-%: install
+	$(LAUNCH) train/sft.py recipes/perrec_$*$(PERREC_VARIANT).yaml --recipe_name perrec_$*$(PERREC_VARIANT) \
+		--output_dir $(PERREC_OUT)/$* $(SFT_ARGS)
+
+perrec-sft: perrec-sft-point perrec-sft-pair perrec-sft-list perrec-sft-mix
+
+# The paper's merge: the three single-format adapters averaged with equal weights (MERGE_ARGS="--method ties").
+perrec-merge: install
+	$(PY) train/merge.py --adapters $(PERREC_OUT)/point $(PERREC_OUT)/pair $(PERREC_OUT)/list \
+		--out $(PERREC_OUT)/merged $(MERGE_ARGS)
+
+# The base model and the five fine-tuned models on the held-out groups, then side by side.
+perrec-eval: install
+	$(PY) evaluate/run.py --model $(PERREC_BASE) --data $(PERREC_DATA)/test.jsonl --out $(PERREC_REPORTS)/base \
+		$(PERREC_EVAL_ARGS)
+	for run in point pair list mix merged; do \
+		$(PY) evaluate/run.py --model $(PERREC_OUT)/$$run --data $(PERREC_DATA)/test.jsonl \
+			--out $(PERREC_REPORTS)/$$run $(PERREC_EVAL_ARGS) || exit 1; \
+	done
+	$(PY) evaluate/compare.py $(foreach run,base point pair list mix merged,$(PERREC_REPORTS)/$(run)) \
+		--out $(PERREC_REPORTS)/comparison
+
+perrec: perrec-sft perrec-merge perrec-eval
 
 sft: install
 	$(LAUNCH) train/sft.py $(RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/sft $(SFT_ARGS)

@@ -2,13 +2,14 @@
 
     python data_prep/demo_world.py --out data/demo_world [--users 300] [--seed 0]
 
-Writes items.jsonl, ratings.dat and users.dat, the inputs of data_prep/build_benchmark.py.
+Writes items.jsonl, ratings.dat and users.dat, the inputs of data_prep/build_benchmark.py, and
+movies.dat (MovieLens-style titles and genres) for data_prep/perrecbench.py.
 """
 
 import argparse
 from pathlib import Path
 
-from rectune.demo_world import load_films, simulate
+from rectune.demo_world import load_films, rate, simulate
 from rectune.io import atomic_write, write_jsonl
 
 
@@ -20,13 +21,15 @@ def main() -> None:
     args = parser.parse_args()
     items = load_films()
     histories, users = simulate(items, args.users, args.seed)
+    ratings = rate(items, histories, users, args.seed)
     out = Path(args.out)
     write_jsonl(out / "items.jsonl", ({"id": i.id, "title": i.title, "relations": i.relations} for i in items))
     with atomic_write(out / "ratings.dat") as handle:
         for user, history in histories.items():
-            for step, item in enumerate(history):
-                rating = 3 + (int(user) + step) % 3
+            for step, (item, rating) in enumerate(zip(history, ratings[user], strict=True)):
                 handle.write(f"{user}::{item}::{rating}::{978300000 + int(user) * 1000 + step}\n")
+    with atomic_write(out / "movies.dat") as handle:
+        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.relations.get('Genre', []))}\n" for i in items)
     with atomic_write(out / "users.dat") as handle:
         handle.writelines(f"{u}::{p['gender']}::{p['age']}::{p['occupation']}::{p['zip']}\n" for u, p in users.items())
     print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")

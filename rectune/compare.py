@@ -9,7 +9,20 @@ from pathlib import Path
 
 from rectune.io import DataError, atomic_write, read_json
 
-METRIC_LABELS = {"precision": "P", "recall": "R", "cmr": "CMR", "ftr": "FTR"}
+METRIC_LABELS = {"precision": "P", "recall": "R", "cmr": "CMR", "ftr": "FTR", "tau": "τ", "failure_rate": "fail"}
+RECBENCH_METRICS = ["precision", "recall", "cmr", "ftr"]
+
+
+def report_metrics(reports: dict[str, dict]) -> list[str]:
+    """The metrics to compare: those the reports list (RecBench+'s four for reports that list none)."""
+    metrics: list[str] = []
+    for report in reports.values():
+        metrics += [m for m in report.get("metrics", RECBENCH_METRICS) if m not in metrics and m != "kg_coverage"]
+    return metrics
+
+
+def _label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric)
 
 
 def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
@@ -34,6 +47,7 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
 
 def comparison_rows(reports: dict[str, dict]) -> list[dict]:
     """One row per (checkpoint, task), tasks in first-seen order, ``overall`` last."""
+    metrics = report_metrics(reports)
     tasks: list[str] = []
     for report in reports.values():
         tasks += [t for t in report["by_task"] if t not in tasks]
@@ -43,9 +57,7 @@ def comparison_rows(reports: dict[str, dict]) -> list[dict]:
             summary = report["overall"] if task == "overall" else report["by_task"].get(task)
             if summary is None:
                 continue
-            rows.append(
-                {"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in METRIC_LABELS}}
-            )
+            rows.append({"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}})
     return rows
 
 
@@ -53,11 +65,16 @@ def _cell(value: object) -> str:
     return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _metrics(rows: list[dict]) -> list[str]:
+    return [key for key in rows[0] if key not in ("task", "checkpoint", "n")] if rows else []
+
+
 def markdown(rows: list[dict]) -> str:
-    header = ["task", "checkpoint", "n", *METRIC_LABELS.values()]
+    metrics = _metrics(rows)
+    header = ["task", "checkpoint", "n", *map(_label, metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        values = [row["task"], row["checkpoint"], row["n"], *(row[m] for m in METRIC_LABELS)]
+        values = [row["task"], row["checkpoint"], row["n"], *(row[m] for m in metrics)]
         lines.append("| " + " | ".join(_cell(v) for v in values) + " |")
     return "\n".join(lines)
 
@@ -68,7 +85,7 @@ def write_outputs(rows: list[dict], prefix: str | os.PathLike) -> list[Path]:
     with atomic_write(prefix.with_suffix(".md")) as handle:
         handle.write(markdown(rows) + "\n")
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *METRIC_LABELS])
+    writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *_metrics(rows)])
     writer.writeheader()
     writer.writerows(rows)
     with atomic_write(prefix.with_suffix(".csv")) as handle:
@@ -86,16 +103,18 @@ def _chart(rows: list[dict], path: Path) -> None:
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     names = list(dict.fromkeys(r["checkpoint"] for r in rows))
     by_key = {(r["task"], r["checkpoint"]): r for r in rows}
-    fig, axes = plt.subplots(1, len(METRIC_LABELS), figsize=(4 * len(METRIC_LABELS), 3.6), sharey=True)
+    metrics = _metrics(rows)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), sharey=True, squeeze=False)
     width = 0.8 / len(names)
-    for ax, (metric, label) in zip(axes, METRIC_LABELS.items(), strict=True):
+    low = min([0.0] + [r[m] for r in rows for m in metrics if r[m] is not None])
+    for ax, metric in zip(axes[0], metrics, strict=True):
         for j, name in enumerate(names):
             values = [(by_key.get((t, name)) or {}).get(metric) or 0.0 for t in tasks]
             ax.bar([i + j * width for i in range(len(tasks))], values, width, label=name)
-        ax.set_title(label)
+        ax.set_title(_label(metric))
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=30, ha="right")
-        ax.set_ylim(0, 1)
-    axes[0].legend(fontsize=7, loc="upper left")
+        ax.set_ylim(low, 1)  # Kendall's τ can be negative
+    axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")

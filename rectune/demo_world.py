@@ -85,7 +85,6 @@ def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict
         age = rng.choice(list(AGE_TASTES))
         gender = rng.choice("MF")
         occupation = "student" if age in ("1", "18") and rng.random() < 0.7 else rng.choice(OCCUPATIONS)
-        users[user] = {"gender": gender, "age": age, "occupation": occupation, "zip": f"{10000 + n}"}
         genres = set(rng.sample(AGE_TASTES[age], 2)) | {rng.choice(GENDER_TASTES[gender])}
         liked = [i for i in items if genres & set(i.relations.get("Genre", []))]
         people = {
@@ -106,7 +105,34 @@ def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict
                 block = starts[item_id]  # watch the sequels right after the first film
             picked.extend(i for i in block if i not in picked)
         histories[user] = picked
+        users[user] = {
+            "gender": gender,
+            "age": age,
+            "occupation": occupation,
+            "zip": f"{10000 + n}",
+            "genres": sorted(genres),
+            "people": sorted(people),
+        }
     return histories, users
+
+
+def rate(items: list[Item], histories: dict[str, list[str]], users: dict[str, dict], seed: int = 0) -> dict:
+    """Star ratings (1-5) for every history entry: the user's leniency plus how well the film fits
+    their genres and favourite people, plus noise, so relative ratings carry taste (PerRecBench)."""
+    by_id = {item.id: item for item in items}
+    ratings = {}
+    for user, history in histories.items():
+        rng = random.Random(f"ratings/{seed}/{user}")
+        leniency = rng.uniform(-0.7, 0.7)
+        genres, people = set(users[user]["genres"]), set(users[user]["people"])
+        values = []
+        for item_id in history:
+            relations = by_id[item_id].relations
+            fit = 0.7 * len(genres & set(relations.get("Genre", [])))
+            fit += 1.0 * len(people & set(relations["Director"] + relations.get("Starring", [])))
+            values.append(max(1, min(5, round(2.4 + leniency + fit + rng.gauss(0, 0.7)))))
+        ratings[user] = values
+    return ratings
 
 
 def _weighted_sample(population: list[str], weights: list[float], k: int, rng: random.Random) -> list[str]:

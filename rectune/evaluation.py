@@ -17,15 +17,12 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from rectune.catalog import beside, load_catalog, load_kg
 from rectune.checkpoints import Checkpoint
 from rectune.generation import GenerationSettings
 from rectune.io import DataError, atomic_write, read_json, write_json
-from rectune.metrics import aggregate, format_table
-from rectune.prompts import build_messages
-from rectune.schema import BenchmarkRow, load_rows
-from rectune.scoring import score_rows
-from rectune.titles import TitleMatcher
+from rectune.prompts import messages_for
+from rectune.schema import Row, load_rows
+from rectune.scoring import score_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +68,7 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
     return finished
 
 
-def run_generation(rows: list[BenchmarkRow], predictions_path: Path, generate_batches, variant: dict) -> dict[str, str]:
+def run_generation(rows: list[Row], predictions_path: Path, generate_batches, variant: dict) -> dict[str, str]:
     """Generate what is missing, appending each batch to ``predictions_path`` as it finishes."""
     finished = read_finished(predictions_path, {r.id for r in rows})
     todo = [r for r in rows if r.id not in finished]
@@ -79,7 +76,7 @@ def run_generation(rows: list[BenchmarkRow], predictions_path: Path, generate_ba
         log.info("resuming: %d of %d queries already done", len(finished), len(rows))
     if not todo:
         return finished
-    prompts = [build_messages(r, variant["with_history"], variant["k"]) for r in todo]
+    prompts = [messages_for(r, variant) for r in todo]
     predictions_path.parent.mkdir(parents=True, exist_ok=True)
     with predictions_path.open("a", encoding="utf-8") as handle:
         for batch in generate_batches(prompts):
@@ -109,8 +106,6 @@ def evaluate_checkpoint(
     rows = load_rows(data)
     if limit is not None:
         rows = rows[:limit]
-    matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)))
-    graph = load_kg(beside(data, "kg.jsonl", kg))
     config = {
         **checkpoint.describe(),
         "data": str(data),
@@ -121,41 +116,13 @@ def evaluate_checkpoint(
     }
     write_json(out / "config.json", config)
     predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant)
-    scores = score_rows(rows, predictions, matcher, graph)
-    report = aggregate(scores)
-    report["table"] = format_table(report)
+    report, table = score_benchmark(rows, predictions, data, catalog=catalog, kg=kg)
     report["config"] = config
-    report["per_query"] = [asdict(s) for s in scores]
     write_json(out / "report.json", report)
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
-    return report, query_table(rows, predictions, scores, matcher)
-
-
-def query_table(
-    rows: list[BenchmarkRow], predictions: dict[str, str], scores: list, matcher: TitleMatcher
-) -> list[dict]:
-    """One record per query: what it asked, what came back, what it resolved to and how it scored."""
-    table = []
-    for row, score in zip(rows, scores, strict=True):
-        extraction = matcher.extract(predictions[row.id])  # cached by the scoring pass
-        table.append(
-            {
-                "id": row.id,
-                "task": row.task,
-                "query": row.query,
-                "ground_truth": "\n".join(row.ground_truth),
-                "completion": predictions[row.id],
-                "resolved": "\n".join(matcher.items[i].title for i in extraction.item_ids),
-                "unresolved": "\n".join(extraction.unresolved),
-                "precision": score.precision,
-                "recall": score.recall,
-                "cmr": score.cmr,
-                "ftr": score.ftr,
-            }
-        )
-    return table
+    return report, table
 
 
 def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:
@@ -173,7 +140,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
         dir=str(out),
     )
     for task, summary in [*report["by_task"].items(), ("overall", report["overall"])]:
-        for metric in ("precision", "recall", "cmr", "ftr", "kg_coverage"):
+        for metric in report["metrics"]:
             if summary.get(metric) is not None:
                 run.summary[f"{task}/{metric}"] = summary[metric]
         run.summary[f"{task}/n"] = summary["n"]

@@ -1,12 +1,14 @@
 """Prompts of the RecBench+ paper (Appendix G), shared by data_prep, train and evaluate.
 
-Training and evaluation build their chat messages with :func:`build_messages` from the
-same canonical row, so a checkpoint is always scored on exactly the prompts it learnt.
+Training and evaluation build their chat messages from the same canonical row
+(:func:`messages_for` picks the benchmark's builder), so a checkpoint is always scored on
+exactly the prompts it learnt.
 """
 
 from __future__ import annotations
 
-from rectune.schema import BenchmarkRow
+from rectune import perrec
+from rectune.schema import BenchmarkRow, Row
 from rectune.titles import display_title
 
 _NOUNS = {"movie": "movies", "book": "books"}
@@ -52,3 +54,14 @@ def build_messages(row: BenchmarkRow, with_history: bool = False, k: int | None 
 def answer_text(row: BenchmarkRow) -> str:
     """SFT target: the ground-truth titles, one per line, in their natural spelling."""
     return "\n".join(display_title(title) for title in row.ground_truth)
+
+
+def messages_for(row: Row, variant: dict) -> list[dict]:
+    """Chat messages of any benchmark's row; ``variant`` (history, K) applies to RecBench+ only."""
+    if row.benchmark == "perrecbench":
+        return perrec.build_messages(row)
+    if row.benchmark == "llmrec":
+        from rectune import llmrec
+
+        return llmrec.build_messages(row)
+    return build_messages(row, variant["with_history"], variant["k"])

@@ -19,6 +19,10 @@ columns GRPOTrainer forwards: ``ground_truth``, ``ground_truth_ids``, ``conditio
                           outside the ground truth
 ========================  ====================================================================
 
+PerRecBench rows (``benchmark: perrecbench`` in the RFT file) use ``rectune.perrec.REWARDS``
+(``ranking``: the evaluation's Kendall's τ for the completion, -1 when unparseable; ``format``)
+and LLMRec rows ``rectune.llmrec.REWARDS``; :func:`benchmark_reward_funcs` picks the set.
+
 The misinformed rule rewards both answers the paper counts as good (a refusal raises FTR,
 which is better on misinformed queries; a corrected premise raises recall) and punishes
 only recommendations built on the wrong fact.
@@ -26,10 +30,14 @@ only recommendations built on the wrong fact.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rectune.catalog import KnowledgeGraph
+from rectune import perrec
+from rectune.catalog import KnowledgeGraph, beside, load_catalog, load_kg
+from rectune.io import DataError
 from rectune.metrics import QueryScore, score_query
 from rectune.schema import BenchmarkRow
 from rectune.titles import Extraction, TitleMatcher, parse_mentions
@@ -127,3 +135,56 @@ def _bind(name: str, matcher: TitleMatcher, kg: KnowledgeGraph) -> RewardFunc:
 
     reward.__name__ = name
     return reward
+
+
+DEFAULT_REWARDS = ["recall", "format", "hallucination", "misinformed"]
+
+
+def _first_benchmark(path: str | os.PathLike) -> str:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    return json.loads(line).get("benchmark", "recbench+")
+                except (json.JSONDecodeError, AttributeError):
+                    raise DataError(path, "first row is not a JSON object") from None
+    raise DataError(path, "file is empty")
+
+
+def _bind_labelled(name: str, rule: Callable[..., float], columns: tuple[str, ...]) -> RewardFunc:
+    """A reward over per-row label columns: ``rule(task, text, *labels)`` for each completion."""
+
+    def reward(completions, task, **labels) -> list[float | None]:
+        missing = [c for c in columns if c not in labels]
+        if missing:
+            raise KeyError(f"reward {name!r} needs the column {missing[0]!r} in the RFT data")
+        return [
+            rule(task[i], completion_text(c), *(labels[col][i] for col in columns)) for i, c in enumerate(completions)
+        ]
+
+    reward.__name__ = name
+    return reward
+
+
+def benchmark_reward_funcs(
+    names: list[str], data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
+) -> tuple[list[RewardFunc], list[str]]:
+    """The reward callables for the benchmark of ``data_file``'s rows (its defaults when ``names`` is empty)."""
+    benchmark = _first_benchmark(data_file)
+    if benchmark == "perrecbench":
+        table, defaults = perrec.REWARDS, perrec.DEFAULT_REWARDS
+        columns = {"ranking": perrec.RANKING_COLUMNS, "format": ("labels",)}
+    elif benchmark == "llmrec":
+        from rectune import llmrec
+
+        table, defaults = llmrec.REWARDS, llmrec.DEFAULT_REWARDS
+        columns = {name: llmrec.REWARD_COLUMNS for name in table}
+    else:
+        names = names or DEFAULT_REWARDS
+        matcher = TitleMatcher(load_catalog(beside(data_file, "catalog.jsonl", catalog)))
+        return make_reward_funcs(names, matcher, load_kg(beside(data_file, "kg.jsonl", kg))), names
+    names = names or defaults
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown {benchmark} reward {unknown[0]!r}; choose from {', '.join(table)}")
+    return [_bind_labelled(n, table[n], columns[n]) for n in names], names

@@ -1,14 +1,20 @@
-"""Score a predictions file against canonical rows and write the report."""
+"""Score completions against canonical rows of any benchmark and build the report.
+
+:func:`score_benchmark` dispatches on the rows' ``benchmark``: RecBench+ (title matching,
+P/R/CMR/FTR), PerRecBench (Kendall's τ per group) or LLMRec (per-task metrics). Every report
+has ``overall``, ``by_task``, ``metrics`` (the metric names of its summaries) and ``table``.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import asdict
 
+from rectune import perrec
 from rectune.catalog import KnowledgeGraph, beside, load_catalog, load_kg
 from rectune.io import DataError, numbered_jsonl, write_json
-from rectune.metrics import QueryScore, aggregate, format_table, score_query
-from rectune.schema import BenchmarkRow, load_rows
+from rectune.metrics import METRICS, QueryScore, aggregate, format_table, score_query
+from rectune.schema import BenchmarkRow, Row, load_rows
 from rectune.titles import TitleMatcher
 
 
@@ -54,6 +60,66 @@ def score_rows(
     return [score_query(row, extraction, matcher, kg) for row, extraction in zip(rows, extractions, strict=True)]
 
 
+def query_table(
+    rows: list[BenchmarkRow], predictions: dict[str, str], scores: list[QueryScore], matcher: TitleMatcher
+) -> list[dict]:
+    """One record per query: what it asked, what came back, what it resolved to and how it scored."""
+    table = []
+    for row, score in zip(rows, scores, strict=True):
+        extraction = matcher.extract(predictions[row.id])  # cached by the scoring pass
+        table.append(
+            {
+                "id": row.id,
+                "task": row.task,
+                "query": row.query,
+                "ground_truth": "\n".join(row.ground_truth),
+                "completion": predictions[row.id],
+                "resolved": "\n".join(matcher.items[i].title for i in extraction.item_ids),
+                "unresolved": "\n".join(extraction.unresolved),
+                "precision": score.precision,
+                "recall": score.recall,
+                "cmr": score.cmr,
+                "ftr": score.ftr,
+            }
+        )
+    return table
+
+
+def score_benchmark(
+    rows: list[Row],
+    predictions: dict[str, str],
+    data: str | os.PathLike,
+    *,
+    catalog: str | os.PathLike | None = None,
+    kg: str | os.PathLike | None = None,
+    fuzzy_cutoff: float = 90.0,
+) -> tuple[dict, list[dict]]:
+    """The report (with ``table`` and ``per_query``) and a per-query table for W&B."""
+    benchmark = rows[0].benchmark if rows else "recbench+"
+    if benchmark == "perrecbench":
+        scores = perrec.score_groups(rows, predictions)
+        report = perrec.aggregate(scores)
+        report["table"] = perrec.format_table(report)
+        table = perrec.query_table(rows, predictions, scores)
+    elif benchmark == "llmrec":
+        from rectune import llmrec
+
+        matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
+        scores = llmrec.score_queries(rows, predictions, matcher)
+        report = llmrec.aggregate(scores)
+        report["table"] = llmrec.format_table(report)
+        table = llmrec.query_table(rows, predictions, scores)
+    else:
+        matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
+        graph = load_kg(beside(data, "kg.jsonl", kg))
+        scores = score_rows(rows, predictions, matcher, graph)
+        report = {"metrics": [*METRICS, "kg_coverage"], **aggregate(scores)}
+        report["table"] = format_table(report)
+        table = query_table(rows, predictions, scores, matcher)
+    report["per_query"] = [asdict(s) for s in scores]
+    return report, table
+
+
 def score_files(
     data: str | os.PathLike,
     predictions_path: str | os.PathLike,
@@ -66,15 +132,10 @@ def score_files(
 ) -> dict:
     rows = load_rows(data)
     predictions = load_predictions(predictions_path)
-    matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
-    graph = load_kg(beside(data, "kg.jsonl", kg))
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
-    scores = score_rows(scored, predictions, matcher, graph)
-    report = aggregate(scores)
-    report["table"] = format_table(report)
+    report, _ = score_benchmark(scored, predictions, data, catalog=catalog, kg=kg, fuzzy_cutoff=fuzzy_cutoff)
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
-    report["per_query"] = [asdict(s) for s in scores]
     if out is not None:
         write_json(out, report)
     return report

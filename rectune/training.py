@@ -48,8 +48,11 @@ class RftArguments:
     """GRPO-only settings: rewards, their catalog/KG, and the model RFT starts from."""
 
     reward_funcs: list[str] = field(
-        default_factory=lambda: ["recall", "format", "hallucination", "misinformed"],
-        metadata={"help": "Rewards from rectune.rewards.REWARDS; weights via GRPOConfig's reward_weights."},
+        default_factory=list,
+        metadata={
+            "help": "Rewards by name (rectune.rewards, rectune.perrec, rectune.llmrec: the data's benchmark); "
+            "empty = that benchmark's defaults. Weights via GRPOConfig's reward_weights."
+        },
     )
     catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
     kg: str | None = field(default=None, metadata={"help": "kg.jsonl (default: beside the first data file)"})
@@ -139,7 +142,11 @@ def check_examples(path: Path, kind: str) -> None:
         else:
             if not isinstance(row.get("prompt"), list):
                 raise DataError(path, "field 'prompt': must be a list of chat messages", line=line)
-            for name in ("ground_truth", "ground_truth_ids", "task"):
+            labels = {
+                "perrecbench": ("task", "labels", "relative", "means", "group_relative", "position"),
+                "llmrec": ("task", "target", "item_title", "candidates"),
+            }.get(row.get("benchmark"), ("ground_truth", "ground_truth_ids", "task"))
+            for name in labels:
                 if name not in row:
                     raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
 

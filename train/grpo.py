@@ -1,11 +1,12 @@
-"""GRPO reinforcement fine-tuning (RFT) with RecBench+ rewards, from the base or an SFT result.
+"""GRPO reinforcement fine-tuning (RFT) with the benchmark's rewards, from the base or an SFT result.
 
     accelerate launch train/grpo.py recipes/qwen3b_movie_grpo.yaml
     python train/grpo.py recipes/smollm2_movie_cpu_grpo.yaml --init_adapter outputs/run/sft
 
-Rewards (rectune.rewards) score each completion against the prompt's ground truth, the
-catalog and the KG found beside the data. With --init_adapter the SFT adapter is merged
-into the base first and a fresh LoRA adapter is trained on top (SFT then RFT).
+Rewards score each completion with the data's own benchmark scoring (rectune.rewards for
+RecBench+, with the catalog and KG found beside the data; rectune.perrec; rectune.llmrec).
+With --init_adapter the SFT adapter is merged into the base first and a fresh LoRA adapter is
+trained on top (SFT then RFT).
 """
 
 import logging
@@ -14,11 +15,9 @@ import sys
 from accelerate import PartialState
 from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from rectune.catalog import beside, load_catalog, load_kg
 from rectune.io import DataError
 from rectune.models import resolve_model_name
-from rectune.rewards import make_reward_funcs
-from rectune.titles import TitleMatcher
+from rectune.rewards import benchmark_reward_funcs
 from rectune.training import (
     RftArguments,
     RunArguments,
@@ -43,10 +42,9 @@ def main() -> None:
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
-    first_file = data_files(mixture)[0]
-    matcher = TitleMatcher(load_catalog(beside(first_file, "catalog.jsonl", rft_args.catalog)))
-    kg = load_kg(beside(first_file, "kg.jsonl", rft_args.kg))
-    reward_funcs = make_reward_funcs(rft_args.reward_funcs, matcher, kg)
+    reward_funcs, rft_args.reward_funcs = benchmark_reward_funcs(
+        rft_args.reward_funcs, data_files(mixture)[0], rft_args.catalog, rft_args.kg
+    )
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
     model_name = resolve_model_name(model_args.model_name_or_path)

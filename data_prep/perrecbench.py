@@ -1,0 +1,99 @@
+"""Build PerRecBench (grouped user ranking) from a ratings source.
+
+    python data_prep/perrecbench.py --reviews Beauty.jsonl --items meta_Beauty.jsonl --domain beauty \
+        --out data/perrec_beauty
+
+--reviews takes Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat (.gz too);
+--items the matching metadata or movies.dat (optional: titles then fall back to item ids).
+Writes, for each format F in pointwise/pairwise/listwise and for the mix of all three,
+train_sft_F.jsonl and train_rft_F.jsonl, plus test.jsonl (canonical rows of every format)
+and stats.json. Groups are split by their shared item, so no item is in both splits.
+"""
+
+import argparse
+import logging
+import random
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from rectune import perrec
+from rectune.io import DataError, write_json, write_jsonl
+from rectune.ratings import read_items, read_reviews
+from rectune.schema import PERREC_TASKS
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reviews", required=True, help="reviews/ratings file")
+    parser.add_argument("--items", default=None, help="item metadata / movies.dat")
+    parser.add_argument("--domain", required=True, help="name of the category, e.g. beauty or movies")
+    parser.add_argument("--out", required=True, help="output folder")
+    defaults = perrec.GroupSettings()
+    parser.add_argument("--window-days", type=float, default=defaults.window_days, help="co-rating window")
+    parser.add_argument("--min-history", type=int, default=defaults.min_history, help="other items a user needs")
+    parser.add_argument("--min-gap", type=float, default=defaults.min_gap, help="relative ratings differ by more")
+    parser.add_argument("--max-group-size", type=int, default=defaults.max_size)
+    parser.add_argument("--close-gap", type=float, default=defaults.close_gap, help="difficulty: a near-tie")
+    parser.add_argument("--k", type=int, default=defaults.k, help="history items retrieved by BM25")
+    parser.add_argument("--no-profile", action="store_true", help="leave the template user profile out")
+    parser.add_argument("--max-groups", type=int, default=None, help="keep a seeded sample of this many groups")
+    parser.add_argument("--test-size", type=float, default=0.2, help="fraction of items held out")
+    parser.add_argument("--seed", type=int, default=42)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    settings = perrec.GroupSettings(
+        args.window_days, args.min_history, args.min_gap, args.max_group_size, args.close_gap, args.k,
+        not args.no_profile,
+    )  # fmt: skip
+    if not 2 <= settings.max_size <= len(perrec.LABELS):
+        sys.exit(f"error: --max-group-size must be between 2 and {len(perrec.LABELS)}")
+    reviews = read_reviews(args.reviews)
+    items = read_items(args.items) if args.items else {}
+
+    groups = perrec.find_groups(reviews, settings)
+    if not groups:
+        sys.exit(
+            f"error: no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
+            f"other ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
+        )
+    if args.max_groups is not None and len(groups) > args.max_groups:
+        groups = sorted(random.Random(args.seed).sample(groups, args.max_groups), key=lambda g: g.id)
+    perrec.attach_prompts(groups, reviews, items, settings)
+    train, test = perrec.split_by_item(groups, args.test_size, args.seed)
+    rows = {
+        split: [
+            r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in perrec.group_rows(g, items, args.domain)
+        ]
+        for split, part in (("train", train), ("test", test))
+    }
+
+    out = Path(args.out)
+    rft = perrec.rft_examples(rows["train"])
+    for task in [*PERREC_TASKS, "mix"]:
+        keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
+        if task == "mix":
+            random.Random(args.seed).shuffle(keep)
+        write_jsonl(out / f"train_sft_{task}.jsonl", (perrec.sft_example(rows["train"][i]) for i in keep))
+        write_jsonl(out / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
+    write_jsonl(out / "test.jsonl", (r.to_dict() for r in rows["test"]))
+    summary = perrec.stats(train, test, reviews, settings)
+    write_json(out / "stats.json", summary)
+
+    print(f"{len(reviews)} ratings, {len(groups)} groups: {len(train)} train / {len(test)} test")
+    for split in ("train", "test"):
+        by = summary[split]
+        print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")
+    print(f"wrote {out}/")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as err:
+        sys.exit(f"error: {err}")
