@@ -1,0 +1,320 @@
+"""PerRecBench: source readers, group construction (checked by hand), formats, Kendall's tau, rewards.
+
+The fixture (tests/fixtures/ratings) holds the same ratings in the three source formats. Five
+eligible users rated item X ("Rose Face Cream"); their means and relative ratings, by hand:
+
+    user  F1 F2 X  mean  relative  X rated on day
+    u1    2  2  5  3     +2        0
+    u2    4  4  4  4      0        1
+    u3    5  4  3  4     -1        2
+    u5    3  4  2  3     -1        3
+    u4    1  1  4  2     +2        10
+    u6 rated only F1 besides X (day 0.5): one history item, below --min-history 2.
+
+F1 and F2 ratings are 100 days apart, so only X forms groups. Window from u1 (day 0-7): u2 joins
+(gap 2), u3 joins (gaps 3 and 1), u5 does not (gap 0 to u3), u4 is outside. Window from u5
+(day 3-10, inclusive): u4 joins (gap 3). Difficulty: {u1,u2,u3} has 1 extra user and closest
+gap 1.0 (not < 1.0) -> medium; {u5,u4} has gap 3 -> easy.
+"""
+
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+from conftest import ROOT, run_script
+from scipy.stats import kendalltau
+
+from rectune import perrec
+from rectune.io import DataError, read_jsonl
+from rectune.ratings import read_items, read_reviews
+from rectune.schema import PerRecRow, load_rows
+from rectune.scoring import score_benchmark
+
+FIXTURES = ROOT / "tests" / "fixtures" / "ratings"
+SETTINGS = perrec.GroupSettings(min_history=2, k=1)
+ML_USERS = {str(i): f"u{i}" for i in range(1, 7)}
+ML_ITEMS = {"1": "X", "2": "F1", "3": "F2"}
+
+
+def normalised(reviews, movielens=False):
+    def user(u):
+        return ML_USERS[u] if movielens else u
+
+    def item(i):
+        return ML_ITEMS[i] if movielens else i
+
+    return sorted((user(r.user), item(r.item), r.rating, r.timestamp) for r in reviews)
+
+
+def test_the_three_source_formats_read_the_same_ratings(tmp_path):
+    amazon_2023 = read_reviews(FIXTURES / "reviews_2023.jsonl")
+    amazon_2018 = read_reviews(FIXTURES / "reviews_2018.json")
+    movielens = read_reviews(FIXTURES / "ratings.dat")
+    assert normalised(amazon_2023) == normalised(amazon_2018) == normalised(movielens, movielens=True)
+    assert len(amazon_2023) == 17
+    first = next(r for r in amazon_2023 if r.user == "u1" and r.item == "X")
+    assert (first.timestamp, first.title, first.text) == (1_600_000_000, "5 stars", "u1 on X")  # ms -> s
+    gz = tmp_path / "reviews.json.gz"
+    with gzip.open(gz, "wt") as handle:
+        handle.write((FIXTURES / "reviews_2018.json").read_text())
+    assert normalised(read_reviews(gz)) == normalised(amazon_2018)
+
+
+def test_item_metadata_in_every_format():
+    for name in ("meta_2023.jsonl", "meta_2014.json"):  # 2014 metadata lines are Python literals
+        items = read_items(FIXTURES / name)
+        assert items["X"].title == "Rose Face Cream"
+        assert items["X"].categories == ["Beauty", "Skin Care"]
+        assert items["X"].description == "A rich rose cream."
+    assert read_items(FIXTURES / "movies.dat")["1"].categories == ["Beauty", "Skin Care"]
+
+
+def test_groups_by_hand():
+    groups = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), SETTINGS)
+    members = [[(m.user, m.relative) for m in g.members] for g in groups]
+    assert members == [[("u1", 2.0), ("u2", 0.0), ("u3", -1.0)], [("u5", -1.0), ("u4", 2.0)]]
+    assert [g.item for g in groups] == ["X", "X"]
+    assert [g.difficulty for g in groups] == ["medium", "easy"]
+    # a 6-day window leaves u4 (7 days after u5) out: u5 has no partner and u4 none either
+    narrow = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), perrec.GroupSettings(6, 2))
+    assert [[m.user for m in g.members] for g in narrow] == [["u1", "u2", "u3"]]
+    # gaps must exceed 1.5: u3 (1 from u2) no longer joins u1 and u2, and has no partner in its own window
+    strict = perrec.GroupSettings(min_history=2, min_gap=1.5)
+    groups = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), strict)
+    assert [[m.user for m in g.members] for g in groups] == [["u1", "u2"], ["u5", "u4"]]
+    # the paper's 20-item history requirement leaves nobody here
+    assert perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), perrec.GroupSettings()) == []
+
+
+def test_difficulty_tiers():
+    assert perrec.difficulty([1.0, -1.0], close_gap=1.0) == "easy"
+    assert perrec.difficulty([1.0, 0.3], close_gap=1.0) == "medium"  # a near tie
+    assert perrec.difficulty([2.0, 0.0, -1.0], close_gap=1.0) == "medium"  # a third user
+    assert perrec.difficulty([2.0, 0.0, -0.7], close_gap=1.0) == "hard"
+    assert perrec.difficulty([3.0, 1.5, 0.0, -1.5], close_gap=1.0) == "hard"
+
+
+def test_bm25_history_and_rows():
+    reviews = read_reviews(FIXTURES / "reviews_2023.jsonl")
+    items = read_items(FIXTURES / "meta_2023.jsonl")
+    groups = perrec.find_groups(reviews, SETTINGS)
+    perrec.attach_prompts(groups, reviews, items, SETTINGS)
+    by_user = {u["user"]: u for u in groups[0].users}
+    # "rose" is shared with the lip balm, not the soap: BM25 picks F2 for k=1
+    assert by_user["u1"]["history"] == [{"title": "Rose Lip Balm", "rating": 2.0}]
+    assert by_user["u3"]["mean_rating"] == 4.5  # shown mean: the user's other items only
+    assert by_user["u1"]["relative_rating"] == 2.0
+    rows = perrec.group_rows(groups[0], items, "beauty")
+    assert [r.task for r in rows].count("pointwise") == 3
+    assert [r.task for r in rows].count("pairwise") == 3
+    (listwise,) = [r for r in rows if r.task == "listwise"]
+    label = {u["user"]: u["label"] for u in listwise.users}
+    assert listwise.answer == f"{label['u1']} > {label['u2']} > {label['u3']}"
+    for pair in (r for r in rows if r.task == "pairwise"):
+        best = max(pair.users, key=lambda u: u["relative_rating"])
+        assert [u["label"] for u in pair.users] == ["A", "B"] and pair.answer == best["label"]
+    assert {r.answer for r in rows if r.task == "pointwise"} == {"5", "4", "3"}
+    prompt = perrec.build_messages(listwise)[1]["content"]
+    assert "Item: Rose Face Cream" in prompt and "Rose Lip Balm: 2" in prompt and 'e.g. "B > A > C"' in prompt
+    assert "Rated 2 items" in prompt  # the template profile
+    assert PerRecRow.from_dict(listwise.to_dict()) == listwise
+
+
+def test_tau_matches_scipy():
+    cases = [([2, 0, -1], [1, 3, 2]), ([1, 2, 3, 4], [4, 3, 2, 1]), ([0.5, -1, 2, 0], [1, 1, 0, 2])]
+    for truth, predicted in cases:
+        assert perrec.tau(truth, predicted) == pytest.approx(kendalltau(truth, predicted).statistic)
+    assert perrec.tau([2, 0, -1], [2, 0, 1]) == pytest.approx(1 / 3)  # by hand: 2 concordant, 1 discordant
+    assert perrec.tau([2, 0, -1], [1, 1, 1]) == 0.0  # no predicted order at all
+
+
+def test_parsing():
+    assert perrec.parse_rating("I think 4.5 stars") == 4.5
+    assert perrec.parse_rating("Rating: 3") == 3.0
+    assert perrec.parse_rating("10 out of 10") is None and perrec.parse_rating("") is None
+    assert perrec.parse_choice("User B liked it more than User A") == "B"
+    assert perrec.parse_choice("A") == "A"
+    assert perrec.parse_choice("neither") is None
+    assert perrec.parse_ranking("C > A > B", ["A", "B", "C"]) == ["C", "A", "B"]
+    assert perrec.parse_ranking("1. User B\n2. User A\n3. User C", ["A", "B", "C"]) == ["B", "A", "C"]
+    assert perrec.parse_ranking("B > A", ["A", "B", "C"]) is None
+
+
+def user(label, name, mean, relative):
+    return {"label": label, "user": name, "mean_rating": mean, "history": [], "rating": mean + relative,
+            "relative_rating": relative}  # fmt: skip
+
+
+def hand_rows() -> list[PerRecRow]:
+    """One 3-user group (relative +2, 0, -1; shown means 3, 4, 4) in each format."""
+    u1, u2, u3 = user("A", "u1", 3, 2), user("A", "u2", 4, 0), user("A", "u3", 4, -1)
+    item = {"id": "X", "title": "Rose Face Cream"}
+
+    def row(task, suffix, users, answer):
+        return PerRecRow(f"g/{task}/{suffix}", "perrecbench", "beauty", task, "g", 3, "medium", item, users, answer)
+
+    def pair(a, b):
+        return [{**a, "label": "A"}, {**b, "label": "B"}]
+
+    listwise = [{**u1, "label": "B"}, {**u2, "label": "C"}, {**u3, "label": "A"}]
+    return [
+        row("pointwise", "0", [u1], "5"),
+        row("pointwise", "1", [u2], "4"),
+        row("pointwise", "2", [u3], "3"),
+        row("pairwise", "12", pair(u1, u2), "A"),
+        row("pairwise", "13", pair(u1, u3), "A"),
+        row("pairwise", "23", pair(u2, u3), "A"),
+        row("listwise", "", listwise, "B > C > A"),
+    ]
+
+
+def test_group_scores_by_hand():
+    rows = hand_rows()
+    predictions = {
+        # pointwise: predicted relative = 2-3, 4-4, 5-4 = -1, 0, 1: the reverse order -> tau -1
+        "g/pointwise/0": "2",
+        "g/pointwise/1": "4",
+        "g/pointwise/2": "I'd say 5",
+        # pairwise: u1 beats u2 and u3, u3 beats u2: wins 2, 0, 1 -> order u1 > u3 > u2 -> tau 1/3
+        "g/pairwise/12": "A",
+        "g/pairwise/13": "User A",
+        "g/pairwise/23": "B",
+        "g/listwise/": "I cannot tell",  # unparseable: a failure
+    }
+    report, table = score_benchmark(rows, predictions, "unused")
+    assert report["by_task"]["pointwise"]["tau"] == pytest.approx(-1.0)
+    assert report["by_task"]["pairwise"]["tau"] == pytest.approx(1 / 3)
+    assert report["by_task"]["listwise"] == {"n": 1, "tau": 0.0, "tau_parsed": None, "failure_rate": 1.0}
+    overall = report["overall"]
+    assert overall["tau"] == pytest.approx((-1 + 1 / 3 + 0) / 3)
+    assert overall["tau_parsed"] == pytest.approx((-1 + 1 / 3) / 2)
+    assert overall["failure_rate"] == pytest.approx(1 / 3)
+    assert report["by_task_difficulty"]["pairwise"]["medium"]["tau"] == pytest.approx(1 / 3)
+    assert "| listwise | all | 1 | 0.000 | - | 1.000 |" in report["table"]
+    assert len(table) == 7
+    predictions["g/listwise/"] = "B > C > A"  # the true order
+    report, _ = score_benchmark(rows, predictions, "unused")
+    assert report["by_task"]["listwise"]["tau"] == 1.0
+
+
+def test_rewards_follow_the_scoring():
+    # pointwise, user u1 (true relative +2 of [2, 0, -1], mean 3) predicts 1: relative -2 -> [-2, 0, -1]
+    # against [2, 0, -1]: pairs (1,2) and (1,3) discordant, (2,3) concordant -> tau -1/3
+    reward = perrec.ranking_reward
+    assert reward("pointwise", "1", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == pytest.approx(-1 / 3)
+    assert reward("pointwise", "5", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == pytest.approx(1.0)
+    assert reward("pointwise", "no idea", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == -1.0
+    assert reward("pairwise", "B", ["A", "B"], [0.5, -1.0], [3, 3], [], -1) == -1.0
+    assert reward("pairwise", "User A", ["A", "B"], [0.5, -1.0], [3, 3], [], -1) == 1.0
+    assert reward("listwise", "C > B > A", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == -1.0
+    assert reward("listwise", "A > C > B", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == pytest.approx(1 / 3)
+    assert reward("listwise", "A > B", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == -1.0
+    assert perrec.format_reward("listwise", "A > B", ["A", "B", "C"]) == 0.0
+    assert perrec.format_reward("pointwise", "4", ["A"]) == 1.0
+
+
+@pytest.fixture(scope="module")
+def perrec_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("perrec")
+    result = run_script(
+        "data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings.dat", "--items", FIXTURES / "movies.dat",
+        "--domain", "beauty", "--min-history", "2", "--k", "1", "--test-size", "0.0", "--out", out,
+    )  # fmt: skip
+    assert "2 groups: 2 train / 0 test" in result.stdout
+    return out
+
+
+def test_data_prep_writes_every_format_and_the_mix(perrec_data):
+    counts = {}
+    for task in ("pointwise", "pairwise", "listwise", "mix"):
+        sft = read_jsonl(perrec_data / f"train_sft_{task}.jsonl")
+        rft = read_jsonl(perrec_data / f"train_rft_{task}.jsonl")
+        assert len(sft) == len(rft)
+        counts[task] = len(sft)
+    # group sizes 3 and 2: pointwise 3 + 2 rows, pairwise 3 + 1, listwise 1 + 1
+    assert counts == {"pointwise": 5, "pairwise": 4, "listwise": 2, "mix": 11}
+    rft = read_jsonl(perrec_data / "train_rft_pointwise.jsonl")
+    for example in rft:
+        assert example["group_relative"][example["position"]] == example["relative"][0]
+    stats = json.loads((perrec_data / "stats.json").read_text())
+    assert stats["train"]["by_difficulty"] == {"easy": 1, "medium": 1, "hard": 0}
+
+
+def test_split_is_by_item(tmp_path):
+    reviews = read_reviews(ROOT / "tests" / "fixtures" / "ratings" / "ratings.dat")
+    groups = perrec.find_groups(reviews, SETTINGS)
+    groups += [perrec.Group(f"Y#{i}", "Y", groups[0].members) for i in range(3)]
+    train, test = perrec.split_by_item(groups, 0.5, seed=0)
+    assert {g.item for g in train}.isdisjoint({g.item for g in test}) and len(train) + len(test) == 5
+
+
+def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
+    out = tmp_path / "data"
+    shutil.copytree(perrec_data, out)
+    # the fixture's split puts both groups in train: write their canonical rows as the test file
+    reviews = read_reviews(FIXTURES / "ratings.dat")
+    groups = perrec.find_groups(reviews, SETTINGS)
+    perrec.attach_prompts(groups, reviews, read_items(FIXTURES / "movies.dat"), SETTINGS)
+    rows = [r for g in groups for r in perrec.group_rows(g, {}, "beauty")]
+    (out / "test.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text("".join(json.dumps({"id": r.id, "completion": r.answer}) + "\n" for r in rows))
+    result = run_script(
+        "evaluate/score.py", "--data", out / "test.jsonl", "--predictions", predictions, "--out", tmp_path / "r.json"
+    )
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["overall"] == {"n": 6, "tau": 1.0, "tau_parsed": 1.0, "failure_rate": 0.0}
+    assert "| pairwise | all | 2 |" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            '{"reviewerID": "u1", "asin": "X", "unixReviewTime": 1}\n',
+            "reviews.json:1: key 'overall': expected a number",
+        ),
+        ('{"user_id": "u1", "rating": 4, "timestamp": 1}\n', "reviews.json:1: missing key 'parent_asin' or 'asin'"),
+        ('{"reviewerID": "u1", "asin": "X", "overall": 5, "unixReviewTime": 1}\n{oops\n', "reviews.json:2: malformed"),
+        ('{"who": "u1"}\n', "reviews.json:1: not an Amazon review"),
+        ("", "reviews.json: no reviews in file"),
+    ],
+)
+def test_bad_reviews_fail_clearly(tmp_path, content, message):
+    path = tmp_path / "reviews.json"
+    path.write_text(content)
+    with pytest.raises(DataError) as error:
+        read_reviews(path)
+    assert message in str(error.value)
+
+
+def test_bad_inputs_on_the_command_line(tmp_path):
+    bad = tmp_path / "ratings.dat"
+    bad.write_text("1::2::5::100\n1::3\n")
+    result = run_script("data_prep/perrecbench.py", "--reviews", bad, "--domain", "x", "--out", tmp_path / "o",
+                        check=False)  # fmt: skip
+    assert result.returncode != 0 and "ratings.dat:2: expected 4 '::'-separated fields" in result.stderr
+    result = run_script("data_prep/perrecbench.py", "--reviews", tmp_path / "none.json", "--domain", "x", "--out",
+                        tmp_path / "o", check=False)  # fmt: skip
+    assert "none.json: file not found" in result.stderr
+    result = run_script("data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings.dat", "--domain", "x", "--out",
+                        tmp_path / "o", check=False)  # fmt: skip
+    assert "error: no groups" in result.stderr and ">= 20 other ratings" in result.stderr
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_canonical_perrec_rows_are_validated(tmp_path):
+    row = hand_rows()[0].to_dict()
+    path = tmp_path / "test.jsonl"
+    for broken, message in [
+        ({**row, "task": "triplewise"}, "field 'task': must be one of pointwise, pairwise, listwise"),
+        ({k: v for k, v in row.items() if k != "group"}, "field 'group': missing"),
+        ({**row, "users": [{"label": "A"}]}, "field 'users': entry 0 has no 'user'"),
+        ({**row, "extra": 1}, "field 'extra': unknown field"),
+        ({**row, "benchmark": "nope"}, "field 'benchmark': must be one of recbench+, perrecbench, llmrec"),
+    ]:
+        path.write_text(json.dumps(broken) + "\n")
+        with pytest.raises(DataError, match=re.escape(message)):
+            load_rows(path)
