@@ -23,16 +23,24 @@ PERREC_OUT := outputs/$(PERREC_RUN)
 PERREC_REPORTS := reports/$(PERREC_RUN)
 PERREC_DATA ?= $(if $(PERREC_VARIANT),data/demo_perrec,data/perrec)
 PERREC_BASE ?= $(if $(PERREC_VARIANT),embedded:smollm2,meta-llama/Llama-3.1-8B-Instruct)
-PERREC_EVAL_ARGS ?= --max-new-tokens 16 --batch-size 16
+# The CPU demo scores the first 160 held-out prompts (about 20 groups; partial groups are skipped).
+PERREC_EVAL_ARGS ?= --max-new-tokens 16 --batch-size 16 $(if $(PERREC_VARIANT),--limit 160)
 MERGE_ARGS ?=
 REVIEWS ?=
 ITEMS ?=
 DOMAIN ?= beauty
 
+# LLMRec: LLMREC_VARIANT=_cpu trains the CPU twin (embedded model, demo data) on the five tasks mixed.
+LLMREC_VARIANT ?= _cpu
+LLMREC_RUN := llmrec_mix$(LLMREC_VARIANT)
+LLMREC_DATA ?= $(if $(LLMREC_VARIANT),data/demo_llmrec,data/llmrec)
+LLMREC_BASE ?= $(if $(LLMREC_VARIANT),embedded:smollm2,Qwen/Qwen2.5-3B-Instruct)
+LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
+
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -116,6 +124,25 @@ perrec-eval: install
 		--out $(PERREC_REPORTS)/comparison
 
 perrec: perrec-sft perrec-merge perrec-eval
+
+# LLMRec's five tasks from Amazon reviews (2014/2018 JSON or 2023 JSONL, with metadata for titles).
+data-llmrec: install
+	$(PY) data_prep/llmrec.py --reviews $(REVIEWS) $(if $(ITEMS),--items $(ITEMS)) --domain $(DOMAIN) --out data/llmrec
+
+# LLMRec on the embedded demo world (templated reviews), 40 users: 200 test queries.
+data-llmrec-demo: install
+	$(PY) data_prep/demo_world.py --out data/demo_world
+	$(PY) data_prep/llmrec.py --reviews data/demo_world/reviews.json --items data/demo_world/meta.json \
+		--domain movies --max-users 40 --out data/demo_llmrec
+
+# Multi-task LoRA SFT on the five tasks, then the base model and the SFT model scored side by side.
+llmrec: install
+	$(MAKE) sft RECIPE=recipes/$(LLMREC_RUN).yaml
+	$(PY) evaluate/run.py --model $(LLMREC_BASE) --data $(LLMREC_DATA)/test.jsonl --out reports/$(LLMREC_RUN)/base \
+		$(LLMREC_EVAL_ARGS)
+	$(PY) evaluate/run.py --model outputs/$(LLMREC_RUN)/sft --data $(LLMREC_DATA)/test.jsonl \
+		--out reports/$(LLMREC_RUN)/sft $(LLMREC_EVAL_ARGS)
+	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft --out reports/$(LLMREC_RUN)/comparison
 
 sft: install
 	$(LAUNCH) train/sft.py $(RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/sft $(SFT_ARGS)

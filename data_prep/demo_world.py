@@ -3,13 +3,14 @@
     python data_prep/demo_world.py --out data/demo_world [--users 300] [--seed 0]
 
 Writes items.jsonl, ratings.dat and users.dat, the inputs of data_prep/build_benchmark.py, and
-movies.dat (MovieLens-style titles and genres) for data_prep/perrecbench.py.
+movies.dat (MovieLens-style titles and genres) for data_prep/perrecbench.py, and reviews.json plus
+meta.json (Amazon 2018 format, templated review texts) for data_prep/llmrec.py.
 """
 
 import argparse
 from pathlib import Path
 
-from rectune.demo_world import load_films, rate, simulate
+from rectune.demo_world import load_films, rate, reviews, simulate
 from rectune.io import atomic_write, write_jsonl
 
 
@@ -30,6 +31,10 @@ def main() -> None:
                 handle.write(f"{user}::{item}::{rating}::{978300000 + int(user) * 1000 + step}\n")
     with atomic_write(out / "movies.dat") as handle:
         handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.relations.get('Genre', []))}\n" for i in items)
+    write_jsonl(out / "reviews.json", reviews(items, histories, ratings, args.seed))
+    write_jsonl(
+        out / "meta.json", ({"asin": i.id, "title": i.title, "category": i.relations.get("Genre", [])} for i in items)
+    )
     with atomic_write(out / "users.dat") as handle:
         handle.writelines(f"{u}::{p['gender']}::{p['age']}::{p['occupation']}::{p['zip']}\n" for u, p in users.items())
     print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")

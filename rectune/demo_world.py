@@ -140,3 +140,37 @@ def _weighted_sample(population: list[str], weights: list[float], k: int, rng: r
         ((rng.random() ** (1.0 / w), p) for p, w in zip(population, weights, strict=True) if w > 0), reverse=True
     )
     return [p for _, p in keyed[:k]]
+
+
+_REVIEWS = {
+    5: (("Loved it", "A favourite", "Brilliant"), "{title} is a brilliant {genre} film. {director} at their best."),
+    4: (("Very good", "Well worth a watch"), "A very good {genre} film from {director}; {star} is great in it."),
+    3: (("Decent", "Mixed feelings"), "{title} has its moments, but the {genre} parts drag."),
+    2: (("Disappointing", "Not for me"), "I did not enjoy {title}: {director}'s {genre} style is not my thing."),
+    1: (("Awful", "A waste of time"), "{title} bored me from start to finish. Not my kind of {genre} film."),
+}
+
+
+def reviews(items: list[Item], histories: dict[str, list[str]], ratings: dict[str, list[int]], seed: int = 0):
+    """Templated review texts and titles for every rating (Amazon 2018 review format), for LLMRec's
+    explanation and summarisation tasks; favourite people of the user get a mention."""
+    by_id = {item.id: item for item in items}
+    rng = random.Random(f"reviews/{seed}")
+    for user, history in histories.items():
+        for step, (item_id, rating) in enumerate(zip(history, ratings[user], strict=True)):
+            relations = by_id[item_id].relations
+            titles, template = _REVIEWS[rating]
+            text = template.format(
+                title=by_id[item_id].title,
+                genre=rng.choice(relations.get("Genre", ["feature"])).lower(),
+                director=relations["Director"][0],
+                star=(relations.get("Starring") or relations["Director"])[0],
+            )
+            yield {
+                "reviewerID": user,
+                "asin": item_id,
+                "overall": float(rating),
+                "summary": rng.choice(titles),
+                "reviewText": text,
+                "unixReviewTime": 978300000 + int(user) * 1000 + step,
+            }

@@ -7,7 +7,7 @@ exactly the prompts it learnt.
 
 from __future__ import annotations
 
-from rectune import perrec
+from rectune import llmrec, perrec
 from rectune.schema import BenchmarkRow, Row
 from rectune.titles import display_title
 
@@ -61,7 +61,5 @@ def messages_for(row: Row, variant: dict) -> list[dict]:
     if row.benchmark == "perrecbench":
         return perrec.build_messages(row)
     if row.benchmark == "llmrec":
-        from rectune import llmrec
-
         return llmrec.build_messages(row)
     return build_messages(row, variant["with_history"], variant["k"])

@@ -21,7 +21,8 @@ columns GRPOTrainer forwards: ``ground_truth``, ``ground_truth_ids``, ``conditio
 
 PerRecBench rows (``benchmark: perrecbench`` in the RFT file) use ``rectune.perrec.REWARDS``
 (``ranking``: the evaluation's Kendall's τ for the completion, -1 when unparseable; ``format``)
-and LLMRec rows ``rectune.llmrec.REWARDS``; :func:`benchmark_reward_funcs` picks the set.
+and LLMRec rows ``rectune.llmrec.reward_rules`` (``task``: the task's own metric; ``format``);
+:func:`benchmark_reward_funcs` picks the set.
 
 The misinformed rule rewards both answers the paper counts as good (a refusal raises FTR,
 which is better on misinformed queries; a corrected premise raises recall) and punishes
@@ -35,7 +36,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rectune import perrec
+from rectune import llmrec, perrec
 from rectune.catalog import KnowledgeGraph, beside, load_catalog, load_kg
 from rectune.io import DataError
 from rectune.metrics import QueryScore, score_query
@@ -175,9 +176,8 @@ def benchmark_reward_funcs(
         table, defaults = perrec.REWARDS, perrec.DEFAULT_REWARDS
         columns = {"ranking": perrec.RANKING_COLUMNS, "format": ("labels",)}
     elif benchmark == "llmrec":
-        from rectune import llmrec
-
-        table, defaults = llmrec.REWARDS, llmrec.DEFAULT_REWARDS
+        matcher = TitleMatcher(load_catalog(beside(data_file, "catalog.jsonl", catalog)))
+        table, defaults = llmrec.reward_rules(matcher), llmrec.DEFAULT_REWARDS
         columns = {name: llmrec.REWARD_COLUMNS for name in table}
     else:
         names = names or DEFAULT_REWARDS

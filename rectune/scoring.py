@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 
-from rectune import perrec
+from rectune import llmrec, perrec
 from rectune.catalog import KnowledgeGraph, beside, load_catalog, load_kg
 from rectune.io import DataError, numbered_jsonl, write_json
 from rectune.metrics import METRICS, QueryScore, aggregate, format_table, score_query
@@ -102,11 +102,11 @@ def score_benchmark(
         report["table"] = perrec.format_table(report)
         table = perrec.query_table(rows, predictions, scores)
     elif benchmark == "llmrec":
-        from rectune import llmrec
-
-        matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
+        matcher = None  # only ranking answers are matched against the catalog
+        if any(row.task in llmrec.RANKING_TASKS for row in rows):
+            matcher = TitleMatcher(load_catalog(beside(data, "catalog.jsonl", catalog)), fuzzy_cutoff=fuzzy_cutoff)
         scores = llmrec.score_queries(rows, predictions, matcher)
-        report = llmrec.aggregate(scores)
+        report = llmrec.aggregate(scores, rows)
         report["table"] = llmrec.format_table(report)
         table = llmrec.query_table(rows, predictions, scores)
     else:

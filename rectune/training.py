@@ -144,7 +144,7 @@ def check_examples(path: Path, kind: str) -> None:
                 raise DataError(path, "field 'prompt': must be a list of chat messages", line=line)
             labels = {
                 "perrecbench": ("task", "labels", "relative", "means", "group_relative", "position"),
-                "llmrec": ("task", "target", "item_title", "candidates"),
+                "llmrec": ("task", "target", "item_id", "candidate_ids"),
             }.get(row.get("benchmark"), ("ground_truth", "ground_truth_ids", "task"))
             for name in labels:
                 if name not in row:

@@ -8,7 +8,7 @@ from accelerate.commands.config.config_args import load_config_from_file
 from conftest import ROOT
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
-from rectune import perrec
+from rectune import llmrec, perrec
 from rectune.rewards import REWARDS
 from rectune.training import RftArguments, RunArguments, parse_recipe
 
@@ -21,7 +21,7 @@ def test_recipe_parses(recipe):
         training, model, mixture, run, rft, path = parse_recipe(
             (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments), [str(recipe)]
         )
-        rewards = perrec.REWARDS if recipe.stem.startswith("perrec") else REWARDS
+        rewards = {"perrec": perrec.REWARDS, "llmrec": llmrec.DEFAULT_REWARDS}.get(recipe.stem.split("_")[0], REWARDS)
         assert set(rft.reward_funcs) <= set(rewards)
         assert training.reward_weights is None or len(training.reward_weights) == len(rft.reward_funcs)
         assert (ROOT / "recipes" / f"{recipe.stem.removesuffix('_grpo')}.yaml").is_file()  # its SFT twin

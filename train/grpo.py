@@ -84,5 +84,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except (DataError, ValueError) as err:
         sys.exit(f"error: {err}")

@@ -1,0 +1,91 @@
+"""Build LLMRec's five tasks (rating, sequential, direct, explanation, summarisation) from reviews.
+
+    python data_prep/llmrec.py --reviews reviews_Beauty_5.json --items meta_Beauty.json --domain beauty \
+        --out data/llmrec_beauty
+
+--reviews takes Amazon 2014/2018 JSON or Amazon 2023 JSONL (.gz too); --items the metadata
+(titles; without it items are named by id). Users and items are cut to the 5-core, each user's
+last review is held out (test.jsonl) and the one before it is the training target. Writes
+train_sft_T.jsonl / train_rft_T.jsonl for each task T and for the mix of all five, test.jsonl,
+catalog.jsonl (titles the ranking answers are matched against) and stats.json.
+"""
+
+import argparse
+import logging
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+from rectune import llmrec
+from rectune.catalog import catalog_rows
+from rectune.io import DataError, write_json, write_jsonl
+from rectune.ratings import read_items, read_reviews
+from rectune.schema import LLMREC_TASKS
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reviews", required=True, help="reviews file")
+    parser.add_argument("--items", default=None, help="item metadata")
+    parser.add_argument("--domain", required=True, help="name of the category, e.g. beauty")
+    parser.add_argument("--out", required=True, help="output folder")
+    defaults = llmrec.BuildSettings()
+    parser.add_argument("--min-interactions", type=int, default=defaults.min_interactions, help="k of the k-core")
+    parser.add_argument("--history", type=int, default=defaults.history, help="history items in the prompt")
+    parser.add_argument("--num-candidates", type=int, default=defaults.num_candidates, help="direct recommendation")
+    parser.add_argument("--sequential-candidates", action="store_true", help="sequential picks from candidates too")
+    parser.add_argument("--max-review-words", type=int, default=defaults.max_review_words, help="explanation target")
+    parser.add_argument("--tasks", nargs="+", choices=LLMREC_TASKS, default=list(LLMREC_TASKS))
+    parser.add_argument("--max-users", type=int, default=None, help="keep a seeded sample of this many users")
+    parser.add_argument("--seed", type=int, default=42)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    settings = llmrec.BuildSettings(
+        args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
+    )
+    reviews = read_reviews(args.reviews)
+    items = read_items(args.items) if args.items else {}
+    train, test, kept = llmrec.build_rows(reviews, items, args.domain, settings, args.seed)
+    if not test:
+        sys.exit(f"error: no user in {args.reviews} is left in the {settings.min_interactions}-core")
+    users = sorted({r.user for r in test})
+    if args.max_users is not None and len(users) > args.max_users:
+        sample = set(random.Random(args.seed).sample(users, args.max_users))
+        train, test = [r for r in train if r.user in sample], [r for r in test if r.user in sample]
+    train = [r for r in train if r.task in args.tasks]
+    test = [r for r in test if r.task in args.tasks]
+
+    out = Path(args.out)
+    write_jsonl(out / "catalog.jsonl", catalog_rows(llmrec.catalog(kept, items)))
+    for task in [*args.tasks, "mix"]:
+        rows = [r for r in train if task in (r.task, "mix")]
+        if task == "mix":
+            random.Random(args.seed).shuffle(rows)
+        write_jsonl(out / f"train_sft_{task}.jsonl", (llmrec.sft_example(r) for r in rows))
+        write_jsonl(out / f"train_rft_{task}.jsonl", (llmrec.rft_example(r) for r in rows))
+    write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
+    summary = {
+        "reviews": len(reviews),
+        "core": {"reviews": len(kept), "users": len({r.user for r in kept}), "items": len({r.item for r in kept})},
+        "settings": vars(settings),
+        "train": dict(Counter(r.task for r in train)),
+        "test": dict(Counter(r.task for r in test)),
+    }
+    write_json(out / "stats.json", summary)
+    core = summary["core"]
+    print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
+    for task in args.tasks:
+        print(f"  {task:14s} train {summary['train'].get(task, 0):6d}  test {summary['test'].get(task, 0):6d}")
+    print(f"wrote {out}/")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except DataError as err:
+        sys.exit(f"error: {err}")

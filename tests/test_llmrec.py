@@ -1,0 +1,224 @@
+"""LLMRec: 5-core and leave-one-out on fixtures in both Amazon formats, prompts, metrics by hand, rewards.
+
+Fixture (tests/fixtures/amazon): users U0-U5 each review six of the items I0-I6 (user Uj skips Ij)
+on consecutive days, rating 1 + (u + 2j) mod 5. Outside the 5-core: U9 (two reviews) and I7
+(reviewed by U9 and U0; once U9 is gone, by U0 alone). So the core is 6 users, 7 items, 36 reviews.
+U1's reviews in time order: I0 I2 I3 I4 I5 I6; test target I6 "Vitamin C Serum" (rating
+1 + (1 + 12) mod 5 = 4), training target I5 "Clay Face Mask" (1 + 11 mod 5 = 2).
+"""
+
+import glob
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_script, write_recipe
+
+from rectune import llmrec
+from rectune.io import DataError, read_jsonl
+from rectune.ratings import read_items, read_reviews
+from rectune.schema import LLMRecRow, load_rows
+from rectune.scoring import score_benchmark
+from rectune.titles import CatalogItem, TitleMatcher
+
+FIXTURES = ROOT / "tests" / "fixtures" / "amazon"
+
+
+@pytest.fixture(scope="module", params=["2018", "2023"])
+def prepared(request, tmp_path_factory):
+    reviews, meta = {
+        "2018": ("reviews_2018.json", "meta_2018.json"),
+        "2023": ("reviews_2023.jsonl", "meta_2023.jsonl"),
+    }[request.param]
+    out = tmp_path_factory.mktemp(f"llmrec{request.param}")
+    result = run_script(
+        "data_prep/llmrec.py", "--reviews", FIXTURES / reviews, "--items", FIXTURES / meta, "--domain", "beauty",
+        "--out", out, "--num-candidates", "4",
+    )  # fmt: skip
+    assert "39 reviews -> 5-core: 6 users, 7 items" in result.stdout
+    return out
+
+
+def test_k_core_is_iterative():
+    kept = llmrec.k_core(read_reviews(FIXTURES / "reviews_2018.json"), 5)
+    assert len(kept) == 36
+    assert {r.user for r in kept} == {f"U{u}" for u in range(6)}
+    assert {r.item for r in kept} == {f"I{j}" for j in range(7)}
+
+
+def test_leave_one_out_rows_in_both_formats(prepared):
+    test = {r.id: r for r in load_rows(prepared / "test.jsonl")}
+    assert len(test) == 30  # 6 users x 5 tasks
+    rating = test["rating/U1"]
+    assert (rating.item["title"], rating.target) == ("Vitamin C Serum", "4")
+    assert [h["id"] for h in rating.history] == ["I0", "I2", "I3", "I4", "I5"]
+    assert test["summarization/U1"].target == "Great serum"
+    assert test["summarization/U1"].review == "User 1 says the vitamin c serum is great."
+    assert test["explanation/U1"].target == "User 1 says the vitamin c serum is great."
+    direct = test["direct/U1"]
+    ids = [c["id"] for c in direct.candidates]
+    assert sorted(ids) == ["I1", "I6"]  # the target plus unreviewed items: U1 left only I1 (fewer than 4)
+    assert len(test["direct/U0"].candidates) == 2  # U0 reviewed everything but I0
+    assert "candidates" not in test["sequential/U1"].to_dict()
+    rft = {e["id"]: e for e in read_jsonl(prepared / "train_rft_rating.jsonl")}
+    assert (rft["rating/U1"]["item_id"], rft["rating/U1"]["target"]) == ("I5", "2")  # the training target
+    sft = read_jsonl(prepared / "train_sft_rating.jsonl")
+    assert [e["messages"][-1]["content"] for e in sft] == [e["target"] for e in rft.values()]
+    assert len(read_jsonl(prepared / "train_sft_mix.jsonl")) == 30
+    assert read_jsonl(prepared / "train_rft_direct.jsonl")[0]["candidate_ids"]
+    assert len(read_jsonl(prepared / "catalog.jsonl")) == 7
+
+
+def test_three_part_prompt():
+    row = LLMRecRow("rating/u", "llmrec", "beauty", "rating", "u", [{"id": "I0", "title": "Rose Face Cream",
+                    "rating": 5.0}], {"id": "I1", "title": "Lavender Soap"}, "4")  # fmt: skip
+    text = llmrec.build_messages(row)[1]["content"]
+    description, behaviour, item, fmt = text.split("\n\n")
+    assert description == llmrec.DESCRIPTIONS["rating"]
+    assert behaviour == "The user's earlier reviews, oldest first:\n1. Rose Face Cream (rated 5)"
+    assert item == "Item: Lavender Soap" and fmt == "Answer with a single number from 1 to 5."
+
+
+MATCHER = TitleMatcher([CatalogItem(f"I{j}", t) for j, t in enumerate(["Rose Face Cream", "Lavender Soap",
+                        "Argan Hair Oil", "Mint Lip Balm", "Shea Body Butter"])])  # fmt: skip
+
+
+def make_row(task, target, item="I0", candidates=None, review=None):
+    title = MATCHER.items[item].title
+    return LLMRecRow(f"{task}/{target}", "llmrec", "beauty", task, "u", [], {"id": item, "title": title}, target,
+                     candidates, review)  # fmt: skip
+
+
+def test_rating_metrics_by_hand():
+    rows = [make_row("rating", t) for t in ("4", "2", "5")]
+    predictions = {"rating/4": "5", "rating/2": "I'd say 3.5", "rating/5": "no idea"}
+    report, _ = score_benchmark(rows, predictions, "unused")
+    summary = report["by_task"]["rating"]
+    # errors +1 and +1.5; the third is N/A
+    assert summary["rmse"] == pytest.approx(math.sqrt((1 + 2.25) / 2))
+    assert summary["mae"] == pytest.approx(1.25)
+    assert summary["na_rate"] == pytest.approx(1 / 3)
+
+
+def test_ranking_metrics_by_hand(tmp_path):
+    rows = [
+        make_row("sequential", "Rose Face Cream", "I0"),
+        make_row("sequential", "Lavender Soap", "I1"),
+        make_row("sequential", "Argan Hair Oil", "I2"),
+        make_row("direct", "Mint Lip Balm", "I3", candidates=[{"id": "I1", "title": "x"}, {"id": "I3", "title": "y"}]),
+    ]
+    predictions = {
+        "sequential/Rose Face Cream": "Rose Face Cream\nLavender Soap",  # rank 0
+        "sequential/Lavender Soap": "1. Argan Hair Oil\n2. Mint Lip Balm\n3. Shea Body Butter\n4. Rose Face Cream\n"
+        "5. Lavender Soap",  # rank 4
+        "sequential/Argan Hair Oil": "I don't know",  # N/A
+        # Rose Face Cream is not a candidate and does not count: Mint Lip Balm is at rank 1, not 2
+        "direct/Mint Lip Balm": "Lavender Soap\nRose Face Cream\nMint Lip Balm",
+    }
+    catalog = tmp_path / "catalog.jsonl"
+    catalog.write_text("".join(json.dumps({"id": i.id, "title": i.title}) + "\n" for i in MATCHER.items.values()))
+    report, _ = score_benchmark(rows, predictions, tmp_path / "test.jsonl")
+    seq = report["by_task"]["sequential"]
+    assert seq["hr@1"] == pytest.approx(1 / 3) and seq["ndcg@1"] == pytest.approx(1 / 3)
+    assert seq["hr@5"] == pytest.approx(2 / 3)
+    assert seq["ndcg@5"] == pytest.approx((1 + 1 / math.log2(6)) / 3)
+    assert seq["na_rate"] == pytest.approx(1 / 3)
+    direct = report["by_task"]["direct"]
+    assert (direct["hr@1"], direct["hr@5"]) == (0.0, 1.0)
+    assert direct["ndcg@5"] == pytest.approx(1 / math.log2(3))
+
+
+def test_text_metrics_by_hand():
+    # BLEU-4: n-gram precisions 6/7, 5/6, 4/5, 3/4, brevity penalty 1 -> (3/7) ** (1/4)
+    # ROUGE-1 and ROUGE-L F: P 6/7, R 1 -> 12/13; ROUGE-2: P 5/6, R 1 -> 10/11
+    scores = llmrec.text_scores(["the cat sat on the mat today"], ["the cat sat on the mat"])
+    assert scores["bleu4"] == pytest.approx(100 * (3 / 7) ** 0.25)
+    assert scores["rouge1"] == pytest.approx(100 * 12 / 13)
+    assert scores["rouge2"] == pytest.approx(100 * 10 / 11)
+    assert scores["rougeL"] == pytest.approx(100 * 12 / 13)
+    title = "A great serum for dry skin"  # BLEU-4 needs 4-grams: a two-word title scores 0 even when exact
+    rows = [make_row("summarization", title, review="..."), make_row("explanation", "so so")]
+    report, _ = score_benchmark(rows, {f"summarization/{title}": title, "explanation/so so": " "}, "x")
+    assert report["by_task"]["summarization"]["bleu4"] == pytest.approx(100.0)
+    assert report["by_task"]["explanation"]["rougeL"] == 0.0 and report["by_task"]["explanation"]["na_rate"] == 1.0
+    assert "| summarization | 1 | 100.00 | 100.00 | 100.00 | 100.00 | 0.0000 |" in report["table"]
+
+
+def test_rewards_follow_the_metrics():
+    rules = llmrec.reward_rules(MATCHER)
+    task, fmt = rules["task"], rules["format"]
+    assert task("rating", "3", "4", "I0", []) == pytest.approx(0.75)
+    assert task("rating", "?", "4", "I0", []) == -1.0 and fmt("rating", "?", "4", "I0", []) == 0.0
+    assert task("sequential", "Lavender Soap\nRose Face Cream", "Rose Face Cream", "I0", []) == pytest.approx(
+        1 / math.log2(3)
+    )
+    assert task("direct", "Rose Face Cream", "Rose Face Cream", "I0", ["I1"]) == 0.0  # not a candidate
+    assert task("summarization", "great serum", "Great serum", "I0", []) == pytest.approx(1.0)
+
+
+def test_bad_inputs(tmp_path):
+    path = tmp_path / "reviews.json"
+    path.write_text('{"reviewerID": "U1", "asin": "I1", "overall": "five", "unixReviewTime": 1}\n')
+    result = run_script("data_prep/llmrec.py", "--reviews", path, "--domain", "b", "--out", tmp_path / "o", check=False)
+    assert "reviews.json:1: key 'overall': expected a number, got 'five'" in result.stderr
+    path.write_text('{"reviewerID": "U1", "asin": "I1", "overall": 5, "unixReviewTime": 1}\n')
+    result = run_script("data_prep/llmrec.py", "--reviews", path, "--domain", "b", "--out", tmp_path / "o", check=False)
+    assert "error: no user" in result.stderr and "5-core" in result.stderr
+    assert not (tmp_path / "o").exists()
+    rows = tmp_path / "test.jsonl"
+    good = make_row("rating", "4").to_dict()
+    rows.write_text(json.dumps({**good, "target": "four"}) + "\n")
+    with pytest.raises(DataError, match="a rating task needs a numeric target"):
+        load_rows(rows)
+    rows.write_text(json.dumps({**good, "task": "rank"}) + "\n")
+    with pytest.raises(DataError, match="field 'task': must be one of rating, sequential"):
+        load_rows(rows)
+
+
+def test_items_without_metadata_are_named_by_id(tmp_path):
+    items = read_items(FIXTURES / "meta_2018.json")
+    assert items["I3"].title == "Mint Lip Balm"
+    train, test, _ = llmrec.build_rows(read_reviews(FIXTURES / "reviews_2018.json"), {}, "b", llmrec.BuildSettings(), 0)
+    assert test[0].item["title"].startswith("item I")
+
+
+def test_evaluate_and_grpo_run_on_llmrec_data(tmp_path, tiny_model):
+    data = tmp_path / "data"
+    run_script(
+        "data_prep/llmrec.py", "--reviews", FIXTURES / "reviews_2023.jsonl", "--items", FIXTURES / "meta_2023.jsonl",
+        "--domain", "beauty", "--out", data, "--num-candidates", "4",
+    )  # fmt: skip
+    out = tmp_path / "report"
+    result = run_script(
+        "evaluate/run.py", "--model", tiny_model, "--data", data / "test.jsonl", "--out", out,
+        "--max-new-tokens", "6", "--batch-size", "8",
+    )  # fmt: skip
+    assert "| task | n | RMSE | MAE | N/A |" in result.stdout and "| summarization | 6 |" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["by_task"]) == {"rating", "sequential", "direct", "explanation", "summarization"}
+    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    recorded = Path(run_file).read_bytes()
+    for key in (b"direct/ndcg@10", b"explanation/rougeL", b"overall/na_rate", b"per_query"):
+        assert key in recorded, key
+
+    recipe = write_recipe(
+        tmp_path / "g.yaml",
+        model_name_or_path=str(tiny_model),
+        use_peft=True,
+        lora_r=4,
+        lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        datasets=[{"path": "json", "data_files": str(data / "train_rft_mix.jsonl")}],
+        output_dir=str(tmp_path / "rft"),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        logging_steps=1,
+        report_to=["none"],
+    )
+    result = run_script("train/grpo.py", recipe)
+    assert "rewards/task/mean" in result.stdout + result.stderr
+    recorded = (tmp_path / "rft" / "recipe.yaml").read_text()
+    assert "- task\n- format" in recorded  # the benchmark's default rewards, recorded
