@@ -20,16 +20,13 @@ from pathlib import Path
 from rectune import llmrec
 from rectune.catalog import catalog_rows
 from rectune.io import DataError, write_json, write_jsonl
-from rectune.ratings import read_items, read_reviews
+from rectune.ratings import add_source_arguments, read_items, read_reviews
 from rectune.schema import LLMREC_TASKS
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reviews", required=True, help="reviews file")
-    parser.add_argument("--items", default=None, help="item metadata")
-    parser.add_argument("--domain", required=True, help="name of the category, e.g. beauty")
-    parser.add_argument("--out", required=True, help="output folder")
+    add_source_arguments(parser, "beauty")
     defaults = llmrec.BuildSettings()
     parser.add_argument("--min-interactions", type=int, default=defaults.min_interactions, help="k of the k-core")
     parser.add_argument("--history", type=int, default=defaults.history, help="history items in the prompt")

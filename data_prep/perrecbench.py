@@ -20,16 +20,13 @@ from tqdm import tqdm
 
 from rectune import perrec
 from rectune.io import DataError, write_json, write_jsonl
-from rectune.ratings import read_items, read_reviews
+from rectune.ratings import add_source_arguments, read_items, read_reviews
 from rectune.schema import PERREC_TASKS
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reviews", required=True, help="reviews/ratings file")
-    parser.add_argument("--items", default=None, help="item metadata / movies.dat")
-    parser.add_argument("--domain", required=True, help="name of the category, e.g. beauty or movies")
-    parser.add_argument("--out", required=True, help="output folder")
+    add_source_arguments(parser, "beauty or movies")
     defaults = perrec.GroupSettings()
     parser.add_argument("--window-days", type=float, default=defaults.window_days, help="co-rating window")
     parser.add_argument("--min-history", type=int, default=defaults.min_history, help="other items a user needs")

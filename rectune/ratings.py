@@ -15,6 +15,7 @@ Every record is checked; a bad one raises :class:`DataError` naming the file, li
 
 from __future__ import annotations
 
+import argparse
 import ast
 import gzip
 import json
@@ -163,3 +164,11 @@ def read_items(path: str | os.PathLike) -> dict[str, ItemInfo]:
 def item_title(items: dict[str, ItemInfo], item_id: str) -> str:
     info = items.get(item_id)
     return info.title if info else f"item {item_id}"
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, example_domain: str) -> None:
+    """The ``--reviews``/``--items``/``--domain``/``--out`` flags of the data_prep scripts that read these sources."""
+    parser.add_argument("--reviews", required=True, help="reviews/ratings file (Amazon 2023, 2014/2018, MovieLens)")
+    parser.add_argument("--items", default=None, help="item metadata / movies.dat (titles; else items go by id)")
+    parser.add_argument("--domain", required=True, help=f"name of the category, e.g. {example_domain}")
+    parser.add_argument("--out", required=True, help="output folder")

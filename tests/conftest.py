@@ -97,3 +97,23 @@ def write_recipe(path: Path, **values) -> Path:
 
     path.write_text(yaml.safe_dump(values))
     return path
+
+
+def one_step_grpo_recipe(path: Path, model: Path, data_file: Path, out: Path, **extra) -> Path:
+    """A one-step GRPO recipe on the tiny model (``extra`` adds or overrides keys)."""
+    values = {
+        "model_name_or_path": str(model),
+        "use_peft": True,
+        "lora_r": 4,
+        "lora_alpha": 8,
+        "lora_target_modules": ["q_proj", "v_proj"],
+        "datasets": [{"path": "json", "data_files": str(data_file)}],
+        "output_dir": str(out),
+        "max_steps": 1,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "logging_steps": 1,
+        "report_to": ["none"],
+    }
+    return write_recipe(path, **{**values, **extra})

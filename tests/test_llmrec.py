@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_script, write_recipe
+from conftest import ROOT, one_step_grpo_recipe, run_script
 
 from rectune import llmrec
 from rectune.io import DataError, read_jsonl
@@ -202,22 +202,7 @@ def test_evaluate_and_grpo_run_on_llmrec_data(tmp_path, tiny_model):
     for key in (b"direct/ndcg@10", b"explanation/rougeL", b"overall/na_rate", b"per_query"):
         assert key in recorded, key
 
-    recipe = write_recipe(
-        tmp_path / "g.yaml",
-        model_name_or_path=str(tiny_model),
-        use_peft=True,
-        lora_r=4,
-        lora_alpha=8,
-        lora_target_modules=["q_proj", "v_proj"],
-        datasets=[{"path": "json", "data_files": str(data / "train_rft_mix.jsonl")}],
-        output_dir=str(tmp_path / "rft"),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        logging_steps=1,
-        report_to=["none"],
-    )
+    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data / "train_rft_mix.jsonl", tmp_path / "rft")
     result = run_script("train/grpo.py", recipe)
     assert "rewards/task/mean" in result.stdout + result.stderr
     recorded = (tmp_path / "rft" / "recipe.yaml").read_text()

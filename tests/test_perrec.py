@@ -23,7 +23,7 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT, run_script, write_recipe
+from conftest import ROOT, one_step_grpo_recipe, run_script
 from scipy.stats import kendalltau
 
 from rectune import perrec
@@ -321,31 +321,10 @@ def test_canonical_perrec_rows_are_validated(tmp_path):
 
 
 def test_grpo_with_the_ranking_reward(tmp_path, tiny_model, perrec_data):
-    recipe = write_recipe(
-        tmp_path / "g.yaml",
-        model_name_or_path=str(tiny_model),
-        use_peft=True,
-        lora_r=4,
-        lora_alpha=8,
-        lora_target_modules=["q_proj", "v_proj"],
-        datasets=[{"path": "json", "data_files": str(perrec_data / "train_rft_mix.jsonl")}],
-        reward_funcs=["ranking", "format"],
-        output_dir=str(tmp_path / "rft"),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=6,
-        logging_steps=1,
-        report_to=["none"],
-    )
+    data_file = perrec_data / "train_rft_mix.jsonl"
+    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data_file, tmp_path / "rft", max_completion_length=6)
     result = run_script("train/grpo.py", recipe)
     assert "rewards/ranking/mean" in result.stdout + result.stderr
-    bad = write_recipe(tmp_path / "b.yaml", **{**yaml_values(recipe), "reward_funcs": ["recall"]})
+    bad = one_step_grpo_recipe(tmp_path / "b.yaml", tiny_model, data_file, tmp_path / "o", reward_funcs=["recall"])
     result = run_script("train/grpo.py", bad, check=False)
     assert "unknown perrecbench reward 'recall'; choose from ranking, format" in result.stderr
-
-
-def yaml_values(path):
-    import yaml
-
-    return yaml.safe_load(path.read_text())
