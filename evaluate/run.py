@@ -4,8 +4,9 @@
         --out reports/smollm2_sft
 
 --model takes a model folder or hub id, a PEFT adapter folder (base from its adapter_config),
-a run folder (outputs/<run>, stage via --stage) or embedded:smollm2. Prompts are the ones the
-training files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
+a run folder (outputs/<run>, stage via --stage) or embedded:smollm2. --data holds canonical rows of
+RecBench+, PerRecBench or LLMRec; each is prompted and scored its own way. RecBench+ prompts are the
+ones the training files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
 A rerun with the same --out resumes: finished queries are not generated again.
 """
 

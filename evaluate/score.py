@@ -1,9 +1,10 @@
-"""Score model completions against held-out RecBench+ rows.
+"""Score model completions against held-out canonical rows (RecBench+, PerRecBench or LLMRec).
 
     python evaluate/score.py --data DIR/test.jsonl --predictions P.jsonl --out report.json
 
-Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog and KG
-are read from beside the data file unless --catalog/--kg say otherwise.
+Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog (RecBench+,
+LLMRec ranking tasks) and KG (RecBench+) are read from beside the data file unless --catalog/--kg
+say otherwise.
 """
 
 import argparse

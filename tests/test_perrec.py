@@ -328,3 +328,19 @@ def test_grpo_with_the_ranking_reward(tmp_path, tiny_model, perrec_data):
     bad = one_step_grpo_recipe(tmp_path / "b.yaml", tiny_model, data_file, tmp_path / "o", reward_funcs=["recall"])
     result = run_script("train/grpo.py", bad, check=False)
     assert "unknown perrecbench reward 'recall'; choose from ranking, format" in result.stderr
+
+
+def test_compare_shows_perrec_metrics(tmp_path):
+    from rectune.compare import comparison_rows, load_reports, markdown, write_outputs
+
+    rows = hand_rows()
+    # B = u1 (+2), C = u2 (0), A = u3 (-1): "C > B > A" swaps only u1 and u2 -> (2 - 1) / 3
+    for name, listwise in (("a", "B > C > A"), ("b", "C > B > A")):
+        report, _ = score_benchmark(rows, {r.id: listwise if r.task == "listwise" else "" for r in rows}, "x")
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "report.json").write_text(json.dumps(report))
+    compared = comparison_rows(load_reports([tmp_path / "a", tmp_path / "b"]))
+    listwise = {r["checkpoint"]: r for r in compared if r["task"] == "listwise"}
+    assert listwise["a"]["tau"] == 1.0 and listwise["b"]["tau"] == pytest.approx(1 / 3)
+    assert "| task | checkpoint | n | τ | tau_parsed | fail |" in markdown(compared)
+    assert all(path.is_file() for path in write_outputs(compared, tmp_path / "cmp"))
