@@ -16,9 +16,10 @@ import logging
 import sys
 from pathlib import Path
 
-from rectune.builder import BenchmarkBuilder, BuildSettings, load_items
-from rectune.io import DataError, atomic_write, read_text, write_jsonl
-from rectune.recbench import load_ratings
+from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, load_items
+from rectune.benchmarks.recbench.release import load_ratings
+from rectune.io import DataError, RecTuneError, atomic_write, read_text, write_jsonl
+from rectune.ratings import read_users
 
 QUERY_FILES = {"explicit": "ExplicitQuery", "implicit": "ImplicitQuery", "misinformed": "MisinformedQuery"}
 
@@ -34,18 +35,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-ground-truth", type=int, default=12)
     parser.add_argument("--rewrite-model", default=None, help="local chat model to rephrase queries (optional)")
     return parser.parse_args()
-
-
-def read_users(path: Path) -> dict[str, dict]:
-    users = {}
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("::")
-        if len(fields) < 4:
-            raise DataError(path, "expected user::gender::age::occupation[::zip]", line=line_no)
-        users[fields[0]] = {"gender": fields[1], "age": fields[2], "occupation": fields[3]}
-    return users
 
 
 def make_rewriter(model_name: str):
@@ -98,14 +87,14 @@ def main() -> None:
         with atomic_write(folder / f"{name}.json") as handle:
             json.dump(records[task], handle, ensure_ascii=False, indent=1)
     with atomic_write(folder / "movies.dat") as handle:
-        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.relations.get('Genre', []))}\n" for i in items)
+        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
     with atomic_write(folder / "ratings.dat") as handle:
         handle.write(read_text(args.ratings))
     with atomic_write(folder / "users.dat") as handle:
         handle.write(read_text(args.users))
     write_jsonl(
         Path(args.out) / "kg.jsonl",
-        ({"item_id": i.id, "relation": r, "value": v} for i in items for r, vs in i.relations.items() for v in vs),
+        ({"item_id": i.id, "relation": r, "value": v} for i in items for r, vs in i.attributes.items() for v in vs),
     )
     counts = ", ".join(f"{task} {len(recs)}" for task, recs in records.items())
     print(f"{len(items)} items, {len(histories)} users -> {counts} records in {folder}")
@@ -114,5 +103,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

@@ -24,16 +24,16 @@ def main() -> None:
     histories, users = simulate(items, args.users, args.seed)
     ratings = rate(items, histories, users, args.seed)
     out = Path(args.out)
-    write_jsonl(out / "items.jsonl", ({"id": i.id, "title": i.title, "relations": i.relations} for i in items))
+    write_jsonl(out / "items.jsonl", ({"id": i.id, "title": i.title, "relations": i.attributes} for i in items))
     with atomic_write(out / "ratings.dat") as handle:
         for user, history in histories.items():
             for step, (item, rating) in enumerate(zip(history, ratings[user], strict=True)):
                 handle.write(f"{user}::{item}::{rating}::{978300000 + int(user) * 1000 + step}\n")
     with atomic_write(out / "movies.dat") as handle:
-        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.relations.get('Genre', []))}\n" for i in items)
+        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
     write_jsonl(out / "reviews.json", reviews(items, histories, ratings, args.seed))
     write_jsonl(
-        out / "meta.json", ({"asin": i.id, "title": i.title, "category": i.relations.get("Genre", [])} for i in items)
+        out / "meta.json", ({"asin": i.id, "title": i.title, "category": i.attributes.get("Genre", [])} for i in items)
     )
     with atomic_write(out / "users.dat") as handle:
         handle.writelines(f"{u}::{p['gender']}::{p['age']}::{p['occupation']}::{p['zip']}\n" for u, p in users.items())

@@ -17,23 +17,23 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rectune import llmrec
+from rectune.benchmarks.llmrec import BENCHMARK, build
+from rectune.benchmarks.llmrec.rows import TASKS
 from rectune.catalog import catalog_rows
-from rectune.io import DataError, write_json, write_jsonl
+from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
-from rectune.schema import LLMREC_TASKS
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(parser, "beauty")
-    defaults = llmrec.BuildSettings()
+    defaults = build.BuildSettings()
     parser.add_argument("--min-interactions", type=int, default=defaults.min_interactions, help="k of the k-core")
     parser.add_argument("--history", type=int, default=defaults.history, help="history items in the prompt")
     parser.add_argument("--num-candidates", type=int, default=defaults.num_candidates, help="direct recommendation")
     parser.add_argument("--sequential-candidates", action="store_true", help="sequential picks from candidates too")
     parser.add_argument("--max-review-words", type=int, default=defaults.max_review_words, help="explanation target")
-    parser.add_argument("--tasks", nargs="+", choices=LLMREC_TASKS, default=list(LLMREC_TASKS))
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--max-users", type=int, default=None, help="keep a seeded sample of this many users")
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
@@ -42,12 +42,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    settings = llmrec.BuildSettings(
+    settings = build.BuildSettings(
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
     reviews = read_reviews(args.reviews)
     items = read_items(args.items) if args.items else {}
-    train, test, kept = llmrec.build_rows(reviews, items, args.domain, settings, args.seed)
+    train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
     if not test:
         sys.exit(f"error: no user in {args.reviews} is left in the {settings.min_interactions}-core")
     users = sorted({r.user for r in test})
@@ -58,13 +58,13 @@ def main() -> None:
     test = [r for r in test if r.task in args.tasks]
 
     out = Path(args.out)
-    write_jsonl(out / "catalog.jsonl", catalog_rows(llmrec.catalog(kept, items)))
+    write_jsonl(out / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
     for task in [*args.tasks, "mix"]:
         rows = [r for r in train if task in (r.task, "mix")]
         if task == "mix":
             random.Random(args.seed).shuffle(rows)
-        write_jsonl(out / f"train_sft_{task}.jsonl", (llmrec.sft_example(r) for r in rows))
-        write_jsonl(out / f"train_rft_{task}.jsonl", (llmrec.rft_example(r) for r in rows))
+        write_jsonl(out / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows))
+        write_jsonl(out / f"train_rft_{task}.jsonl", BENCHMARK.rft_examples(rows, {}))
     write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
     summary = {
         "reviews": len(reviews),
@@ -84,5 +84,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

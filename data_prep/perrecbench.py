@@ -18,16 +18,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from rectune import perrec
-from rectune.io import DataError, write_json, write_jsonl
+from rectune.benchmarks.perrec import BENCHMARK, groups
+from rectune.benchmarks.perrec.prompts import LABELS
+from rectune.benchmarks.perrec.rows import TASKS
+from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
-from rectune.schema import PERREC_TASKS
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_arguments(parser, "beauty or movies")
-    defaults = perrec.GroupSettings()
+    defaults = groups.GroupSettings()
     parser.add_argument("--window-days", type=float, default=defaults.window_days, help="co-rating window")
     parser.add_argument("--min-history", type=int, default=defaults.min_history, help="other items a user needs")
     parser.add_argument("--min-gap", type=float, default=defaults.min_gap, help="relative ratings differ by more")
@@ -44,45 +45,45 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    settings = perrec.GroupSettings(
+    settings = groups.GroupSettings(
         args.window_days, args.min_history, args.min_gap, args.max_group_size, args.close_gap, args.k,
         not args.no_profile,
     )  # fmt: skip
-    if not 2 <= settings.max_size <= len(perrec.LABELS):
-        sys.exit(f"error: --max-group-size must be between 2 and {len(perrec.LABELS)}")
+    if not 2 <= settings.max_size <= len(LABELS):
+        sys.exit(f"error: --max-group-size must be between 2 and {len(LABELS)}")
     reviews = read_reviews(args.reviews)
     items = read_items(args.items) if args.items else {}
 
-    groups = perrec.find_groups(reviews, settings)
-    if not groups:
+    found = groups.find_groups(reviews, settings)
+    if not found:
         sys.exit(
             f"error: no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
             f"other ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
         )
-    if args.max_groups is not None and len(groups) > args.max_groups:
-        groups = sorted(random.Random(args.seed).sample(groups, args.max_groups), key=lambda g: g.id)
-    perrec.attach_prompts(groups, reviews, items, settings)
-    train, test = perrec.split_by_item(groups, args.test_size, args.seed)
+    if args.max_groups is not None and len(found) > args.max_groups:
+        found = sorted(random.Random(args.seed).sample(found, args.max_groups), key=lambda g: g.id)
+    groups.attach_prompts(found, reviews, items, settings)
+    train, test = groups.split_by_item(found, args.test_size, args.seed)
     rows = {
         split: [
-            r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in perrec.group_rows(g, items, args.domain)
+            r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in groups.group_rows(g, items, args.domain)
         ]
         for split, part in (("train", train), ("test", test))
     }
 
     out = Path(args.out)
-    rft = perrec.rft_examples(rows["train"])
-    for task in [*PERREC_TASKS, "mix"]:
+    rft = BENCHMARK.rft_examples(rows["train"], {})
+    for task in [*TASKS, "mix"]:
         keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
         if task == "mix":
             random.Random(args.seed).shuffle(keep)
-        write_jsonl(out / f"train_sft_{task}.jsonl", (perrec.sft_example(rows["train"][i]) for i in keep))
+        write_jsonl(out / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep))
         write_jsonl(out / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
     write_jsonl(out / "test.jsonl", (r.to_dict() for r in rows["test"]))
-    summary = perrec.stats(train, test, reviews, settings)
+    summary = groups.stats(train, test, reviews, settings)
     write_json(out / "stats.json", summary)
 
-    print(f"{len(reviews)} ratings, {len(groups)} groups: {len(train)} train / {len(test)} test")
+    print(f"{len(reviews)} ratings, {len(found)} groups: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")
@@ -92,5 +93,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

@@ -11,10 +11,11 @@ import logging
 import sys
 from pathlib import Path
 
+from rectune.benchmarks.recbench import BENCHMARK
+from rectune.benchmarks.recbench.release import read_release, split_rows, stats
+from rectune.benchmarks.recbench.rows import TASKS
 from rectune.catalog import catalog_rows, kg_rows
-from rectune.io import DataError, write_json, write_jsonl
-from rectune.recbench import read_release, rft_example, sft_example, split_rows, stats
-from rectune.schema import TASKS
+from rectune.io import RecTuneError, write_json, write_jsonl
 
 
 def parse_args() -> argparse.Namespace:
@@ -40,15 +41,16 @@ def main() -> None:
     if not rows:
         sys.exit(f"error: no queries of tasks {', '.join(args.tasks)} in {args.src}")
     train, test = split_rows(rows, args.test_size, args.seed)
+    variant = {"with_history": args.with_history, "k": args.k}
 
     out = Path(args.out)
     write_jsonl(out / "catalog.jsonl", catalog_rows(release.catalog))
     write_jsonl(out / "kg.jsonl", kg_rows(release.kg))
-    write_jsonl(out / "train_sft.jsonl", (sft_example(r, args.with_history, args.k) for r in train))
-    write_jsonl(out / "train_rft.jsonl", (rft_example(r, args.with_history, args.k) for r in train))
+    write_jsonl(out / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))
+    write_jsonl(out / "train_rft.jsonl", BENCHMARK.rft_examples(train, variant))
     write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
     summary = stats(train, test, release)
-    summary["prompt"] = {"with_history": args.with_history, "k": args.k}  # evaluate/run.py reuses these
+    summary["prompt"] = variant  # evaluate/run.py reuses these
     write_json(out / "stats.json", summary)
 
     print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {len(train)} train / {len(test)} test queries")
@@ -63,5 +65,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

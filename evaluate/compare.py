@@ -9,8 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rectune.compare import comparison_rows, load_reports, markdown, write_outputs
-from rectune.io import DataError
+from rectune.compare import comparison_rows, load_reports, markdown, metric_specs, write_outputs
+from rectune.io import RecTuneError
 
 
 def main() -> None:
@@ -20,14 +20,15 @@ def main() -> None:
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]
-    rows = comparison_rows(load_reports(reports))
-    print(markdown(rows))
-    written = write_outputs(rows, args.out)
+    loaded = load_reports(reports)
+    rows, specs = comparison_rows(loaded), metric_specs(loaded)
+    print(markdown(rows, specs))
+    written = write_outputs(rows, specs, args.out)
     print("wrote " + ", ".join(str(p) for p in written))
 
 
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

@@ -5,8 +5,8 @@
 
 --model takes a model folder or hub id, a PEFT adapter folder (base from its adapter_config),
 a run folder (outputs/<run>, stage via --stage) or embedded:smollm2. --data holds canonical rows of
-RecBench+, PerRecBench or LLMRec; each is prompted and scored its own way. RecBench+ prompts are the
-ones the training files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
+any registered benchmark; each is prompted and scored its own way. Prompts are the ones the training
+files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
 A rerun with the same --out resumes: finished queries are not generated again.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from rectune.checkpoints import STAGES, load_for_generation, resolve_checkpoint
 from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant
 from rectune.generation import GenerationSettings, generate, generate_vllm
-from rectune.io import DataError
-from rectune.training import git_commit
+from rectune.io import RecTuneError
+from rectune.provenance import git_commit
 
 
 def parse_args() -> argparse.Namespace:
@@ -88,5 +88,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

@@ -1,16 +1,15 @@
-"""Score model completions against held-out canonical rows (RecBench+, PerRecBench or LLMRec).
+"""Score model completions against held-out canonical rows of any registered benchmark.
 
     python evaluate/score.py --data DIR/test.jsonl --predictions P.jsonl --out report.json
 
-Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog (RecBench+,
-LLMRec ranking tasks) and KG (RecBench+) are read from beside the data file unless --catalog/--kg
-say otherwise.
+Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog and KG, where
+the benchmark needs them, are read from beside the data file unless --catalog/--kg say otherwise.
 """
 
 import argparse
 import sys
 
-from rectune.io import DataError
+from rectune.io import RecTuneError
 from rectune.scoring import score_files
 
 
@@ -46,5 +45,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

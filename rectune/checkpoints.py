@@ -8,7 +8,6 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rectune.io import DataError
+from rectune.io import DataError, read_json
 from rectune.models import EMBEDDED, resolve_model_name
 
 log = logging.getLogger(__name__)
@@ -32,6 +31,17 @@ class Checkpoint:
 
     def describe(self) -> dict:
         return {"checkpoint": self.path, "kind": self.kind, "base_model": self.base_model, "adapter": self.adapter}
+
+
+def adapter_base(adapter: str | Path) -> str:
+    """The base model a PEFT adapter folder names in its ``adapter_config.json``."""
+    config = Path(adapter) / "adapter_config.json"
+    if not config.is_file():
+        raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
+    base = read_json(config).get("base_model_name_or_path")
+    if not base:
+        raise DataError(config, "field 'base_model_name_or_path': missing")
+    return base
 
 
 def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
@@ -54,10 +64,7 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
         inner = resolve_checkpoint(str(path / stage))
         return Checkpoint("run", str(path), inner.base_model, inner.adapter)
     if (path / "adapter_config.json").is_file():
-        config = json.loads((path / "adapter_config.json").read_text())
-        base = config.get("base_model_name_or_path")
-        if not base:
-            raise DataError(path / "adapter_config.json", "field 'base_model_name_or_path': missing")
+        base = adapter_base(path)
         if base.startswith("/") and not Path(base).exists():
             raise DataError(path / "adapter_config.json", f"the adapter's base model {base} does not exist here")
         return Checkpoint("adapter", str(path), base, str(path))

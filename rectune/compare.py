@@ -1,28 +1,30 @@
-"""Side-by-side comparison of evaluation reports: checkpoints x tasks x metrics."""
+"""Side-by-side comparison of evaluation reports: checkpoints x tasks x metrics.
+
+Metric labels, scales and directions come from each report's benchmark (its ``MetricSpec``s);
+reports written before reports named their benchmark are looked up as RecBench+ reports.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from pathlib import Path
 
+from rectune.benchmarks import MetricSpec, get_benchmark
 from rectune.io import DataError, atomic_write, read_json
 
-METRIC_LABELS = {"precision": "P", "recall": "R", "cmr": "CMR", "ftr": "FTR", "tau": "τ", "failure_rate": "fail"}
-RECBENCH_METRICS = ["precision", "recall", "cmr", "ftr"]
 
-
-def report_metrics(reports: dict[str, dict]) -> list[str]:
-    """The metrics to compare: those the reports list (RecBench+'s four for reports that list none)."""
-    metrics: list[str] = []
+def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
+    """The metrics to compare, in the reports' order, with how to show each (coverage figures left out)."""
+    specs: dict[str, MetricSpec] = {}
     for report in reports.values():
-        metrics += [m for m in report.get("metrics", RECBENCH_METRICS) if m not in metrics and m != "kg_coverage"]
-    return metrics
-
-
-def _label(metric: str) -> str:
-    return METRIC_LABELS.get(metric, metric)
+        known = get_benchmark(report.get("benchmark")).metrics
+        for metric in report.get("metrics", known):
+            if metric not in specs and metric != "kg_coverage":
+                specs[metric] = known.get(metric, MetricSpec(metric))
+    return specs
 
 
 def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
@@ -47,7 +49,7 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
 
 def comparison_rows(reports: dict[str, dict]) -> list[dict]:
     """One row per (checkpoint, task), tasks in first-seen order, ``overall`` last."""
-    metrics = report_metrics(reports)
+    metrics = list(metric_specs(reports))
     tasks: list[str] = []
     for report in reports.values():
         tasks += [t for t in report["by_task"] if t not in tasks]
@@ -69,9 +71,14 @@ def _metrics(rows: list[dict]) -> list[str]:
     return [key for key in rows[0] if key not in ("task", "checkpoint", "n")] if rows else []
 
 
-def markdown(rows: list[dict]) -> str:
+def _label(metric: str, specs: dict[str, MetricSpec]) -> str:
+    spec = specs.get(metric)
+    return spec.label if spec else metric
+
+
+def markdown(rows: list[dict], specs: dict[str, MetricSpec]) -> str:
     metrics = _metrics(rows)
-    header = ["task", "checkpoint", "n", *map(_label, metrics)]
+    header = ["task", "checkpoint", "n", *(_label(m, specs) for m in metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         values = [row["task"], row["checkpoint"], row["n"], *(row[m] for m in metrics)]
@@ -79,22 +86,30 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(rows: list[dict], prefix: str | os.PathLike) -> list[Path]:
+def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | os.PathLike) -> list[Path]:
     """``PREFIX.md``, ``PREFIX.csv`` and ``PREFIX.png`` (grouped bars per metric and task)."""
     prefix = Path(prefix)
     with atomic_write(prefix.with_suffix(".md")) as handle:
-        handle.write(markdown(rows) + "\n")
+        handle.write(markdown(rows, specs) + "\n")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *_metrics(rows)])
     writer.writeheader()
     writer.writerows(rows)
     with atomic_write(prefix.with_suffix(".csv")) as handle:
         handle.write(buffer.getvalue())
-    _chart(rows, prefix.with_suffix(".png"))
+    _chart(rows, specs, prefix.with_suffix(".png"))
     return [prefix.with_suffix(s) for s in (".md", ".csv", ".png")]
 
 
-def _chart(rows: list[dict], path: Path) -> None:
+def axis_limits(spec: MetricSpec, values: list[float]) -> tuple[float, float]:
+    """The metric's scale, widened to show every value (an open-ended scale ends 15 % above the largest)."""
+    low, high = spec.limits
+    top = max(values, default=0.0)
+    high = max(high, top) if high is not None else (top * 1.15 or 1.0)
+    return min([low, *values]), high
+
+
+def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -104,16 +119,31 @@ def _chart(rows: list[dict], path: Path) -> None:
     names = list(dict.fromkeys(r["checkpoint"] for r in rows))
     by_key = {(r["task"], r["checkpoint"]): r for r in rows}
     metrics = _metrics(rows)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), sharey=True, squeeze=False)
+    columns = min(len(metrics), 4)  # a grid, so a benchmark with many metrics stays readable
+    grid_rows = math.ceil(len(metrics) / columns)
+    width_per_panel = max(4.0, 0.5 * len(tasks) * len(names) ** 0.5)
+    fig, axes = plt.subplots(
+        grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows), squeeze=False
+    )
     width = 0.8 / len(names)
-    low = min([0.0] + [r[m] for r in rows for m in metrics if r[m] is not None])
-    for ax, metric in zip(axes[0], metrics, strict=True):
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        spec = specs.get(metric, MetricSpec(metric))
+        present = [r[metric] for r in rows if r[metric] is not None]
         for j, name in enumerate(names):
-            values = [(by_key.get((t, name)) or {}).get(metric) or 0.0 for t in tasks]
-            ax.bar([i + j * width for i in range(len(tasks))], values, width, label=name)
-        ax.set_title(_label(metric))
+            values = [(by_key.get((t, name)) or {}).get(metric) for t in tasks]
+            bars = ax.bar(
+                [i + j * width for i in range(len(tasks))],
+                [math.nan if v is None else v for v in values],
+                width,
+                label=name,
+            )
+            ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=1)
+        arrow = "↑" if spec.higher_is_better else "↓"
+        ax.set_title(f"{spec.label} ({arrow} better)")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=30, ha="right")
-        ax.set_ylim(low, 1)  # Kendall's τ can be negative
+        ax.set_ylim(*axis_limits(spec, present))
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.axis("off")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

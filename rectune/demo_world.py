@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rectune.builder import Item
 from rectune.io import DataError
+from rectune.titles import CatalogItem
 
 FILMS = Path(__file__).resolve().parent.parent / "demo" / "films.txt"
 RELATIONS = ("Director", "Starring", "Genre", "Composer")
@@ -57,7 +57,7 @@ GENDER_TASTES = {"F": ("Romance", "Musical", "Drama"), "M": ("Action", "War", "W
 OCCUPATIONS = ("student", "engineer", "artist", "doctor", "writer", "teacher", "retired")
 
 
-def load_films(path: str | Path = FILMS) -> list[Item]:
+def load_films(path: str | Path = FILMS) -> list[CatalogItem]:
     items = []
     for line_no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
@@ -67,11 +67,11 @@ def load_films(path: str | Path = FILMS) -> list[Item]:
             raise DataError(path, "expected 'title (year) | directors | cast | genres | composer'", line=line_no)
         values = [[v.strip() for v in f.split(",") if v.strip()] for f in fields[1:]]
         relations = {r: v for r, v in zip(RELATIONS, values, strict=True) if v}
-        items.append(Item(str(len(items) + 1), fields[0], relations))
+        items.append(CatalogItem(str(len(items) + 1), fields[0], relations))
     return items
 
 
-def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict[str, list[str]], dict[str, dict]]:
+def simulate(items: list[CatalogItem], n_users: int = 300, seed: int = 0) -> tuple[dict[str, list[str]], dict[str, dict]]:
     """Time-ordered histories and demographics for ``n_users`` simulated users."""
     rng = random.Random(seed)
     by_title = {item.title: item.id for item in items}
@@ -86,17 +86,17 @@ def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict
         gender = rng.choice("MF")
         occupation = "student" if age in ("1", "18") and rng.random() < 0.7 else rng.choice(OCCUPATIONS)
         genres = set(rng.sample(AGE_TASTES[age], 2)) | {rng.choice(GENDER_TASTES[gender])}
-        liked = [i for i in items if genres & set(i.relations.get("Genre", []))]
+        liked = [i for i in items if genres & set(i.attributes.get("Genre", []))]
         people = {
             p
             for i in rng.sample(liked, min(3, len(liked)))
-            for p in i.relations["Director"] + i.relations.get("Starring", [])[:1]
+            for p in i.attributes["Director"] + i.attributes.get("Starring", [])[:1]
         }
         weights = []
         for item in items:
             score = 0.3 + popularity[item.id]
-            score += 2.0 * len(genres & set(item.relations.get("Genre", [])))
-            score += 4.0 * len(people & set(item.relations["Director"] + item.relations.get("Starring", [])))
+            score += 2.0 * len(genres & set(item.attributes.get("Genre", [])))
+            score += 4.0 * len(people & set(item.attributes["Director"] + item.attributes.get("Starring", [])))
             weights.append(0.0 if item.id in in_series else score)
         picked: list[str] = []
         for item_id in _weighted_sample([i.id for i in items], weights, rng.randint(18, 35), rng):
@@ -116,7 +116,7 @@ def simulate(items: list[Item], n_users: int = 300, seed: int = 0) -> tuple[dict
     return histories, users
 
 
-def rate(items: list[Item], histories: dict[str, list[str]], users: dict[str, dict], seed: int = 0) -> dict:
+def rate(items: list[CatalogItem], histories: dict[str, list[str]], users: dict[str, dict], seed: int = 0) -> dict:
     """Star ratings (1-5) for every history entry: the user's leniency plus how well the film fits
     their genres and favourite people, plus noise, so relative ratings carry taste (PerRecBench)."""
     by_id = {item.id: item for item in items}
@@ -127,7 +127,7 @@ def rate(items: list[Item], histories: dict[str, list[str]], users: dict[str, di
         genres, people = set(users[user]["genres"]), set(users[user]["people"])
         values = []
         for item_id in history:
-            relations = by_id[item_id].relations
+            relations = by_id[item_id].attributes
             fit = 0.7 * len(genres & set(relations.get("Genre", [])))
             fit += 1.0 * len(people & set(relations["Director"] + relations.get("Starring", [])))
             values.append(max(1, min(5, round(2.4 + leniency + fit + rng.gauss(0, 0.7)))))
@@ -151,14 +151,14 @@ _REVIEWS = {
 }
 
 
-def reviews(items: list[Item], histories: dict[str, list[str]], ratings: dict[str, list[int]], seed: int = 0):
+def reviews(items: list[CatalogItem], histories: dict[str, list[str]], ratings: dict[str, list[int]], seed: int = 0):
     """Templated review texts and titles for every rating (Amazon 2018 review format), for LLMRec's
     explanation and summarisation tasks; favourite people of the user get a mention."""
     by_id = {item.id: item for item in items}
     rng = random.Random(f"reviews/{seed}")
     for user, history in histories.items():
         for step, (item_id, rating) in enumerate(zip(history, ratings[user], strict=True)):
-            relations = by_id[item_id].relations
+            relations = by_id[item_id].attributes
             titles, template = _REVIEWS[rating]
             text = template.format(
                 title=by_id[item_id].title,

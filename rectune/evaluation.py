@@ -17,11 +17,11 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from rectune.benchmarks import Resources, get_benchmark
 from rectune.checkpoints import Checkpoint
 from rectune.generation import GenerationSettings
 from rectune.io import DataError, atomic_write, read_json, write_json
-from rectune.prompts import messages_for
-from rectune.schema import Row, load_rows
+from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
                 or row.get("id") not in known_ids
                 or not isinstance(row.get("completion"), str)
             ):
-                raise DataError(path, f"unexpected row {raw[:80]!r}: not a prediction for this data (use a new --out)")
+                raise DataError(path, f"unexpected row {raw[:80]!r}: not a prediction for this data (write elsewhere)")
             finished[row["id"]] = row["completion"]
             good_bytes += len(raw)
     if good_bytes < path.stat().st_size:
@@ -68,7 +68,7 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
     return finished
 
 
-def run_generation(rows: list[Row], predictions_path: Path, generate_batches, variant: dict) -> dict[str, str]:
+def run_generation(rows: list, predictions_path: Path, generate_batches, variant: dict) -> dict[str, str]:
     """Generate what is missing, appending each batch to ``predictions_path`` as it finishes."""
     finished = read_finished(predictions_path, {r.id for r in rows})
     todo = [r for r in rows if r.id not in finished]
@@ -76,7 +76,8 @@ def run_generation(rows: list[Row], predictions_path: Path, generate_batches, va
         log.info("resuming: %d of %d queries already done", len(finished), len(rows))
     if not todo:
         return finished
-    prompts = [messages_for(r, variant) for r in todo]
+    benchmark = get_benchmark(todo[0].benchmark)
+    prompts = [benchmark.messages(r, variant) for r in todo]
     predictions_path.parent.mkdir(parents=True, exist_ok=True)
     with predictions_path.open("a", encoding="utf-8") as handle:
         for batch in generate_batches(prompts):
@@ -116,7 +117,7 @@ def evaluate_checkpoint(
     }
     write_json(out / "config.json", config)
     predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant)
-    report, table = score_benchmark(rows, predictions, data, catalog=catalog, kg=kg)
+    report, table = score_benchmark(rows, predictions, Resources(data, catalog, kg))
     report["config"] = config
     write_json(out / "report.json", report)
     with atomic_write(out / "report.md") as handle:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 
-class DataError(ValueError):
+class RecTuneError(ValueError):
+    """A user error (bad input, bad setting): the scripts print it as one line; anything else is a bug."""
+
+
+class DataError(RecTuneError):
     """Bad input: the message names the file and, where known, the line and field."""
 
     def __init__(self, path: str | os.PathLike, message: str, line: int | None = None):
@@ -37,6 +42,29 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def staged_folder(target: str | os.PathLike, *, replace: bool) -> Iterator[Path]:
+    """Yield a staging folder beside ``target``; on success it is renamed to ``target``.
+
+    An existing ``target`` is replaced when ``replace`` is true and kept otherwise (another
+    process finished first); on any exception the staging folder is removed.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        yield staging
+        if target.exists() and not replace:
+            shutil.rmtree(staging)
+            return
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
@@ -66,13 +94,11 @@ def read_json(path: str | os.PathLike) -> Any:
         raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
 
 
-def read_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[dict]:
-    """Read a JSONL file of objects; blank lines are skipped, anything else malformed is an error."""
-    return [row for _, row in numbered_jsonl(path, allow_empty=allow_empty)]
-
-
 def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[tuple[int, dict]]:
-    """Like :func:`read_jsonl`, but each object comes with its line number for error messages."""
+    """The JSON objects of a JSONL file, each with its line number for error messages.
+
+    Blank lines are skipped; anything else malformed is an error naming the file and line.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "file not found")

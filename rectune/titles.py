@@ -86,9 +86,20 @@ def split_title(title: str) -> tuple[str, list[str], int | None]:
 
 @dataclass
 class CatalogItem:
+    """An item: id, title and attributes (KG relations such as ``{"Director": [...]}``, MovieLens
+    ``genres``, Amazon ``categories`` and ``description``)."""
+
     id: str
     title: str
     attributes: dict = field(default_factory=dict)
+
+    @property
+    def categories(self) -> list[str]:
+        return self.attributes.get("categories", [])
+
+    @property
+    def description(self) -> str:
+        return self.attributes.get("description", "")
 
 
 @dataclass

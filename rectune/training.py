@@ -14,10 +14,7 @@ import gc
 import json
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,10 +22,12 @@ from typing import Any
 import torch
 import yaml
 
-from rectune.io import DataError, atomic_write, numbered_jsonl
+from rectune.benchmarks import get_benchmark
+from rectune.checkpoints import adapter_base
+from rectune.io import DataError, RecTuneError, atomic_write, numbered_jsonl, staged_folder
+from rectune.provenance import git_commit
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -50,8 +49,8 @@ class RftArguments:
     reward_funcs: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Rewards by name (rectune.rewards, rectune.perrec, rectune.llmrec: the data's benchmark); "
-            "empty = that benchmark's defaults. Weights via GRPOConfig's reward_weights."
+            "help": "Rewards by name (the data's benchmark's rewards) or dotted import path "
+            "(my_pkg.rewards.novelty); empty = the benchmark's defaults. Weights via GRPOConfig's reward_weights."
         },
     )
     catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
@@ -142,11 +141,11 @@ def check_examples(path: Path, kind: str) -> None:
         else:
             if not isinstance(row.get("prompt"), list):
                 raise DataError(path, "field 'prompt': must be a list of chat messages", line=line)
-            labels = {
-                "perrecbench": ("task", "labels", "relative", "means", "group_relative", "position"),
-                "llmrec": ("task", "target", "item_id", "candidate_ids"),
-            }.get(row.get("benchmark"), ("ground_truth", "ground_truth_ids", "task"))
-            for name in labels:
+            try:
+                benchmark = get_benchmark(row.get("benchmark"))
+            except RecTuneError as err:
+                raise DataError(path, f"field 'benchmark': {err}", line=line) from None
+            for name in benchmark.label_columns:
                 if name not in row:
                     raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
 
@@ -180,17 +179,6 @@ def set_model_init(training_args: Any, model_args: Any) -> None:
         "attn_implementation": model_args.attn_implementation,
         **(training_args.model_init_kwargs or {}),
     }
-
-
-def git_commit() -> str:
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
-        )
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True)
-        return result.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:
@@ -311,19 +299,13 @@ def merged_model(adapter_dir: str | Path) -> Path:
     from transformers import AutoTokenizer
 
     adapter_dir = Path(adapter_dir)
-    if not (adapter_dir / "adapter_config.json").is_file():
-        raise DataError(adapter_dir, "not a PEFT adapter folder (no adapter_config.json); run the SFT stage first")
+    adapter_base(adapter_dir)  # a clear error when this is no adapter folder (run the SFT stage first)
     target = adapter_dir / "merged"
     if (target / "config.json").is_file():
         return target
     model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=torch.float32).merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".merged-", dir=adapter_dir))
-    try:
+    with staged_folder(target, replace=False) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target

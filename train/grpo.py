@@ -3,8 +3,9 @@
     accelerate launch train/grpo.py recipes/qwen3b_movie_grpo.yaml
     python train/grpo.py recipes/smollm2_movie_cpu_grpo.yaml --init_adapter outputs/run/sft
 
-Rewards score each completion with the data's own benchmark scoring (rectune.rewards for
-RecBench+, with the catalog and KG found beside the data; rectune.perrec; rectune.llmrec).
+Rewards score each completion with the data's own benchmark scoring (the benchmark named by the
+RFT rows, with its catalog and KG found beside the data); a recipe may also name any reward
+function by dotted import path.
 With --init_adapter the SFT adapter is merged into the base first and a fresh LoRA adapter is
 trained on top (SFT then RFT).
 """
@@ -15,9 +16,9 @@ import sys
 from accelerate import PartialState
 from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from rectune.io import DataError
+from rectune.io import RecTuneError
 from rectune.models import resolve_model_name
-from rectune.rewards import benchmark_reward_funcs
+from rectune.rewards import rft_rewards
 from rectune.training import (
     RftArguments,
     RunArguments,
@@ -42,7 +43,7 @@ def main() -> None:
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
-    reward_funcs, rft_args.reward_funcs = benchmark_reward_funcs(
+    reward_funcs, rft_args.reward_funcs = rft_rewards(
         rft_args.reward_funcs, data_files(mixture)[0], rft_args.catalog, rft_args.kg
     )
 
@@ -84,5 +85,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except (DataError, ValueError) as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

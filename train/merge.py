@@ -12,7 +12,7 @@ with the merged adapter folded in.
 import argparse
 import sys
 
-from rectune.io import DataError
+from rectune.io import RecTuneError
 from rectune.merging import METHODS, merge_adapters
 
 
@@ -35,5 +35,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except (DataError, ValueError) as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

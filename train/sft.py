@@ -1,4 +1,4 @@
-"""LoRA supervised fine-tuning on prepared RecBench+ (or any RecTune) data.
+"""LoRA supervised fine-tuning on prepared RecTune data (any benchmark's train_sft*.jsonl).
 
     accelerate launch train/sft.py recipes/qwen3b_movie.yaml [--flag value ...]
     python train/sft.py recipes/smollm2_movie_cpu.yaml --max_steps 20
@@ -13,7 +13,7 @@ import sys
 
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
-from rectune.io import DataError
+from rectune.io import RecTuneError
 from rectune.models import resolve_model_name
 from rectune.training import (
     RunArguments,
@@ -62,5 +62,5 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except DataError as err:
+    except RecTuneError as err:
         sys.exit(f"error: {err}")

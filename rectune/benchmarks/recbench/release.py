@@ -1,8 +1,8 @@
 """Convert a RecBench+ release (``<root>/data/<domain>/...``) into RecTune's files.
 
-The release layout and record formats are described in the README ("RecBench+ release
-layout"). Every record is checked; a malformed one raises :class:`DataError` naming the
-file and the record's position.
+The release layout and record formats are described in the README ("Data: RecBench+ → RecTune
+files"). Every record is checked; a malformed one raises :class:`DataError` naming the file and
+the record's position.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rectune.benchmarks.recbench.metrics import condition_bucket
+from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
 from rectune.catalog import KnowledgeGraph
-from rectune.io import DataError, numbered_jsonl, read_text
-from rectune.metrics import condition_bucket
-from rectune.prompts import answer_text, build_messages
-from rectune.schema import BenchmarkRow
+from rectune.io import DataError, RecTuneError, numbered_jsonl, read_text
+from rectune.ratings import dat_fields
 from rectune.titles import CatalogItem, TitleMatcher, title_key
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Release:
     domain: str
     catalog: list[CatalogItem]
     kg: KnowledgeGraph
-    rows: list[BenchmarkRow]
+    rows: list[RecBenchRow]
     unresolved_titles: Counter = field(default_factory=Counter)
     missing_files: list[str] = field(default_factory=list)
 
@@ -82,7 +82,7 @@ def parse_records(task: str, records: list, domain: str, path: Path) -> list[dic
     subset_key = f"{domain}Subset"
     rows = []
     for index, record in enumerate(records):
-        base = {"benchmark": "recbench+", "domain": domain, "task": task}
+        base = {"benchmark": NAME, "domain": domain, "task": task}
         if task in ("explicit", "implicit", "misinformed"):
             query_keys = ("query",) if task == "misinformed" else ()
             record = _require(record, (subset_key, *query_keys), path, index)
@@ -158,30 +158,18 @@ def _dicts(value: object, path: Path, index: int, key: str) -> list[dict]:
     return value
 
 
-def _dat_rows(path: Path, min_fields: int) -> list[list[str]]:
-    rows = []
-    for line_no, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("::")
-        if len(fields) < min_fields:
-            raise DataError(path, f"expected at least {min_fields} '::'-separated fields", line=line_no)
-        rows.append(fields)
-    return rows
-
-
 def load_movies(path: Path) -> list[CatalogItem]:
     """MovieLens ``movies.dat``: ``id::title::genre|genre``."""
     return [
         CatalogItem(fields[0], fields[1], {"genres": [g for g in fields[2].split("|") if g]})
-        for fields in _dat_rows(path, 3)
+        for _, fields in dat_fields(path, 3)
     ]
 
 
 def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
     """``user::item::rating::timestamp`` -> user -> [(timestamp, item)] sorted by time."""
     by_user: dict[str, list[tuple[int, str]]] = {}
-    for fields in _dat_rows(path, 4):
+    for _, fields in dat_fields(path, 4):
         try:
             timestamp = int(fields[3])
         except ValueError:
@@ -243,7 +231,7 @@ def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg:
         for claim in raw.get("misinformation") or []:
             _add_fact(kg, matcher, claim["item"], claim["relation"], claim["true"])
         raw["history"] = _history(ratings.get(raw.get("source_user") or ""), set(gt_ids), matcher, history_len)
-        rows.append(BenchmarkRow.from_dict({k: v for k, v in raw.items() if v is not None}))
+        rows.append(RecBenchRow.from_dict({k: v for k, v in raw.items() if v is not None}))
     if extra_kg:
         _merge_kg_file(kg, matcher, Path(extra_kg))
     return Release(domain, catalog, kg, rows, unresolved, missing)
@@ -312,11 +300,11 @@ def _merge_kg_file(kg: KnowledgeGraph, matcher: TitleMatcher, path: Path) -> Non
             kg.add(str(item_id), raw["relation"], raw["value"])
 
 
-def split_rows(rows: list[BenchmarkRow], test_size: float, seed: int) -> tuple[list[BenchmarkRow], list[BenchmarkRow]]:
+def split_rows(rows: list[RecBenchRow], test_size: float, seed: int) -> tuple[list[RecBenchRow], list[RecBenchRow]]:
     """Per-task split by query text, so no text sits in both splits; deterministic for a seed."""
     if not 0.0 <= test_size <= 1.0:
-        raise ValueError(f"--test-size must be in [0, 1], got {test_size}")
-    groups: dict[str, dict[str, list[BenchmarkRow]]] = {}
+        raise RecTuneError(f"test size must be in [0, 1], got {test_size}")
+    groups: dict[str, dict[str, list[RecBenchRow]]] = {}
     for row in rows:
         groups.setdefault(row.task, {}).setdefault(row.query.strip().casefold(), []).append(row)
     test_texts: set[str] = set()
@@ -329,24 +317,7 @@ def split_rows(rows: list[BenchmarkRow], test_size: float, seed: int) -> tuple[l
     return train, test
 
 
-def sft_example(row: BenchmarkRow, with_history: bool, k: int | None = None) -> dict:
-    """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""
-    return {"messages": [*build_messages(row, with_history, k), {"role": "assistant", "content": answer_text(row)}]}
-
-
-def rft_example(row: BenchmarkRow, with_history: bool, k: int | None = None) -> dict:
-    """A conversational prompt plus the labels GRPOTrainer forwards to reward functions."""
-    return {
-        "prompt": build_messages(row, with_history, k),
-        "id": row.id,
-        "task": row.task,
-        "ground_truth": row.ground_truth,
-        "ground_truth_ids": row.ground_truth_ids,
-        "conditions": row.conditions,
-    }
-
-
-def stats(train: list[BenchmarkRow], test: list[BenchmarkRow], release: Release) -> dict:
+def stats(train: list[RecBenchRow], test: list[RecBenchRow], release: Release) -> dict:
     counts: dict[str, dict] = {}
     for split, rows in (("train", train), ("test", test)):
         for row in rows:

@@ -13,7 +13,7 @@ import torch
 from rectune.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.generation import GenerationSettings, generate
 from rectune.models import EMBEDDED
-from rectune.prompts import system_prompt
+from rectune.benchmarks.recbench.prompts import system_prompt
 
 QUERIES = [
     "I'm in the mood for a tense thriller with Robert De Niro in it.",

@@ -23,7 +23,7 @@ from trl import SFTConfig, SFTTrainer
 
 from benchmarks.synthetic import make_titles
 from rectune.models import embedded_model_path
-from rectune.prompts import system_prompt
+from rectune.benchmarks.recbench.prompts import system_prompt
 
 
 def matmul_flops(size: int = 1024, reps: int = 20) -> float:

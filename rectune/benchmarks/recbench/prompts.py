@@ -1,14 +1,13 @@
 """Prompts of the RecBench+ paper (Appendix G), shared by data_prep, train and evaluate.
 
-Training and evaluation build their chat messages from the same canonical row
-(:func:`messages_for` picks the benchmark's builder), so a checkpoint is always scored on
-exactly the prompts it learnt.
+Training and evaluation build their chat messages from the same canonical row, so a
+checkpoint is always scored on exactly the prompts it learnt. The prompt variant (history in
+the prompt, the fixed-K wording of Appendix F) is recorded by data_prep in ``stats.json``.
 """
 
 from __future__ import annotations
 
-from rectune import llmrec, perrec
-from rectune.schema import BenchmarkRow, Row
+from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.titles import display_title
 
 _NOUNS = {"movie": "movies", "book": "books"}
@@ -35,14 +34,14 @@ def system_prompt(domain: str, with_history: bool = False, k: int | None = None)
     return text
 
 
-def user_message(row: BenchmarkRow, with_history: bool = False) -> str:
+def user_message(row: RecBenchRow, with_history: bool = False) -> str:
     if with_history and row.history:
         history = "; ".join(display_title(t) for t in row.history)
         return f"{_HISTORY_NAMES[row.domain].capitalize()}: {history}\nQuery: {row.query}"
     return row.query
 
 
-def build_messages(row: BenchmarkRow, with_history: bool = False, k: int | None = None) -> list[dict]:
+def build_messages(row: RecBenchRow, with_history: bool = False, k: int | None = None) -> list[dict]:
     """System + user messages for ``row`` (history only when asked for and present)."""
     use_history = with_history and bool(row.history)
     return [
@@ -51,15 +50,7 @@ def build_messages(row: BenchmarkRow, with_history: bool = False, k: int | None 
     ]
 
 
-def answer_text(row: BenchmarkRow) -> str:
+def answer_text(row: RecBenchRow) -> str:
     """SFT target: the ground-truth titles, one per line, in their natural spelling."""
     return "\n".join(display_title(title) for title in row.ground_truth)
 
-
-def messages_for(row: Row, variant: dict) -> list[dict]:
-    """Chat messages of any benchmark's row; ``variant`` (history, K) applies to RecBench+ only."""
-    if row.benchmark == "perrecbench":
-        return perrec.build_messages(row)
-    if row.benchmark == "llmrec":
-        return llmrec.build_messages(row)
-    return build_messages(row, variant["with_history"], variant["k"])

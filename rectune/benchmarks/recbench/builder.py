@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rectune.io import DataError, numbered_jsonl, require_strings
+from rectune.titles import CatalogItem
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
 PHRASES = {"Director": "directed by {}", "Starring": "starring {}", "Composer": "with music by {}"}
@@ -39,15 +40,8 @@ ROLE_NOUNS = {"Director": "director", "Starring": "lead actor", "Composer": "com
 AGE_GROUPS = {"1": "Under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45": "45-49", "50": "50-55", "56": "56+"}
 
 
-@dataclass
-class Item:
-    id: str
-    title: str
-    relations: dict[str, list[str]]
-
-
-def load_items(path) -> list[Item]:
-    """Items from a KG file; a bad row fails with file, line and field."""
+def load_items(path) -> list[CatalogItem]:
+    """Items from a KG file, their relations as attributes; a bad row fails with file, line and field."""
     items, seen = [], set()
     for line, raw in numbered_jsonl(path):
         require_strings(raw, ("id", "title"), path, line)
@@ -60,7 +54,7 @@ def load_items(path) -> list[Item]:
         if raw["id"] in seen:
             raise DataError(path, f"field 'id': duplicate id {raw['id']!r}", line=line)
         seen.add(raw["id"])
-        items.append(Item(raw["id"], raw["title"], relations))
+        items.append(CatalogItem(raw["id"], raw["title"], relations))
     return items
 
 
@@ -76,14 +70,14 @@ class BuildSettings:
 
 
 class BenchmarkBuilder:
-    def __init__(self, items: list[Item], settings: BuildSettings, rewrite: Callable[[str], str] | None = None):
+    def __init__(self, items: list[CatalogItem], settings: BuildSettings, rewrite: Callable[[str], str] | None = None):
         self.items = {item.id: item for item in items}
         self.settings = settings
         self.rewrite = rewrite
         self.rng = random.Random(settings.seed)
         self.holders: dict[tuple[str, str], set[str]] = defaultdict(set)
         for item in items:
-            for relation, values in item.relations.items():
+            for relation, values in item.attributes.items():
                 for value in values:
                     self.holders[(relation, value)].add(item.id)
 
@@ -97,7 +91,7 @@ class BenchmarkBuilder:
         counts = Counter(
             (relation, value)
             for item in dict.fromkeys(history)
-            for relation, values in self.items[item].relations.items()
+            for relation, values in self.items[item].attributes.items()
             for value in values
         )
         shared = sorted(pair for pair, n in counts.items() if n >= 2)
@@ -155,7 +149,7 @@ class BenchmarkBuilder:
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
         # only items whose first-listed value is the hidden one: "the lead actor of X" names one person
-        pointing = {i for i in self.holders[(relation, value)] if self.items[i].relations[relation][0] == value}
+        pointing = {i for i in self.holders[(relation, value)] if self.items[i].attributes[relation][0] == value}
         references = sorted(set(history) & pointing) or sorted(pointing)
         if not references:
             return None
@@ -178,7 +172,7 @@ class BenchmarkBuilder:
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
         subject = self.rng.choice(sorted(self.holders[(relation, value)]))
-        wrong = sorted({v for (r, v) in self.holders if r == relation} - set(self.items[subject].relations[relation]))
+        wrong = sorted({v for (r, v) in self.holders if r == relation} - set(self.items[subject].attributes[relation]))
         if not wrong:
             return None
         claimed = self.rng.choice(wrong)

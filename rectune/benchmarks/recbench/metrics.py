@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.catalog import KnowledgeGraph
-from rectune.schema import BenchmarkRow
 from rectune.titles import Extraction, TitleMatcher, split_title, title_key
 
 METRICS = ("precision", "recall", "cmr", "ftr")
@@ -45,7 +45,7 @@ class QueryScore:
     n_kg_covered: int
 
 
-def ground_truth_set(row: BenchmarkRow, matcher: TitleMatcher) -> set[str]:
+def ground_truth_set(row: RecBenchRow, matcher: TitleMatcher) -> set[str]:
     truth = set(row.ground_truth_ids)
     for title in row.ground_truth:
         if matcher.resolve(title) is None:
@@ -53,13 +53,13 @@ def ground_truth_set(row: BenchmarkRow, matcher: TitleMatcher) -> set[str]:
     return truth
 
 
-def condition_bucket(row: BenchmarkRow) -> str | None:
+def condition_bucket(row: RecBenchRow) -> str | None:
     if not row.is_condition_based:
         return None
     return "3-4" if row.condition_num >= 3 else str(row.condition_num)
 
 
-def score_query(row: BenchmarkRow, extraction: Extraction, matcher: TitleMatcher, kg: KnowledgeGraph) -> QueryScore:
+def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher, kg: KnowledgeGraph) -> QueryScore:
     truth = ground_truth_set(row, matcher)
     recommended = extraction.item_ids + extraction.unresolved
     hits = sum(1 for item in recommended if item in truth)
@@ -83,6 +83,36 @@ def score_query(row: BenchmarkRow, extraction: Extraction, matcher: TitleMatcher
         n_resolved=len(extraction.item_ids),
         n_kg_covered=covered,
     )
+
+
+def score_all(
+    rows: list[RecBenchRow], predictions: dict[str, str], matcher: TitleMatcher, kg: KnowledgeGraph
+) -> tuple[list[QueryScore], list[dict]]:
+    """Every row's score and its table record, from one parse of each completion.
+
+    A table record holds what the query asked, what came back, what it resolved to and how it scored.
+    """
+    extractions = matcher.extract_many([predictions[row.id] for row in rows])
+    scores, table = [], []
+    for row, extraction in zip(rows, extractions, strict=True):
+        score = score_query(row, extraction, matcher, kg)
+        scores.append(score)
+        table.append(
+            {
+                "id": row.id,
+                "task": row.task,
+                "query": row.query,
+                "ground_truth": "\n".join(row.ground_truth),
+                "completion": predictions[row.id],
+                "resolved": "\n".join(matcher.items[i].title for i in extraction.item_ids),
+                "unresolved": "\n".join(extraction.unresolved),
+                "precision": score.precision,
+                "recall": score.recall,
+                "cmr": score.cmr,
+                "ftr": score.ftr,
+            }
+        )
+    return scores, table
 
 
 def summarize(scores: list[QueryScore]) -> dict:

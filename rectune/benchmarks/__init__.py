@@ -1,0 +1,173 @@
+"""The benchmark interface and the one registry of benchmarks.
+
+A benchmark is one package under ``rectune/benchmarks/`` that owns everything specific to it:
+its row type and validation, building its data from sources, prompts, SFT/RFT examples,
+scoring, its metrics' names, scales and directions, and its rewards. Everything else
+(evaluation, scoring, training's data checks, GRPO's reward lookup, compare, W&B logging) finds
+a benchmark here by the ``benchmark`` field of its rows and never names one.
+
+Adding a benchmark: write a package with a :class:`Benchmark` subclass and add one line to
+``BUILTIN`` (or call :func:`register` with an instance from your own code); see the README's
+"Adding a benchmark".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rectune.io import RecTuneError
+
+# name -> module holding ``BENCHMARK``; imported on first use, so importing the registry is cheap.
+BUILTIN = {
+    "recbench+": "rectune.benchmarks.recbench",
+    "perrecbench": "rectune.benchmarks.perrec",
+    "llmrec": "rectune.benchmarks.llmrec",
+}
+# Rows and RFT examples written before rows named their benchmark are RecBench+ rows.
+UNNAMED_ROWS = "recbench+"
+
+RewardFunc = Callable[..., list[float | None]]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How to show a metric: its label, its scale and which direction is better.
+
+    Scales: ``unit`` (0 to 1), ``signed`` (-1 to 1, e.g. Kendall's τ), ``percent`` (0 to 100,
+    e.g. BLEU/ROUGE) and ``error`` (0 upwards, e.g. RMSE).
+    """
+
+    label: str
+    scale: str = "unit"
+    higher_is_better: bool = True
+
+    SCALES: ClassVar[dict[str, tuple[float, float | None]]] = {
+        "unit": (0.0, 1.0),
+        "signed": (-1.0, 1.0),
+        "percent": (0.0, 100.0),
+        "error": (0.0, None),
+    }
+
+    @property
+    def limits(self) -> tuple[float, float | None]:
+        """Axis limits of the scale; ``None`` means open-ended."""
+        return self.SCALES[self.scale]
+
+
+@dataclass
+class Scored:
+    """What scoring produces in one pass: the report and one table record per query (or group)."""
+
+    report: dict
+    table: list[dict]
+
+
+class Resources:
+    """Files a benchmark reads beside its data (catalog, KG), each loaded once, on first use."""
+
+    def __init__(
+        self,
+        data: str | os.PathLike,
+        catalog: str | os.PathLike | None = None,
+        kg: str | os.PathLike | None = None,
+        fuzzy_cutoff: float = 90.0,
+    ):
+        self.data, self.catalog_path, self.kg_path, self.fuzzy_cutoff = data, catalog, kg, fuzzy_cutoff
+        self._matcher = self._kg = None
+
+    def matcher(self) -> Any:
+        """A :class:`~rectune.titles.TitleMatcher` over ``catalog.jsonl``."""
+        if self._matcher is None:
+            from rectune.catalog import beside, load_catalog
+            from rectune.titles import TitleMatcher
+
+            items = load_catalog(beside(self.data, "catalog.jsonl", self.catalog_path))
+            self._matcher = TitleMatcher(items, fuzzy_cutoff=self.fuzzy_cutoff)
+        return self._matcher
+
+    def kg(self) -> Any:
+        """The :class:`~rectune.catalog.KnowledgeGraph` of ``kg.jsonl``."""
+        if self._kg is None:
+            from rectune.catalog import beside, load_kg
+
+            self._kg = load_kg(beside(self.data, "kg.jsonl", self.kg_path))
+        return self._kg
+
+
+class Benchmark(ABC):
+    """One benchmark: rows, prompts, examples, scoring, metrics and rewards.
+
+    Subclasses set the class attributes and implement :meth:`messages`, :meth:`answer`,
+    :meth:`labels`, :meth:`score` and :meth:`format_table`.
+    """
+
+    name: ClassVar[str]
+    row_type: ClassVar[type]  # a dataclass with ``from_dict(raw, path=, line=)`` and ``to_dict()``
+    tasks: ClassVar[tuple[str, ...]]
+    metrics: ClassVar[dict[str, MetricSpec]]  # the report's metrics, in display order
+    rewards: ClassVar[dict[str, RewardFunc]]  # GRPO rewards by name, in TRL's signature
+    default_rewards: ClassVar[tuple[str, ...]]
+    label_columns: ClassVar[tuple[str, ...]]  # RFT columns the rewards read
+
+    def load_row(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> Any:
+        """Validate one raw row; errors name file, line and field."""
+        return self.row_type.from_dict(raw, path=path, line=line)
+
+    @abstractmethod
+    def messages(self, row: Any, variant: dict) -> list[dict]:
+        """System and user chat messages for ``row``; ``variant`` holds prompt options (may be empty)."""
+
+    @abstractmethod
+    def answer(self, row: Any) -> str:
+        """The reference answer: the SFT target."""
+
+    @abstractmethod
+    def labels(self, rows: list[Any]) -> list[dict]:
+        """Per row, the ``label_columns`` values its rewards read (rows of one split, so groups can be seen)."""
+
+    @abstractmethod
+    def score(self, rows: list[Any], predictions: dict[str, str], resources: Resources) -> Scored:
+        """Score every row's prediction once: the report (``overall``, ``by_task``, ...) and the table."""
+
+    @abstractmethod
+    def format_table(self, report: dict) -> str:
+        """The report as a Markdown table."""
+
+    def sft_example(self, row: Any, variant: dict) -> dict:
+        """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""
+        return {"messages": [*self.messages(row, variant), {"role": "assistant", "content": self.answer(row)}]}
+
+    def rft_examples(self, rows: list[Any], variant: dict) -> list[dict]:
+        """Prompts plus the labels GRPOTrainer forwards to the rewards."""
+        return [
+            {"prompt": self.messages(row, variant), "id": row.id, "benchmark": self.name, **labels}
+            for row, labels in zip(rows, self.labels(rows), strict=True)
+        ]
+
+
+_registry: dict[str, Benchmark] = {}
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Make ``benchmark`` available by its name (rows name it in their ``benchmark`` field)."""
+    _registry[benchmark.name] = benchmark
+    return benchmark
+
+
+def names() -> list[str]:
+    return list(dict.fromkeys([*BUILTIN, *_registry]))
+
+
+def get_benchmark(name: str | None) -> Benchmark:
+    """The benchmark called ``name`` (``None``: rows written before rows named their benchmark)."""
+    name = UNNAMED_ROWS if name is None else name
+    if name not in _registry and name in BUILTIN:
+        register(importlib.import_module(BUILTIN[name]).BENCHMARK)
+    if name not in _registry:
+        raise RecTuneError(f"unknown benchmark {name!r}; known: {', '.join(names())}")
+    return _registry[name]

@@ -1,0 +1,60 @@
+"""LLMRec (seed 003): rating prediction, sequential and direct recommendation, explanation
+generation and review summarisation on Amazon-style reviews.
+
+Modules: ``rows`` (the canonical row), ``build`` (5-core, leave-one-out, the five tasks),
+``prompts``, ``scoring`` (RMSE/MAE, HR/NDCG, BLEU-4/ROUGE) and ``rewards`` (GRPO).
+"""
+
+from __future__ import annotations
+
+from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
+from rectune.benchmarks.llmrec import prompts, rewards as reward_functions, scoring
+from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
+
+
+class LLMRec(Benchmark):
+    name = NAME
+    row_type = LLMRecRow
+    tasks = TASKS
+    metrics = {
+        "rmse": MetricSpec("RMSE", "error", higher_is_better=False),
+        "mae": MetricSpec("MAE", "error", higher_is_better=False),
+        **{f"{m}@{k}": MetricSpec(f"{m.upper()}@{k}") for k in scoring.KS for m in ("hr", "ndcg")},
+        **{m: MetricSpec(label, "percent") for m, label in
+           (("bleu4", "BLEU-4"), ("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))},
+        "na_rate": MetricSpec("N/A", higher_is_better=False),
+    }  # fmt: skip
+    rewards = reward_functions.REWARDS
+    default_rewards = reward_functions.DEFAULT_REWARDS
+    label_columns = ("task", "target", "item_id", "candidate_ids")
+
+    def messages(self, row: LLMRecRow, variant: dict) -> list[dict]:
+        return prompts.build_messages(row)
+
+    def answer(self, row: LLMRecRow) -> str:
+        return row.target
+
+    def labels(self, rows: list[LLMRecRow]) -> list[dict]:
+        return [
+            {
+                "task": row.task,
+                "target": row.target,
+                "item_id": row.item["id"],
+                "candidate_ids": [c["id"] for c in row.candidates or []],
+            }
+            for row in rows
+        ]
+
+    def score(self, rows: list[LLMRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
+        # only ranking answers are matched against the catalog, so text-only data needs none
+        matcher = resources.matcher() if any(row.task in RANKING_TASKS for row in rows) else None
+        scores = scoring.score_queries(rows, predictions, matcher)
+        report = {"metrics": list(self.metrics), **scoring.aggregate(scores, rows)}
+        report["per_query"] = [vars(s).copy() for s in scores]
+        return Scored(report, scoring.query_table(rows, predictions, scores))
+
+    def format_table(self, report: dict) -> str:
+        return scoring.format_table(report)
+
+
+BENCHMARK = LLMRec()

@@ -1,0 +1,113 @@
+"""LLMRec data (seed 003) from Amazon-style reviews: the 5-core, leave-one-out, the five tasks' rows.
+
+A user's first review of an item counts once; users and items are filtered to the
+``min_interactions``-core (5 by default: repeated until every user and item has at least 5);
+each user's reviews are ordered by time and split leave-one-out: the last one is the test
+target, the one before it the training target, each with the reviews before it as history
+(the last ``history`` of them in the prompt).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
+from rectune.ratings import Review, item_title
+from rectune.titles import CatalogItem
+
+
+@dataclass
+class BuildSettings:
+    min_interactions: int = 5
+    history: int = 10
+    num_candidates: int = 20
+    sequential_candidates: bool = False
+    max_review_words: int = 64
+
+
+def k_core(reviews: list[Review], k: int) -> list[Review]:
+    """First review per (user, item), then drop users and items with fewer than ``k`` until none is left."""
+    seen, unique = set(), []
+    for review in sorted(reviews, key=lambda r: (r.timestamp, r.user, r.item)):
+        if (review.user, review.item) not in seen:
+            seen.add((review.user, review.item))
+            unique.append(review)
+    while True:
+        users = Counter(r.user for r in unique)
+        items = Counter(r.item for r in unique)
+        kept = [r for r in unique if users[r.user] >= k and items[r.item] >= k]
+        if len(kept) == len(unique):
+            return kept
+        unique = kept
+
+
+def _words(text: str, limit: int) -> str:
+    return " ".join(text.split()[:limit])
+
+
+def _entry(review: Review, items: dict[str, CatalogItem]) -> dict:
+    return {"id": review.item, "title": item_title(items, review.item), "rating": review.rating}
+
+
+def user_rows(
+    user: str,
+    events: list[Review],
+    items: dict[str, CatalogItem],
+    domain: str,
+    settings: BuildSettings,
+    rng: random.Random,
+    all_items: list[str],
+    reviewed: set[str],
+) -> list[LLMRecRow]:
+    """The five tasks for the review ``events[-1]`` with the reviews before it as history.
+
+    Negative candidates are items the user never reviewed (``reviewed`` covers later reviews too)."""
+    target = events[-1]
+    history = [_entry(r, items) for r in events[:-1][-settings.history :]]
+    item = {"id": target.item, "title": item_title(items, target.item)}
+
+    def candidates() -> list[dict]:
+        pool = [i for i in all_items if i not in reviewed]
+        chosen = rng.sample(pool, min(settings.num_candidates - 1, len(pool))) + [target.item]
+        rng.shuffle(chosen)
+        return [{"id": i, "title": item_title(items, i)} for i in chosen]
+
+    def row(task: str, answer: str, **extra) -> LLMRecRow:
+        return LLMRecRow(f"{task}/{user}", NAME, domain, task, user, history, item, answer, **extra)
+
+    rows = [
+        row("rating", str(int(target.rating)) if target.rating.is_integer() else str(target.rating)),
+        row("sequential", item["title"], candidates=candidates() if settings.sequential_candidates else None),
+        row("direct", item["title"], candidates=candidates()),
+    ]
+    if target.text.strip():
+        rows.append(row("explanation", _words(target.text, settings.max_review_words)))
+        if target.title.strip():
+            rows.append(row("summarization", target.title.strip(), review=target.text.strip()))
+    return rows
+
+
+def build_rows(
+    reviews: list[Review], items: dict[str, CatalogItem], domain: str, settings: BuildSettings, seed: int
+) -> tuple[list[LLMRecRow], list[LLMRecRow], list[Review]]:
+    """Training rows (second-to-last review), test rows (last review) and the k-core reviews."""
+    kept = k_core(reviews, settings.min_interactions)
+    by_user: dict[str, list[Review]] = {}
+    for review in kept:
+        by_user.setdefault(review.user, []).append(review)
+    all_items = sorted({r.item for r in kept})
+    rng = random.Random(seed)
+    train, test = [], []
+    for user in sorted(by_user):
+        events = by_user[user]
+        reviewed = {r.item for r in events}
+        train += user_rows(user, events[:-1], items, domain, settings, rng, all_items, reviewed)
+        test += user_rows(user, events, items, domain, settings, rng, all_items, reviewed)
+    return train, test, kept
+
+
+def catalog(reviews: list[Review], items: dict[str, CatalogItem]) -> list[CatalogItem]:
+    return [CatalogItem(i, item_title(items, i)) for i in sorted({r.item for r in reviews})]
+

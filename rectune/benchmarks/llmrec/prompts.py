@@ -1,0 +1,41 @@
+"""LLMRec prompts: LLMRec's three parts, a task description, the behaviour injection (the user's
+history, oldest first, with ratings) and a format indicator."""
+
+from __future__ import annotations
+
+from rectune.benchmarks.llmrec.rows import LLMRecRow
+
+SYSTEM_PROMPT = "You are a recommender system for an online shop. Follow the format you are asked for exactly."
+DESCRIPTIONS = {
+    "rating": "Predict the rating the user will give to the item below, from their earlier reviews.",
+    "sequential": "Predict the next item the user will review, from the items they reviewed so far.",
+    "direct": "Recommend the item the user is most likely to review next, from the candidates below.",
+    "explanation": "Write the review the user would write about the item below: why they would like it or not.",
+    "summarization": "Write a short title for the user's review below.",
+}
+FORMATS = {
+    "rating": "Answer with a single number from 1 to 5.",
+    "sequential": "Answer with up to 10 item titles, one per line, most likely first.",
+    "direct": "Answer with up to 10 candidate titles, one per line, most likely first.",
+    "explanation": "Answer with the review text only.",
+    "summarization": "Answer with the title only.",
+}
+
+
+
+def build_messages(row: LLMRecRow) -> list[dict]:
+    """Task description, behaviour injection (history), format indicator."""
+    parts = [DESCRIPTIONS[row.task]]
+    if row.history:
+        lines = [f"{i}. {h['title']}" + (f" (rated {h['rating']:g})" if "rating" in h else "") for i, h in
+                 enumerate(row.history, start=1)]  # fmt: skip
+        parts.append("The user's earlier reviews, oldest first:\n" + "\n".join(lines))
+    if row.task in ("rating", "explanation", "summarization"):
+        parts.append(f"Item: {row.item['title']}")
+    if row.task == "summarization":
+        parts.append(f"Review: {row.review}")
+    if row.candidates:
+        parts.append("Candidates:\n" + "\n".join(c["title"] for c in row.candidates))
+    parts.append(FORMATS[row.task])
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+

@@ -1,0 +1,63 @@
+"""PerRecBench (seed 002): rank a group of users by how much each liked a shared item.
+
+Modules: ``rows`` (the canonical row), ``groups`` (building groups and prompts from ratings),
+``prompts`` (the three formats and their answer parsers), ``scoring`` (Kendall's τ per group)
+and ``rewards`` (GRPO).
+"""
+
+from __future__ import annotations
+
+from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
+from rectune.benchmarks.perrec import prompts, rewards as reward_functions, scoring
+from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
+
+
+class PerRecBench(Benchmark):
+    name = NAME
+    row_type = PerRecRow
+    tasks = TASKS
+    metrics = {
+        "tau": MetricSpec("τ", "signed"),
+        "tau_parsed": MetricSpec("τ (parsed)", "signed"),
+        "failure_rate": MetricSpec("fail", higher_is_better=False),
+    }
+    rewards = reward_functions.REWARDS
+    default_rewards = reward_functions.DEFAULT_REWARDS
+    label_columns = ("task", "labels", "relative", "means", "group_relative", "position")
+
+    def messages(self, row: PerRecRow, variant: dict) -> list[dict]:
+        return prompts.build_messages(row)
+
+    def answer(self, row: PerRecRow) -> str:
+        return row.answer
+
+    def labels(self, rows: list[PerRecRow]) -> list[dict]:
+        """Each row's users plus the whole group's relative ratings (from the group's listwise row)."""
+        groups = {r.group: r.users for r in rows if r.task == "listwise"}
+        labels = []
+        for row in rows:
+            group_users = groups[row.group]
+            position = [u["user"] for u in group_users].index(row.users[0]["user"]) if row.task == "pointwise" else -1
+            labels.append(
+                {
+                    "task": row.task,
+                    "labels": [u["label"] for u in row.users],
+                    "relative": [u["relative_rating"] for u in row.users],
+                    "means": [u["mean_rating"] for u in row.users],
+                    "group_relative": [u["relative_rating"] for u in group_users],
+                    "position": position,
+                }
+            )
+        return labels
+
+    def score(self, rows: list[PerRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
+        scores = scoring.score_groups(rows, predictions)
+        report = {"metrics": list(self.metrics), **scoring.aggregate(scores)}
+        report["per_query"] = [vars(s).copy() for s in scores]
+        return Scored(report, scoring.query_table(rows, predictions, scores))
+
+    def format_table(self, report: dict) -> str:
+        return scoring.format_table(report)
+
+
+BENCHMARK = PerRecBench()

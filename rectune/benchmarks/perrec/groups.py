@@ -1,0 +1,242 @@
+"""PerRecBench construction: groups of users who rated the same item, their prompt blocks, the split.
+
+Construction (:func:`find_groups`, :func:`attach_prompts`), following the paper (seed 002):
+
+* relative rating = the user's rating of the item − the user's mean rating (all their ratings);
+* eligible users have at least ``min_history`` (20) other rated items;
+* a group is a set of eligible users who rated the same item within ``window_days`` (7) of
+  the group's first rating, whose relative ratings differ pairwise by more than ``min_gap``
+  (0.6), of 2 to ``max_size`` (4) users. Per item, ratings are taken in time order: the first
+  unused rating opens a window, the users in it join greedily in time order while they keep
+  every pairwise gap above ``min_gap``, and the window's users that joined are used up;
+* each user's history in the prompt is the top-``k`` (4) of their other items by BM25 against
+  the shared item's title and categories (IDF over all items), most recent first on ties;
+* difficulty: one point per user beyond two, plus one when the closest two relative ratings
+  are less than ``close_gap`` (1.0) apart; 0 points = ``easy``, 1 = ``medium``, 2+ = ``hard``.
+  Group size is what the paper found drives difficulty (τ 0.20 → 0.06 at 4+ users); the
+  closest gap adds the near-ties that make a single comparison hard.
+
+Formats: ``pointwise`` (one row per user: predict the rating; users are ranked by prediction −
+their mean), ``pairwise`` (one row per pair: which of A and B liked it more; a group's users
+are ranked by pairs won), ``listwise`` (one row: rank all users, ``"B > A > C"``).
+Scoring: Kendall's τ-b (scipy) between the true relative ratings and the predicted order, per
+group; a group with an unparseable answer is a failure: it counts τ = 0 in ``tau`` and is
+left out of ``tau_parsed``; ``failure_rate`` reports the share.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from rectune.benchmarks.perrec.prompts import LABELS, rating_text
+from rectune.benchmarks.perrec.rows import DIFFICULTIES, NAME, PerRecRow
+from rectune.io import RecTuneError
+from rectune.ratings import Review, item_title
+from rectune.titles import CatalogItem
+
+
+@dataclass
+class GroupSettings:
+    window_days: float = 7.0
+    min_history: int = 20
+    min_gap: float = 0.6
+    max_size: int = 4
+    close_gap: float = 1.0
+    k: int = 4
+    profile: bool = True
+
+
+@dataclass
+class Member:
+    user: str
+    rating: float
+    relative: float
+    timestamp: int
+
+
+@dataclass
+class Group:
+    id: str
+    item: str
+    members: list[Member]
+    difficulty: str = ""
+    users: list[dict] = field(default_factory=list)  # prompt blocks, in label order
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.casefold())
+
+
+def _item_text(info: CatalogItem | None, item_id: str) -> str:
+    return f"{info.title} {' '.join(info.categories)}" if info else item_id
+
+
+class BM25:
+    """Okapi BM25 (k1 1.5, b 0.75) with document frequencies over the whole item collection."""
+
+    def __init__(self, documents: dict[str, list[str]], k1: float = 1.5, b: float = 0.75):
+        self.documents, self.k1, self.b = documents, k1, b
+        self.avg_length = sum(map(len, documents.values())) / max(len(documents), 1)
+        df = Counter(token for tokens in documents.values() for token in set(tokens))
+        n = len(documents)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+
+    def score(self, query: list[str], doc_id: str) -> float:
+        tokens = self.documents.get(doc_id, [])
+        counts = Counter(tokens)
+        norm = self.k1 * (1 - self.b + self.b * len(tokens) / (self.avg_length or 1))
+        return sum(
+            self.idf.get(t, 0.0) * counts[t] * (self.k1 + 1) / (counts[t] + norm) for t in set(query) if counts[t]
+        )
+
+
+def difficulty(relatives: list[float], close_gap: float) -> str:
+    ordered = sorted(relatives)
+    closest = min(b - a for a, b in zip(ordered, ordered[1:], strict=False))
+    points = (len(relatives) - 2) + (closest < close_gap)
+    return DIFFICULTIES[min(points, len(DIFFICULTIES) - 1)]
+
+
+def _dedupe(reviews: list[Review]) -> dict[str, dict[str, Review]]:
+    """user -> item -> the user's first review of it."""
+    by_user: dict[str, dict[str, Review]] = {}
+    for review in sorted(reviews, key=lambda r: (r.timestamp, r.user, r.item)):
+        by_user.setdefault(review.user, {}).setdefault(review.item, review)
+    return by_user
+
+
+def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
+    """Groups of co-rating users (see module docstring), without prompts; deterministic."""
+    by_user = _dedupe(reviews)
+    means = {u: sum(r.rating for r in items.values()) / len(items) for u, items in by_user.items()}
+    by_item: dict[str, list[Member]] = {}
+    for user, items in by_user.items():
+        if len(items) - 1 < settings.min_history:
+            continue
+        for review in items.values():
+            member = Member(user, review.rating, review.rating - means[user], review.timestamp)
+            by_item.setdefault(review.item, []).append(member)
+    window = settings.window_days * 86400
+    groups: list[Group] = []
+    for item in sorted(by_item):
+        candidates = sorted(by_item[item], key=lambda m: (m.timestamp, m.user))
+        used: set[str] = set()
+        for first in candidates:
+            if first.user in used:
+                continue
+            chosen = [first]
+            for other in candidates:
+                if len(chosen) == settings.max_size:
+                    break
+                if (
+                    other.user not in used
+                    and other is not first
+                    and first.timestamp <= other.timestamp <= first.timestamp + window
+                    and all(abs(other.relative - m.relative) > settings.min_gap for m in chosen)
+                ):
+                    chosen.append(other)
+            used.add(first.user)  # a rating that cannot open a group is in no later window either
+            if len(chosen) >= 2:
+                used.update(m.user for m in chosen)
+                groups.append(Group(f"{item}#{len(groups)}", item, chosen))
+    for group in groups:
+        group.difficulty = difficulty([m.relative for m in group.members], settings.close_gap)
+    return groups
+
+
+def _profile(others: list[Review], items: dict[str, CatalogItem]) -> str:
+    """A template summary of a user's other ratings: volume, mean, top categories, likes, dislikes."""
+    mean = sum(r.rating for r in others) / len(others)
+    categories = Counter(c for r in others for c in (items[r.item].categories if r.item in items else []))
+    ranked = sorted(others, key=lambda r: (-r.rating, -r.timestamp))
+    liked = "; ".join(item_title(items, r.item) for r in ranked[:2])
+    disliked = "; ".join(item_title(items, r.item) for r in ranked[::-1][:2])
+    parts = [f"Rated {len(others)} items, {mean:.1f}/5 on average."]
+    if categories:
+        parts.append(f"Most rated categories: {', '.join(c for c, _ in categories.most_common(3))}.")
+    parts.append(f"Rated highest: {liked}. Rated lowest: {disliked}.")
+    return " ".join(parts)
+
+
+def attach_prompts(groups: list[Group], reviews: list[Review], items: dict[str, CatalogItem], settings: GroupSettings):
+    """Fill each group's user blocks (history by BM25, profile, shown mean), labels in a seeded order."""
+    by_user = _dedupe(reviews)
+    corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
+    bm25 = BM25(corpus)
+    for group in groups:
+        query = corpus[group.item]
+        members = list(group.members)
+        random.Random(group.id).shuffle(members)  # so the best-liked user is not always A
+        group.users = []
+        for label, member in zip(LABELS, members, strict=False):
+            others = [r for i, r in by_user[member.user].items() if i != group.item]
+            ranked = sorted(others, key=lambda r: (-bm25.score(query, r.item), -r.timestamp))[: settings.k]
+            group.users.append(
+                {
+                    "label": label,
+                    "user": member.user,
+                    "mean_rating": round(sum(r.rating for r in others) / len(others), 3),
+                    "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
+                    "profile": _profile(others, items) if settings.profile else None,
+                    "rating": member.rating,
+                    "relative_rating": round(member.relative, 4),
+                }
+            )
+
+
+
+def _relabel(users: list[dict]) -> list[dict]:
+    return [{**u, "label": label} for label, u in zip(LABELS, users, strict=False)]
+
+
+def group_rows(group: Group, items: dict[str, CatalogItem], domain: str) -> list[PerRecRow]:
+    """The group's pointwise, pairwise and listwise rows."""
+    info = items.get(group.item) or CatalogItem(group.item, item_title(items, group.item))
+    item = {"id": info.id, "title": info.title, "categories": info.categories, "description": info.description}
+
+    def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
+        row_id = f"{group.id}/{task}" + (f"/{suffix}" if suffix else "")
+        return PerRecRow(row_id, NAME, domain, task, group.id, len(group.users), group.difficulty, item,
+                         users, answer)  # fmt: skip
+
+    rows = [row("pointwise", str(i), _relabel([u]), rating_text(u["rating"])) for i, u in enumerate(group.users)]
+    for a, b in combinations(group.users, 2):
+        pair = _relabel([a, b])
+        winner = max(pair, key=lambda u: u["relative_rating"])["label"]
+        rows.append(row("pairwise", f"{a['label']}{b['label']}", pair, winner))
+    ranking = sorted(group.users, key=lambda u: -u["relative_rating"])
+    rows.append(row("listwise", "", group.users, " > ".join(u["label"] for u in ranking)))
+    return rows
+
+
+def split_by_item(groups: list[Group], test_size: float, seed: int) -> tuple[list[Group], list[Group]]:
+    """Every group of an item lands in the same split (no item is in both); deterministic for a seed."""
+    if not 0.0 <= test_size <= 1.0:
+        raise RecTuneError(f"test size must be in [0, 1], got {test_size}")
+    item_ids = sorted({g.item for g in groups})
+    random.Random(seed).shuffle(item_ids)
+    test_items = set(item_ids[: round(test_size * len(item_ids))])
+    return [g for g in groups if g.item not in test_items], [g for g in groups if g.item in test_items]
+
+
+def stats(train: list[Group], test: list[Group], reviews: list[Review], settings: GroupSettings) -> dict:
+    def counts(groups: list[Group]) -> dict:
+        return {
+            "groups": len(groups),
+            "items": len({g.item for g in groups}),
+            "by_size": dict(sorted(Counter(str(len(g.members)) for g in groups).items())),
+            "by_difficulty": {d: sum(g.difficulty == d for g in groups) for d in DIFFICULTIES},
+        }
+
+    return {
+        "reviews": len(reviews),
+        "users": len({r.user for r in reviews}),
+        "settings": vars(settings),
+        "train": counts(train),
+        "test": counts(test),
+    }

@@ -1,0 +1,66 @@
+"""PerRecBench prompts (pointwise, pairwise, listwise) and the parsers of their answers."""
+
+from __future__ import annotations
+
+import re
+
+from rectune.benchmarks.perrec.rows import PerRecRow
+
+LABELS = "ABCDEFGH"
+SYSTEM_PROMPT = (
+    "You are a personalised recommender system. You judge how much users like an item compared with their "
+    "usual taste, from their profiles and their ratings of related items."
+)
+INSTRUCTIONS = {
+    "pointwise": "How would the user rate the item on a 1-5 scale? Answer with the rating only.",
+    "pairwise": "Which user liked the item more, relative to their own average rating? Answer with A or B only.",
+    "listwise": (
+        "Rank the users from the one who liked the item most, relative to their own average rating, to the one "
+        'who liked it least. Answer with the letters only, e.g. "B > A > C".'
+    ),
+}
+
+
+def rating_text(rating: float) -> str:
+    return str(int(rating)) if float(rating).is_integer() else f"{rating:.1f}"
+
+
+def _user_block(user: dict) -> str:
+    lines = [f"User {user['label']}:"]
+    if user.get("profile"):
+        lines.append(f"Profile: {user['profile']}")
+    lines.append(f"Average rating of other items: {user['mean_rating']:.2f}")
+    if user["history"]:
+        lines.append("Ratings of related items:")
+        lines += [f"- {h['title']}: {rating_text(h['rating'])}" for h in user["history"]]
+    return "\n".join(lines)
+
+
+def build_messages(row: PerRecRow) -> list[dict]:
+    item = row.item
+    lines = [f"Item: {item['title']}"]
+    if item.get("categories"):
+        lines.append(f"Categories: {', '.join(item['categories'])}")
+    if item.get("description"):
+        lines.append(f"Description: {item['description'][:300]}")
+    text = "\n".join(lines) + "\n\n" + "\n\n".join(_user_block(u) for u in row.users)
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{text}\n\n{INSTRUCTIONS[row.task]}"},
+    ]
+
+
+_CHOICE = re.compile(r"\b(?:[Uu]ser\s+)?([AB])\b")
+_LETTER = re.compile(r"\b([A-H])\b")
+
+
+def parse_choice(text: str) -> str | None:
+    match = _CHOICE.search(text)
+    return match.group(1) if match else None
+
+
+def parse_ranking(text: str, labels: list[str]) -> list[str] | None:
+    """The labels in the order written; None unless every label appears."""
+    order = list(dict.fromkeys(m for m in _LETTER.findall(text) if m in labels))
+    return order if len(order) == len(labels) else None
+

@@ -1,0 +1,129 @@
+"""GRPO rewards for RecBench+, built on the same scorer as evaluation.
+
+Each reward is a plain function in TRL's signature: the completions, then the
+``train_rft.jsonl`` label columns GRPOTrainer forwards (``ground_truth``, ``ground_truth_ids``,
+``task``, ``conditions``), then ``resources`` (catalog and KG, bound by RecTune) and TRL's other
+keyword arguments. It returns one value per completion and never raises, whatever the text.
+Rewards that do not apply to a row return ``None`` (TRL then leaves them out of that row's
+weighted sum).
+
+The examples below use a catalog holding "Heat (1995)", "Alien (1979)" and "Jaws (1975)", a
+KG saying Heat is directed by Michael Mann, and a row with ground truth Heat and Alien.
+
+The misinformed rule rewards both answers the paper counts as good (a refusal raises FTR,
+which is better on misinformed queries; a corrected premise raises recall) and punishes
+only recommendations built on the wrong fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rectune.benchmarks import Resources
+from rectune.benchmarks.recbench.metrics import QueryScore, score_query
+from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
+from rectune.rewards import completion_text
+from rectune.titles import Extraction, parse_mentions
+
+
+@dataclass
+class Judged:
+    """One completion scored against its labels: what every reward reads."""
+
+    score: QueryScore
+    row: RecBenchRow
+    extraction: Extraction
+    text: str
+
+
+def judge(completions, ground_truth, ground_truth_ids, task, conditions, resources: Resources) -> list[Judged]:
+    """Score each completion against its row's labels with the evaluation's scorer."""
+    matcher, kg = resources.matcher(), resources.kg()
+    texts = [completion_text(c) for c in completions]
+    judged = []
+    for i, (text, extraction) in enumerate(zip(texts, matcher.extract_many(texts), strict=True)):
+        row = RecBenchRow(
+            id="reward",
+            benchmark=NAME,
+            domain="movie",
+            task=task[i],
+            query="-",
+            ground_truth=list(ground_truth[i]) or ["-"],
+            ground_truth_ids=list(ground_truth_ids[i] or []),
+            conditions=[list(c) for c in conditions[i] or []],
+            condition_num=len(conditions[i] or []),
+        )
+        judged.append(Judged(score_query(row, extraction, matcher, kg), row, extraction, text))
+    return judged
+
+
+def recall(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """Hits / ground-truth items. ``"1. Heat\\n2. Jaws"`` hits Heat of {Heat, Alien}: 1/2 = 0.5."""
+    return [j.score.recall for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)]
+
+
+def precision(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """Hits / recommended items. ``"1. Heat\\n2. Jaws"``: 1 hit of 2 recommended = 0.5."""
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    return [j.score.precision for j in judged]
+
+
+def f1(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """Harmonic mean of precision and recall. ``"1. Heat\\n2. Jaws"``: P 0.5, R 0.5, F1 0.5."""
+    values = []
+    for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources):
+        total = j.score.precision + j.score.recall
+        values.append(2 * j.score.precision * j.score.recall / total if total else 0.0)
+    return values
+
+
+def cmr(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float | None]:
+    """Share of recommended items meeting every condition in the KG (condition tasks only, else None).
+
+    Conditions ``[["Director", "Michael Mann"]]``: ``"Heat\\nJaws"`` = 1/2 = 0.5.
+    """
+    return [j.score.cmr for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)]
+
+
+def format(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """1.0 for a clean list of titles, 0.5 with prose mixed in, 0.0 when nothing parses.
+
+    ``"1. Heat\\n2. Jaws"`` = 1.0; ``"Here are two films you will enjoy:\\nHeat"`` = 0.5; ``"Sorry."`` = 0.0.
+    """
+    matcher = resources.matcher()
+    values = []
+    for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources):
+        if j.extraction.count == 0:
+            values.append(0.0)
+            continue
+        lines = [line for line in j.text.splitlines() if line.strip()]
+        values.append(1.0 if all(parse_mentions(line, matcher) for line in lines) else 0.5)
+    return values
+
+
+def hallucination(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
+) -> list[float]:
+    """Minus the share of mentions that resolve to no catalog item. ``"Heat\\nMy Invented Film"`` = -0.5."""
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    return [-len(j.extraction.unresolved) / j.extraction.count if j.extraction.count else 0.0 for j in judged]
+
+
+def misinformed(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
+) -> list[float | None]:
+    """Misinformed queries only (else None): 1.0 when the answer refuses (recommends nothing) or
+    recommends at least one true item, i.e. it did not follow the false premise; 0.0 when every
+    recommended item is outside the ground truth. ``""`` = 1.0, ``"Heat"`` = 1.0, ``"Jaws"`` = 0.0.
+    """
+    values: list[float | None] = []
+    for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources):
+        if j.row.task != "misinformed":
+            values.append(None)
+        else:
+            values.append(1.0 if j.extraction.count == 0 or j.score.n_hits > 0 else 0.0)
+    return values
+
+
+REWARDS = {f.__name__: f for f in (recall, precision, f1, cmr, format, hallucination, misinformed)}
+DEFAULT_REWARDS = ("recall", "format", "hallucination", "misinformed")
