@@ -65,16 +65,16 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 bench-score: install
-	$(PY) -m benchmarks.bench_scoring
+	$(PY) -m perf.bench_scoring
 
 bench-prep: install
-	$(PY) -m benchmarks.bench_data_prep
+	$(PY) -m perf.bench_data_prep
 
 bench-gen: install
-	$(PY) -m benchmarks.bench_generation
+	$(PY) -m perf.bench_generation
 
 bench-train: install
-	$(PY) -m benchmarks.bench_training
+	$(PY) -m perf.bench_training
 
 # RecBench+ release (SRC = the checkout holding data/) -> the paper's fine-tuning data (explicit queries).
 data-recbench: install

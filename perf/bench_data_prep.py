@@ -2,7 +2,7 @@
 
 Target (issue 2): under 60 s on the 2-core CPU machine.
 
-    python -m benchmarks.bench_data_prep
+    python -m perf.bench_data_prep
 """
 
 import subprocess
@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.synthetic import write_release
+from perf.synthetic import write_release
 
 ROOT = Path(__file__).resolve().parent.parent
 

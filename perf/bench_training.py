@@ -8,7 +8,7 @@ Achieved FLOP/s uses 6 x parameters x tokens (forward + backward of a dense mode
 frozen weights' gradient, so this slightly overstates the work) over this machine's measured fp32
 matmul FLOP/s.
 
-    python -m benchmarks.bench_training [--examples N]
+    python -m perf.bench_training [--examples N]
 """
 
 import argparse
@@ -21,9 +21,9 @@ from datasets import Dataset
 from peft import LoraConfig
 from trl import SFTConfig, SFTTrainer
 
-from benchmarks.synthetic import make_titles
-from rectune.models import embedded_model_path
+from perf.synthetic import make_titles
 from rectune.benchmarks.recbench.prompts import system_prompt
+from rectune.models import embedded_model_path
 
 
 def matmul_flops(size: int = 1024, reps: int = 20) -> float:

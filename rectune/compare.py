@@ -122,9 +122,7 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     columns = min(len(metrics), 4)  # a grid, so a benchmark with many metrics stays readable
     grid_rows = math.ceil(len(metrics) / columns)
     width_per_panel = max(4.0, 0.5 * len(tasks) * len(names) ** 0.5)
-    fig, axes = plt.subplots(
-        grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows), squeeze=False
-    )
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows), squeeze=False)
     width = 0.8 / len(names)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         spec = specs.get(metric, MetricSpec(metric))

@@ -71,7 +71,9 @@ def load_films(path: str | Path = FILMS) -> list[CatalogItem]:
     return items
 
 
-def simulate(items: list[CatalogItem], n_users: int = 300, seed: int = 0) -> tuple[dict[str, list[str]], dict[str, dict]]:
+def simulate(
+    items: list[CatalogItem], n_users: int = 300, seed: int = 0
+) -> tuple[dict[str, list[str]], dict[str, dict]]:
     """Time-ordered histories and demographics for ``n_users`` simulated users."""
     rng = random.Random(seed)
     by_title = {item.title: item.id for item in items}

@@ -39,7 +39,6 @@ class Review:
     text: str = ""
 
 
-
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     if not path.is_file():
         raise DataError(path, "file not found")
@@ -165,8 +164,7 @@ def _item(item_id: str, title: str, categories: list[str], description: str) -> 
 def read_users(path: str | os.PathLike) -> dict[str, dict]:
     """MovieLens ``users.dat``: user -> ``{"gender", "age", "occupation"}`` (the zip code is dropped)."""
     return {
-        fields[0]: {"gender": fields[1], "age": fields[2], "occupation": fields[3]}
-        for _, fields in dat_fields(path, 4)
+        fields[0]: {"gender": fields[1], "age": fields[2], "occupation": fields[3]} for _, fields in dat_fields(path, 4)
     }
 
 

@@ -53,9 +53,7 @@ def bind_resources(func: RewardFunc, resources: Resources) -> RewardFunc:
     return functools.update_wrapper(bound, func)
 
 
-def resolve_rewards(
-    benchmark: Benchmark, names: list[str], resources: Resources
-) -> tuple[list[RewardFunc], list[str]]:
+def resolve_rewards(benchmark: Benchmark, names: list[str], resources: Resources) -> tuple[list[RewardFunc], list[str]]:
     """The reward callables for ``names`` (the benchmark's defaults when empty) and the names used."""
     names = list(names) or list(benchmark.default_rewards)
     funcs = []

@@ -103,7 +103,8 @@ def load_rows(path: str | os.PathLike) -> list[Any]:
         try:
             kind = get_benchmark(name if isinstance(name, str) else repr(name))
         except RecTuneError:
-            raise DataError(path, f"field 'benchmark': must be one of {', '.join(names())}, got {name!r}", line=line)
+            message = f"field 'benchmark': must be one of {', '.join(names())}, got {name!r}"
+            raise DataError(path, message, line=line) from None
         if benchmark is None:
             benchmark = kind.name
         elif kind.name != benchmark:

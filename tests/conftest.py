@@ -11,6 +11,13 @@ RELEASE = ROOT / "tests" / "fixtures" / "recbench"
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
+def read_jsonl(path) -> list[dict]:
+    """Every JSON object of a JSONL file (the files under test)."""
+    from rectune.io import numbered_jsonl
+
+    return [row for _, row in numbered_jsonl(path)]
+
+
 def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one of the project's entry scripts the way a user would."""
     result = subprocess.run(
@@ -41,8 +48,6 @@ def tiny_model(tmp_path_factory, movie_data) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from rectune.io import read_jsonl
 
     texts = [
         json_text for row in read_jsonl(movie_data / "test.jsonl") for json_text in (row["query"], *row["ground_truth"])

@@ -5,32 +5,47 @@ import json
 import pytest
 from conftest import run_script
 
-from rectune.builder import BenchmarkBuilder, BuildSettings, Item, describe, load_items
+from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, describe, load_items
 from rectune.demo_world import load_films, simulate
 from rectune.io import DataError
 from rectune.schema import load_rows
+from rectune.titles import CatalogItem
 
 ITEMS = [
-    Item(
+    CatalogItem(
         "1",
         "Heat (1995)",
         {"Director": ["Michael Mann"], "Starring": ["Al Pacino", "Robert De Niro"], "Genre": ["Crime", "Thriller"]},
     ),
-    Item("2", "Collateral (2004)", {"Director": ["Michael Mann"], "Starring": ["Tom Cruise"], "Genre": ["Thriller"]}),
-    Item("3", "The Insider (1999)", {"Director": ["Michael Mann"], "Starring": ["Al Pacino"], "Genre": ["Drama"]}),
-    Item(
+    CatalogItem(
+        "2", "Collateral (2004)", {"Director": ["Michael Mann"], "Starring": ["Tom Cruise"], "Genre": ["Thriller"]}
+    ),
+    CatalogItem(
+        "3", "The Insider (1999)", {"Director": ["Michael Mann"], "Starring": ["Al Pacino"], "Genre": ["Drama"]}
+    ),
+    CatalogItem(
         "4",
         "Taxi Driver (1976)",
         {"Director": ["Martin Scorsese"], "Starring": ["Robert De Niro"], "Genre": ["Crime", "Drama"]},
     ),
-    Item("5", "Casino (1995)", {"Director": ["Martin Scorsese"], "Starring": ["Robert De Niro"], "Genre": ["Crime"]}),
-    Item(
+    CatalogItem(
+        "5", "Casino (1995)", {"Director": ["Martin Scorsese"], "Starring": ["Robert De Niro"], "Genre": ["Crime"]}
+    ),
+    CatalogItem(
         "6", "Goodfellas (1990)", {"Director": ["Martin Scorsese"], "Starring": ["Robert De Niro"], "Genre": ["Crime"]}
     ),
-    Item("7", "Scarface (1983)", {"Director": ["Brian De Palma"], "Starring": ["Al Pacino"], "Genre": ["Crime"]}),
-    Item("8", "Toy Story (1995)", {"Director": ["John Lasseter"], "Starring": ["Tom Hanks"], "Genre": ["Animation"]}),
-    Item("9", "Toy Story 2 (1999)", {"Director": ["John Lasseter"], "Starring": ["Tom Hanks"], "Genre": ["Animation"]}),
-    Item("10", "Forrest Gump (1994)", {"Director": ["Robert Zemeckis"], "Starring": ["Tom Hanks"], "Genre": ["Drama"]}),
+    CatalogItem(
+        "7", "Scarface (1983)", {"Director": ["Brian De Palma"], "Starring": ["Al Pacino"], "Genre": ["Crime"]}
+    ),
+    CatalogItem(
+        "8", "Toy Story (1995)", {"Director": ["John Lasseter"], "Starring": ["Tom Hanks"], "Genre": ["Animation"]}
+    ),
+    CatalogItem(
+        "9", "Toy Story 2 (1999)", {"Director": ["John Lasseter"], "Starring": ["Tom Hanks"], "Genre": ["Animation"]}
+    ),
+    CatalogItem(
+        "10", "Forrest Gump (1994)", {"Director": ["Robert Zemeckis"], "Starring": ["Tom Hanks"], "Genre": ["Drama"]}
+    ),
 ]
 HISTORIES = {
     "a": ["1", "2", "3", "4", "5"],
@@ -65,7 +80,7 @@ def built():
 
 
 def holds(item_id, relation, value):
-    return value in next(i for i in ITEMS if i.id == item_id).relations.get(relation, [])
+    return value in next(i for i in ITEMS if i.id == item_id).attributes.get(relation, [])
 
 
 def test_every_ground_truth_item_meets_the_conditions(built):
@@ -90,7 +105,7 @@ def test_implicit_references_point_to_the_hidden_value(built):
     for record in built["implicit"]:
         (hint,) = record["multihop_info"]
         reference = next(i for i in ITEMS if i.title == hint["movie"])
-        assert reference.relations[hint["relation"]][0] == hint["person"]
+        assert reference.attributes[hint["relation"]][0] == hint["person"]
         assert [hint["relation"], hint["person"]] in record["sharedRelationships"]
         assert hint["person"] not in record["situational_description_query"]  # the value stays hidden
         assert hint["movie"] in record["situational_description_query"]
@@ -102,8 +117,8 @@ def test_misinformed_claims_are_really_false(built):
     for record in built["misinformed"]:
         (claim,) = record["misinformed"]
         subject = next(i for i in ITEMS if i.title == claim["movie"])
-        assert claim["person"] not in subject.relations[claim["relation"]]
-        assert claim["original person"] in subject.relations[claim["relation"]]
+        assert claim["person"] not in subject.attributes[claim["relation"]]
+        assert claim["original person"] in subject.attributes[claim["relation"]]
         assert claim["person"] in record["query"] and claim["movie"] in record["query"]
         assert int(subject.id) not in record["movieSubsetId"]
 
@@ -221,7 +236,7 @@ def test_demo_world_end_to_end(tmp_path):
 def test_rewrite_with_a_local_model_keeps_names(tmp_path, tiny_model):
     """--rewrite-model runs a real (tiny, random) chat model; rewrites that lose a name fall back to the template."""
     kg = tmp_path / "items.jsonl"
-    kg.write_text("".join(json.dumps({"id": i.id, "title": i.title, "relations": i.relations}) + "\n" for i in ITEMS))
+    kg.write_text("".join(json.dumps({"id": i.id, "title": i.title, "relations": i.attributes}) + "\n" for i in ITEMS))
     ratings = tmp_path / "ratings.dat"
     ratings.write_text(
         "".join(f"{u}::{item}::4::{t}\n" for u, items in HISTORIES.items() for t, item in enumerate(items))

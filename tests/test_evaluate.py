@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_script, write_recipe
+from conftest import read_jsonl, run_script, write_recipe
 
+from rectune.benchmarks.recbench.prompts import build_messages
 from rectune.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.evaluation import prompt_variant, run_generation
 from rectune.generation import GenerationSettings, generate
-from rectune.io import DataError, read_jsonl
-from rectune.prompts import build_messages
+from rectune.io import DataError
 from rectune.schema import load_rows
 
 

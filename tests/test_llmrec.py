@@ -13,12 +13,14 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, run_script
+from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script
 
-from rectune import llmrec
-from rectune.io import DataError, read_jsonl
+from rectune.benchmarks import Resources
+from rectune.benchmarks.llmrec import build, prompts, rewards, scoring
+from rectune.benchmarks.llmrec.rows import LLMRecRow
+from rectune.io import DataError
 from rectune.ratings import read_items, read_reviews
-from rectune.schema import LLMRecRow, load_rows
+from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 from rectune.titles import CatalogItem, TitleMatcher
 
@@ -41,7 +43,7 @@ def prepared(request, tmp_path_factory):
 
 
 def test_k_core_is_iterative():
-    kept = llmrec.k_core(read_reviews(FIXTURES / "reviews_2018.json"), 5)
+    kept = build.k_core(read_reviews(FIXTURES / "reviews_2018.json"), 5)
     assert len(kept) == 36
     assert {r.user for r in kept} == {f"U{u}" for u in range(6)}
     assert {r.item for r in kept} == {f"I{j}" for j in range(7)}
@@ -73,9 +75,9 @@ def test_leave_one_out_rows_in_both_formats(prepared):
 def test_three_part_prompt():
     row = LLMRecRow("rating/u", "llmrec", "beauty", "rating", "u", [{"id": "I0", "title": "Rose Face Cream",
                     "rating": 5.0}], {"id": "I1", "title": "Lavender Soap"}, "4")  # fmt: skip
-    text = llmrec.build_messages(row)[1]["content"]
+    text = prompts.build_messages(row)[1]["content"]
     description, behaviour, item, fmt = text.split("\n\n")
-    assert description == llmrec.DESCRIPTIONS["rating"]
+    assert description == prompts.DESCRIPTIONS["rating"]
     assert behaviour == "The user's earlier reviews, oldest first:\n1. Rose Face Cream (rated 5)"
     assert item == "Item: Lavender Soap" and fmt == "Answer with a single number from 1 to 5."
 
@@ -93,7 +95,7 @@ def make_row(task, target, item="I0", candidates=None, review=None):
 def test_rating_metrics_by_hand():
     rows = [make_row("rating", t) for t in ("4", "2", "5")]
     predictions = {"rating/4": "5", "rating/2": "I'd say 3.5", "rating/5": "no idea"}
-    report, _ = score_benchmark(rows, predictions, "unused")
+    report, _ = score_benchmark(rows, predictions, Resources("unused"))
     summary = report["by_task"]["rating"]
     # errors +1 and +1.5; the third is N/A
     assert summary["rmse"] == pytest.approx(math.sqrt((1 + 2.25) / 2))
@@ -118,7 +120,7 @@ def test_ranking_metrics_by_hand(tmp_path):
     }
     catalog = tmp_path / "catalog.jsonl"
     catalog.write_text("".join(json.dumps({"id": i.id, "title": i.title}) + "\n" for i in MATCHER.items.values()))
-    report, _ = score_benchmark(rows, predictions, tmp_path / "test.jsonl")
+    report, _ = score_benchmark(rows, predictions, Resources(tmp_path / "test.jsonl"))
     seq = report["by_task"]["sequential"]
     assert seq["hr@1"] == pytest.approx(1 / 3) and seq["ndcg@1"] == pytest.approx(1 / 3)
     assert seq["hr@5"] == pytest.approx(2 / 3)
@@ -132,22 +134,28 @@ def test_ranking_metrics_by_hand(tmp_path):
 def test_text_metrics_by_hand():
     # BLEU-4: n-gram precisions 6/7, 5/6, 4/5, 3/4, brevity penalty 1 -> (3/7) ** (1/4)
     # ROUGE-1 and ROUGE-L F: P 6/7, R 1 -> 12/13; ROUGE-2: P 5/6, R 1 -> 10/11
-    scores = llmrec.text_scores(["the cat sat on the mat today"], ["the cat sat on the mat"])
+    scores = scoring.text_scores(["the cat sat on the mat today"], ["the cat sat on the mat"])
     assert scores["bleu4"] == pytest.approx(100 * (3 / 7) ** 0.25)
     assert scores["rouge1"] == pytest.approx(100 * 12 / 13)
     assert scores["rouge2"] == pytest.approx(100 * 10 / 11)
     assert scores["rougeL"] == pytest.approx(100 * 12 / 13)
     title = "A great serum for dry skin"  # BLEU-4 needs 4-grams: a two-word title scores 0 even when exact
     rows = [make_row("summarization", title, review="..."), make_row("explanation", "so so")]
-    report, _ = score_benchmark(rows, {f"summarization/{title}": title, "explanation/so so": " "}, "x")
+    report, _ = score_benchmark(rows, {f"summarization/{title}": title, "explanation/so so": " "}, Resources("x"))
     assert report["by_task"]["summarization"]["bleu4"] == pytest.approx(100.0)
     assert report["by_task"]["explanation"]["rougeL"] == 0.0 and report["by_task"]["explanation"]["na_rate"] == 1.0
     assert "| summarization | 1 | 100.00 | 100.00 | 100.00 | 100.00 | 0.0000 |" in report["table"]
 
 
 def test_rewards_follow_the_metrics():
-    rules = llmrec.reward_rules(MATCHER)
-    task, fmt = rules["task"], rules["format"]
+    resources = Resources.loaded(MATCHER)
+
+    def task(kind, text, target, item_id, candidate_ids):
+        return rewards.task([text], [kind], [target], [item_id], [candidate_ids], resources=resources)[0]
+
+    def fmt(kind, text, target, item_id, candidate_ids):
+        return rewards.format([text], [kind], [target], [item_id], [candidate_ids], resources=resources)[0]
+
     assert task("rating", "3", "4", "I0", []) == pytest.approx(0.75)
     assert task("rating", "?", "4", "I0", []) == -1.0 and fmt("rating", "?", "4", "I0", []) == 0.0
     assert task("sequential", "Lavender Soap\nRose Face Cream", "Rose Face Cream", "I0", []) == pytest.approx(
@@ -179,7 +187,7 @@ def test_bad_inputs(tmp_path):
 def test_items_without_metadata_are_named_by_id(tmp_path):
     items = read_items(FIXTURES / "meta_2018.json")
     assert items["I3"].title == "Mint Lip Balm"
-    train, test, _ = llmrec.build_rows(read_reviews(FIXTURES / "reviews_2018.json"), {}, "b", llmrec.BuildSettings(), 0)
+    train, test, _ = build.build_rows(read_reviews(FIXTURES / "reviews_2018.json"), {}, "b", build.BuildSettings(), 0)
     assert test[0].item["title"].startswith("item I")
 
 

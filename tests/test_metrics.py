@@ -2,9 +2,9 @@
 
 import pytest
 
+from rectune.benchmarks.recbench.metrics import aggregate, format_table, score_query
+from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.catalog import KnowledgeGraph
-from rectune.metrics import aggregate, format_table, score_query
-from rectune.schema import BenchmarkRow
 from rectune.titles import CatalogItem, TitleMatcher
 
 MATCHER = TitleMatcher(
@@ -30,7 +30,7 @@ KG = KnowledgeGraph(
 
 
 def row(id_, task, truth, ids, conditions=()):
-    return BenchmarkRow(
+    return RecBenchRow(
         id=id_,
         benchmark="recbench+",
         domain="movie",

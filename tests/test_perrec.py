@@ -23,17 +23,20 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, run_script
+from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script
 from scipy.stats import kendalltau
 
-from rectune import perrec
-from rectune.io import DataError, read_jsonl
-from rectune.ratings import read_items, read_reviews
-from rectune.schema import PerRecRow, load_rows
+from rectune.benchmarks import Resources
+from rectune.benchmarks.perrec import groups as grouping
+from rectune.benchmarks.perrec import prompts, rewards, scoring
+from rectune.benchmarks.perrec.rows import PerRecRow
+from rectune.io import DataError
+from rectune.ratings import parse_rating, read_items, read_reviews
+from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
 FIXTURES = ROOT / "tests" / "fixtures" / "ratings"
-SETTINGS = perrec.GroupSettings(min_history=2, k=1)
+SETTINGS = grouping.GroupSettings(min_history=2, k=1)
 ML_USERS = {str(i): f"u{i}" for i in range(1, 7)}
 ML_ITEMS = {"1": "X", "2": "F1", "3": "F2"}
 
@@ -72,41 +75,41 @@ def test_item_metadata_in_every_format():
 
 
 def test_groups_by_hand():
-    groups = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), SETTINGS)
+    groups = grouping.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), SETTINGS)
     members = [[(m.user, m.relative) for m in g.members] for g in groups]
     assert members == [[("u1", 2.0), ("u2", 0.0), ("u3", -1.0)], [("u5", -1.0), ("u4", 2.0)]]
     assert [g.item for g in groups] == ["X", "X"]
     assert [g.difficulty for g in groups] == ["medium", "easy"]
     # a 6-day window leaves u4 (7 days after u5) out: u5 has no partner and u4 none either
-    narrow = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), perrec.GroupSettings(6, 2))
+    narrow = grouping.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), grouping.GroupSettings(6, 2))
     assert [[m.user for m in g.members] for g in narrow] == [["u1", "u2", "u3"]]
     # gaps must exceed 1.5: u3 (1 from u2) no longer joins u1 and u2, and has no partner in its own window
-    strict = perrec.GroupSettings(min_history=2, min_gap=1.5)
-    groups = perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), strict)
+    strict = grouping.GroupSettings(min_history=2, min_gap=1.5)
+    groups = grouping.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), strict)
     assert [[m.user for m in g.members] for g in groups] == [["u1", "u2"], ["u5", "u4"]]
     # the paper's 20-item history requirement leaves nobody here
-    assert perrec.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), perrec.GroupSettings()) == []
+    assert grouping.find_groups(read_reviews(FIXTURES / "reviews_2023.jsonl"), grouping.GroupSettings()) == []
 
 
 def test_difficulty_tiers():
-    assert perrec.difficulty([1.0, -1.0], close_gap=1.0) == "easy"
-    assert perrec.difficulty([1.0, 0.3], close_gap=1.0) == "medium"  # a near tie
-    assert perrec.difficulty([2.0, 0.0, -1.0], close_gap=1.0) == "medium"  # a third user
-    assert perrec.difficulty([2.0, 0.0, -0.7], close_gap=1.0) == "hard"
-    assert perrec.difficulty([3.0, 1.5, 0.0, -1.5], close_gap=1.0) == "hard"
+    assert grouping.difficulty([1.0, -1.0], close_gap=1.0) == "easy"
+    assert grouping.difficulty([1.0, 0.3], close_gap=1.0) == "medium"  # a near tie
+    assert grouping.difficulty([2.0, 0.0, -1.0], close_gap=1.0) == "medium"  # a third user
+    assert grouping.difficulty([2.0, 0.0, -0.7], close_gap=1.0) == "hard"
+    assert grouping.difficulty([3.0, 1.5, 0.0, -1.5], close_gap=1.0) == "hard"
 
 
 def test_bm25_history_and_rows():
     reviews = read_reviews(FIXTURES / "reviews_2023.jsonl")
     items = read_items(FIXTURES / "meta_2023.jsonl")
-    groups = perrec.find_groups(reviews, SETTINGS)
-    perrec.attach_prompts(groups, reviews, items, SETTINGS)
+    groups = grouping.find_groups(reviews, SETTINGS)
+    grouping.attach_prompts(groups, reviews, items, SETTINGS)
     by_user = {u["user"]: u for u in groups[0].users}
     # "rose" is shared with the lip balm, not the soap: BM25 picks F2 for k=1
     assert by_user["u1"]["history"] == [{"title": "Rose Lip Balm", "rating": 2.0}]
     assert by_user["u3"]["mean_rating"] == 4.5  # shown mean: the user's other items only
     assert by_user["u1"]["relative_rating"] == 2.0
-    rows = perrec.group_rows(groups[0], items, "beauty")
+    rows = grouping.group_rows(groups[0], items, "beauty")
     assert [r.task for r in rows].count("pointwise") == 3
     assert [r.task for r in rows].count("pairwise") == 3
     (listwise,) = [r for r in rows if r.task == "listwise"]
@@ -116,7 +119,7 @@ def test_bm25_history_and_rows():
         best = max(pair.users, key=lambda u: u["relative_rating"])
         assert [u["label"] for u in pair.users] == ["A", "B"] and pair.answer == best["label"]
     assert {r.answer for r in rows if r.task == "pointwise"} == {"5", "4", "3"}
-    prompt = perrec.build_messages(listwise)[1]["content"]
+    prompt = prompts.build_messages(listwise)[1]["content"]
     assert "Item: Rose Face Cream" in prompt and "Rose Lip Balm: 2" in prompt and 'e.g. "B > A > C"' in prompt
     assert "Rated 2 items" in prompt  # the template profile
     assert PerRecRow.from_dict(listwise.to_dict()) == listwise
@@ -125,21 +128,21 @@ def test_bm25_history_and_rows():
 def test_tau_matches_scipy():
     cases = [([2, 0, -1], [1, 3, 2]), ([1, 2, 3, 4], [4, 3, 2, 1]), ([0.5, -1, 2, 0], [1, 1, 0, 2])]
     for truth, predicted in cases:
-        assert perrec.tau(truth, predicted) == pytest.approx(kendalltau(truth, predicted).statistic)
-    assert perrec.tau([2, 0, -1], [2, 0, 1]) == pytest.approx(1 / 3)  # by hand: 2 concordant, 1 discordant
-    assert perrec.tau([2, 0, -1], [1, 1, 1]) == 0.0  # no predicted order at all
+        assert scoring.tau(truth, predicted) == pytest.approx(kendalltau(truth, predicted).statistic)
+    assert scoring.tau([2, 0, -1], [2, 0, 1]) == pytest.approx(1 / 3)  # by hand: 2 concordant, 1 discordant
+    assert scoring.tau([2, 0, -1], [1, 1, 1]) == 0.0  # no predicted order at all
 
 
 def test_parsing():
-    assert perrec.parse_rating("I think 4.5 stars") == 4.5
-    assert perrec.parse_rating("Rating: 3") == 3.0
-    assert perrec.parse_rating("10 out of 10") is None and perrec.parse_rating("") is None
-    assert perrec.parse_choice("User B liked it more than User A") == "B"
-    assert perrec.parse_choice("A") == "A"
-    assert perrec.parse_choice("neither") is None
-    assert perrec.parse_ranking("C > A > B", ["A", "B", "C"]) == ["C", "A", "B"]
-    assert perrec.parse_ranking("1. User B\n2. User A\n3. User C", ["A", "B", "C"]) == ["B", "A", "C"]
-    assert perrec.parse_ranking("B > A", ["A", "B", "C"]) is None
+    assert parse_rating("I think 4.5 stars") == 4.5
+    assert parse_rating("Rating: 3") == 3.0
+    assert parse_rating("10 out of 10") is None and parse_rating("") is None
+    assert prompts.parse_choice("User B liked it more than User A") == "B"
+    assert prompts.parse_choice("A") == "A"
+    assert prompts.parse_choice("neither") is None
+    assert prompts.parse_ranking("C > A > B", ["A", "B", "C"]) == ["C", "A", "B"]
+    assert prompts.parse_ranking("1. User B\n2. User A\n3. User C", ["A", "B", "C"]) == ["B", "A", "C"]
+    assert prompts.parse_ranking("B > A", ["A", "B", "C"]) is None
 
 
 def user(label, name, mean, relative):
@@ -183,7 +186,7 @@ def test_group_scores_by_hand():
         "g/pairwise/23": "B",
         "g/listwise/": "I cannot tell",  # unparseable: a failure
     }
-    report, table = score_benchmark(rows, predictions, "unused")
+    report, table = score_benchmark(rows, predictions, Resources("unused"))
     assert report["by_task"]["pointwise"]["tau"] == pytest.approx(-1.0)
     assert report["by_task"]["pairwise"]["tau"] == pytest.approx(1 / 3)
     assert report["by_task"]["listwise"] == {"n": 1, "tau": 0.0, "tau_parsed": None, "failure_rate": 1.0}
@@ -195,14 +198,16 @@ def test_group_scores_by_hand():
     assert "| listwise | all | 1 | 0.000 | - | 1.000 |" in report["table"]
     assert len(table) == 7
     predictions["g/listwise/"] = "B > C > A"  # the true order
-    report, _ = score_benchmark(rows, predictions, "unused")
+    report, _ = score_benchmark(rows, predictions, Resources("unused"))
     assert report["by_task"]["listwise"]["tau"] == 1.0
 
 
 def test_rewards_follow_the_scoring():
     # pointwise, user u1 (true relative +2 of [2, 0, -1], mean 3) predicts 1: relative -2 -> [-2, 0, -1]
     # against [2, 0, -1]: pairs (1,2) and (1,3) discordant, (2,3) concordant -> tau -1/3
-    reward = perrec.ranking_reward
+    def reward(task, text, labels, relative, means, group_relative, position):
+        return rewards.ranking([text], [task], [labels], [relative], [means], [group_relative], [position])[0]
+
     assert reward("pointwise", "1", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == pytest.approx(-1 / 3)
     assert reward("pointwise", "5", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == pytest.approx(1.0)
     assert reward("pointwise", "no idea", ["A"], [2.0], [3.0], [2.0, 0.0, -1.0], 0) == -1.0
@@ -211,8 +216,7 @@ def test_rewards_follow_the_scoring():
     assert reward("listwise", "C > B > A", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == -1.0
     assert reward("listwise", "A > C > B", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == pytest.approx(1 / 3)
     assert reward("listwise", "A > B", ["A", "B", "C"], [2, 0, -1], [3] * 3, [], -1) == -1.0
-    assert perrec.format_reward("listwise", "A > B", ["A", "B", "C"]) == 0.0
-    assert perrec.format_reward("pointwise", "4", ["A"]) == 1.0
+    assert rewards.format(["A > B", "4"], ["listwise", "pointwise"], [["A", "B", "C"], ["A"]]) == [0.0, 1.0]
 
 
 @pytest.fixture(scope="module")
@@ -244,9 +248,9 @@ def test_data_prep_writes_every_format_and_the_mix(perrec_data):
 
 def test_split_is_by_item(tmp_path):
     reviews = read_reviews(ROOT / "tests" / "fixtures" / "ratings" / "ratings.dat")
-    groups = perrec.find_groups(reviews, SETTINGS)
-    groups += [perrec.Group(f"Y#{i}", "Y", groups[0].members) for i in range(3)]
-    train, test = perrec.split_by_item(groups, 0.5, seed=0)
+    groups = grouping.find_groups(reviews, SETTINGS)
+    groups += [grouping.Group(f"Y#{i}", "Y", groups[0].members) for i in range(3)]
+    train, test = grouping.split_by_item(groups, 0.5, seed=0)
     assert {g.item for g in train}.isdisjoint({g.item for g in test}) and len(train) + len(test) == 5
 
 
@@ -255,9 +259,9 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
     shutil.copytree(perrec_data, out)
     # the fixture's split puts both groups in train: write their canonical rows as the test file
     reviews = read_reviews(FIXTURES / "ratings.dat")
-    groups = perrec.find_groups(reviews, SETTINGS)
-    perrec.attach_prompts(groups, reviews, read_items(FIXTURES / "movies.dat"), SETTINGS)
-    rows = [r for g in groups for r in perrec.group_rows(g, {}, "beauty")]
+    groups = grouping.find_groups(reviews, SETTINGS)
+    grouping.attach_prompts(groups, reviews, read_items(FIXTURES / "movies.dat"), SETTINGS)
+    rows = [r for g in groups for r in grouping.group_rows(g, {}, "beauty")]
     (out / "test.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
     predictions = tmp_path / "p.jsonl"
     predictions.write_text("".join(json.dumps({"id": r.id, "completion": r.answer}) + "\n" for r in rows))
@@ -331,16 +335,19 @@ def test_grpo_with_the_ranking_reward(tmp_path, tiny_model, perrec_data):
 
 
 def test_compare_shows_perrec_metrics(tmp_path):
-    from rectune.compare import comparison_rows, load_reports, markdown, write_outputs
+    from rectune.compare import comparison_rows, load_reports, markdown, metric_specs, write_outputs
 
     rows = hand_rows()
     # B = u1 (+2), C = u2 (0), A = u3 (-1): "C > B > A" swaps only u1 and u2 -> (2 - 1) / 3
     for name, listwise in (("a", "B > C > A"), ("b", "C > B > A")):
-        report, _ = score_benchmark(rows, {r.id: listwise if r.task == "listwise" else "" for r in rows}, "x")
+        report, _ = score_benchmark(
+            rows, {r.id: listwise if r.task == "listwise" else "" for r in rows}, Resources("x")
+        )
         (tmp_path / name).mkdir()
         (tmp_path / name / "report.json").write_text(json.dumps(report))
-    compared = comparison_rows(load_reports([tmp_path / "a", tmp_path / "b"]))
+    reports = load_reports([tmp_path / "a", tmp_path / "b"])
+    compared, specs = comparison_rows(reports), metric_specs(reports)
     listwise = {r["checkpoint"]: r for r in compared if r["task"] == "listwise"}
     assert listwise["a"]["tau"] == 1.0 and listwise["b"]["tau"] == pytest.approx(1 / 3)
-    assert "| task | checkpoint | n | τ | tau_parsed | fail |" in markdown(compared)
-    assert all(path.is_file() for path in write_outputs(compared, tmp_path / "cmp"))
+    assert "| task | checkpoint | n | τ | τ (parsed) | fail |" in markdown(compared, specs)
+    assert all(path.is_file() for path in write_outputs(compared, specs, tmp_path / "cmp"))

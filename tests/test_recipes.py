@@ -8,8 +8,7 @@ from accelerate.commands.config.config_args import load_config_from_file
 from conftest import ROOT
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
-from rectune import llmrec, perrec
-from rectune.rewards import REWARDS
+from rectune.benchmarks import get_benchmark
 from rectune.training import RftArguments, RunArguments, parse_recipe
 
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
@@ -21,8 +20,9 @@ def test_recipe_parses(recipe):
         training, model, mixture, run, rft, path = parse_recipe(
             (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments), [str(recipe)]
         )
-        rewards = {"perrec": perrec.REWARDS, "llmrec": llmrec.DEFAULT_REWARDS}.get(recipe.stem.split("_")[0], REWARDS)
-        assert set(rft.reward_funcs) <= set(rewards)
+        data_file = mixture.datasets[0].data_files
+        benchmark = get_benchmark(_recipe_benchmark(recipe.stem))
+        assert set(rft.reward_funcs) <= set(benchmark.rewards), data_file
         assert training.reward_weights is None or len(training.reward_weights) == len(rft.reward_funcs)
         assert (ROOT / "recipes" / f"{recipe.stem.removesuffix('_grpo')}.yaml").is_file()  # its SFT twin
     else:
@@ -33,7 +33,18 @@ def test_recipe_parses(recipe):
     assert path == recipe and run.recipe_name == recipe.stem
     assert model.use_peft and model.lora_r > 0
     assert mixture.datasets and training.output_dir.startswith("outputs/")
-    assert not training.bf16 and training.use_cpu  # this machine has no GPU: fp32 on CPU chosen automatically
+    import torch
+
+    # fp32 on CPU chosen automatically without a GPU; on a GPU the recipe's own precision stands
+    if torch.cuda.is_available():
+        assert not training.use_cpu and (training.bf16 or "bf16: true" not in recipe.read_text())
+    else:
+        assert training.use_cpu and not training.bf16
+
+
+def _recipe_benchmark(stem: str) -> str:
+    """Recipes are named after their benchmark's data: perrec_*, llmrec_*, else RecBench+."""
+    return {"perrec": "perrecbench", "llmrec": "llmrec"}.get(stem.split("_")[0], "recbench+")
 
 
 def test_cli_flags_override_the_recipe():

@@ -2,8 +2,11 @@
 
 import pytest
 
+from rectune.benchmarks import Resources, get_benchmark
+from rectune.benchmarks.recbench.rewards import REWARDS
 from rectune.catalog import KnowledgeGraph
-from rectune.rewards import REWARDS, completion_text, make_reward_funcs
+from rectune.io import RecTuneError
+from rectune.rewards import completion_text, resolve_rewards
 from rectune.titles import CatalogItem, TitleMatcher
 
 MATCHER = TitleMatcher(
@@ -28,7 +31,7 @@ COMPLETIONS = {
 
 
 def rewards_for(text, task="explicit"):
-    funcs = make_reward_funcs(list(REWARDS), MATCHER, KG)
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), list(REWARDS), Resources.loaded(MATCHER, KG))
     completion = [{"role": "assistant", "content": text}]  # TRL's conversational form
     return {f.__name__: f([completion], task=[task], **LABELS)[0] for f in funcs}
 
@@ -55,7 +58,7 @@ def test_profile_tasks_have_no_cmr():
 
 
 def test_rewards_never_raise_on_odd_completions():
-    funcs = make_reward_funcs(list(REWARDS), MATCHER, KG)
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), list(REWARDS), Resources.loaded(MATCHER, KG))
     odd = [None, 42, [], [{"role": "assistant"}], [{"content": None}], "\x00\ufffd", {"content": "Heat"}]
     for func in funcs:
         values = func(
@@ -70,5 +73,5 @@ def test_rewards_never_raise_on_odd_completions():
 
 
 def test_unknown_reward_name():
-    with pytest.raises(ValueError, match="unknown reward 'recal'"):
-        make_reward_funcs(["recal"], MATCHER, KG)
+    with pytest.raises(RecTuneError, match="unknown recbench\\+ reward 'recal'"):
+        resolve_rewards(get_benchmark("recbench+"), ["recal"], Resources.loaded(MATCHER, KG))

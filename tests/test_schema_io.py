@@ -1,9 +1,11 @@
 import json
 
 import pytest
+from conftest import read_jsonl
 
-from rectune.io import DataError, atomic_write, read_jsonl, write_jsonl
-from rectune.schema import BenchmarkRow, load_rows
+from rectune.benchmarks.recbench.rows import RecBenchRow
+from rectune.io import DataError, atomic_write, write_jsonl
+from rectune.schema import load_rows
 
 GOOD = {
     "id": "movie/explicit/0",
@@ -88,5 +90,5 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 
 def test_from_dict_accepts_optional_fields():
-    row = BenchmarkRow.from_dict({**GOOD, "profile": {"group": "25-34"}, "source_user": "7", "history": ["Ronin"]})
+    row = RecBenchRow.from_dict({**GOOD, "profile": {"group": "25-34"}, "source_user": "7", "history": ["Ronin"]})
     assert row.profile == {"group": "25-34"} and row.history == ["Ronin"]

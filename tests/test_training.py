@@ -196,7 +196,16 @@ def test_grpo_needs_an_sft_adapter(tmp_path, tiny_model, train_data):
 def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, train_data):
     recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o", reward_funcs=["recal"])
     result = run_script("train/grpo.py", recipe, check=False)
-    assert "unknown reward 'recal'" in result.stderr
+    assert "unknown recbench+ reward 'recal'; choose from recall" in result.stderr
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now, so two test runs on one machine do not collide."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is exercised on Linux")
@@ -218,12 +227,14 @@ def test_two_process_sft_matches_single_process(tmp_path, tiny_model, train_data
         "lora_dropout": 0.0,
     }
     single, double = tmp_path / "single", tmp_path / "double"
-    run_script(
-        "train/sft.py",
-        sft_recipe(tmp_path / "a.yaml", tiny_model, train_data, single, **common),
-        "--per_device_train_batch_size",
-        "8",
-    )
+    # The gloo path is what this pins; hide any GPU (one GPU cannot host two DDP ranks, and fp32 CPU
+    # arithmetic is what the tolerances below are set for).
+    cpu_only = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run(
+        [sys.executable, str(ROOT / "train/sft.py"), str(sft_recipe(tmp_path / "a.yaml", tiny_model, train_data,
+         single, **common)), "--per_device_train_batch_size", "8"],
+        check=True, capture_output=True, cwd=ROOT, env=cpu_only,
+    )  # fmt: skip
     recipe = sft_recipe(tmp_path / "b.yaml", tiny_model, train_data, double, **common)
     result = subprocess.run(
         [
@@ -233,14 +244,14 @@ def test_two_process_sft_matches_single_process(tmp_path, tiny_model, train_data
             "--nproc_per_node",
             "2",
             "--master_port",
-            "29533",
+            str(free_port()),
             str(ROOT / "train/sft.py"),
             str(recipe),
         ],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env=cpu_only,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     single_losses = [e["loss"] for e in log_history(single / "checkpoint-3") if "loss" in e]

@@ -80,6 +80,13 @@ class Resources:
         self.data, self.catalog_path, self.kg_path, self.fuzzy_cutoff = data, catalog, kg, fuzzy_cutoff
         self._matcher = self._kg = None
 
+    @classmethod
+    def loaded(cls, matcher: Any = None, kg: Any = None) -> Resources:
+        """Resources already in memory (tests, notebooks)."""
+        resources = cls("<memory>")
+        resources._matcher, resources._kg = matcher, kg
+        return resources
+
     def matcher(self) -> Any:
         """A :class:`~rectune.titles.TitleMatcher` over ``catalog.jsonl``."""
         if self._matcher is None:

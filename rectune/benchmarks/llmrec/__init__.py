@@ -8,7 +8,8 @@ Modules: ``rows`` (the canonical row), ``build`` (5-core, leave-one-out, the fiv
 from __future__ import annotations
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
-from rectune.benchmarks.llmrec import prompts, rewards as reward_functions, scoring
+from rectune.benchmarks.llmrec import prompts, scoring
+from rectune.benchmarks.llmrec import rewards as reward_functions
 from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
 
 

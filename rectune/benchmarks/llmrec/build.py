@@ -110,4 +110,3 @@ def build_rows(
 
 def catalog(reviews: list[Review], items: dict[str, CatalogItem]) -> list[CatalogItem]:
     return [CatalogItem(i, item_title(items, i)) for i in sorted({r.item for r in reviews})]
-

@@ -22,7 +22,6 @@ FORMATS = {
 }
 
 
-
 def build_messages(row: LLMRecRow) -> list[dict]:
     """Task description, behaviour injection (history), format indicator."""
     parts = [DESCRIPTIONS[row.task]]
@@ -38,4 +37,3 @@ def build_messages(row: LLMRecRow) -> list[dict]:
         parts.append("Candidates:\n" + "\n".join(c["title"] for c in row.candidates))
     parts.append(FORMATS[row.task])
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
-

@@ -157,5 +157,3 @@ def query_table(rows: list[LLMRecRow], predictions: dict[str, str], scores: list
         }
         for row, score in zip(rows, scores, strict=True)
     ]
-
-

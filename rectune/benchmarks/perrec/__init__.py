@@ -8,7 +8,8 @@ and ``rewards`` (GRPO).
 from __future__ import annotations
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
-from rectune.benchmarks.perrec import prompts, rewards as reward_functions, scoring
+from rectune.benchmarks.perrec import prompts, scoring
+from rectune.benchmarks.perrec import rewards as reward_functions
 from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
 
 

@@ -189,7 +189,6 @@ def attach_prompts(groups: list[Group], reviews: list[Review], items: dict[str, 
             )
 
 
-
 def _relabel(users: list[dict]) -> list[dict]:
     return [{**u, "label": label} for label, u in zip(LABELS, users, strict=False)]
 

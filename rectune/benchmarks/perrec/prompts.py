@@ -63,4 +63,3 @@ def parse_ranking(text: str, labels: list[str]) -> list[str] | None:
     """The labels in the order written; None unless every label appears."""
     order = list(dict.fromkeys(m for m in _LETTER.findall(text) if m in labels))
     return order if len(order) == len(labels) else None
-

@@ -138,5 +138,3 @@ def query_table(rows: list[PerRecRow], predictions: dict[str, str], scores: list
         }
         for row in rows
     ]
-
-

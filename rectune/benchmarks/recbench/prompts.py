@@ -53,4 +53,3 @@ def build_messages(row: RecBenchRow, with_history: bool = False, k: int | None =
 def answer_text(row: RecBenchRow) -> str:
     """SFT target: the ground-truth titles, one per line, in their natural spelling."""
     return "\n".join(display_title(title) for title in row.ground_truth)
-

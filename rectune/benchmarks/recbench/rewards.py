@@ -101,9 +101,7 @@ def format(completions, ground_truth, ground_truth_ids, task, conditions, *, res
     return values
 
 
-def hallucination(
-    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
-) -> list[float]:
+def hallucination(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
     """Minus the share of mentions that resolve to no catalog item. ``"Heat\\nMy Invented Film"`` = -0.5."""
     judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
     return [-len(j.extraction.unresolved) / j.extraction.count if j.extraction.count else 0.0 for j in judged]
