@@ -77,11 +77,13 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     )
 
 
-def load_for_generation(checkpoint: Checkpoint) -> tuple[Any, Any]:
-    """Model (adapter merged in, eval mode) and a left-padding tokenizer."""
+def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
+    """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
+    unless ``dtype`` says otherwise, else fp32."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    if dtype is None:
+        dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
     model = AutoModelForCausalLM.from_pretrained(checkpoint.base_model, dtype=dtype)
     tokenizer_source = checkpoint.base_model
     if checkpoint.adapter:

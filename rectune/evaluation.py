@@ -119,7 +119,7 @@ def evaluate_checkpoint(
     predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant)
     report, table = score_benchmark(rows, predictions, Resources(data, catalog, kg))
     report["config"] = config
-    write_json(out / "report.json", report)
+    write_json(out / "report.json", report, line_per_item=("per_query",))
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")

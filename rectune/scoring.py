@@ -71,5 +71,5 @@ def score_files(
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
     if out is not None:
-        write_json(out, report)
+        write_json(out, report, line_per_item=("per_query",))
     return report

@@ -49,11 +49,14 @@ def fix_mojibake(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=1 << 20)
 def title_key(title: str) -> str:
     """Normalised lookup key of a title without its year or parenthesised alternates."""
-    text = unicodedata.normalize("NFKD", fix_mojibake(title))
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
+    if title.isascii():  # most titles: nothing to repair or strip of accents (the slow part)
+        text = title.casefold().strip()
+    else:
+        text = unicodedata.normalize("NFKD", fix_mojibake(title))
+        text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
     text = text.replace("’", "'").replace("‘", "'")
     moved = _TRAILING_ARTICLE.match(text)
     if moved:
@@ -66,6 +69,12 @@ def title_key(title: str) -> str:
 
 def split_title(title: str) -> tuple[str, list[str], int | None]:
     """Split ``Boat, The (Das Boot) (1981)`` into ``("Boat, The", ["Das Boot"], 1981)``."""
+    main, alternates, year = _split_title(title)
+    return main, list(alternates), year
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def _split_title(title: str) -> tuple[str, tuple[str, ...], int | None]:
     text = title.strip()
     year = None
     match = _YEAR.search(text)
@@ -81,7 +90,7 @@ def split_title(title: str) -> tuple[str, list[str], int | None]:
         if alt:
             alternates.append(alt)
         text = text[: match.start()]
-    return text.strip(), alternates[::-1], year
+    return text.strip(), tuple(alternates[::-1]), year
 
 
 @dataclass
@@ -134,28 +143,39 @@ class TitleMatcher:
         self._key_lengths = [len(key) for key in self._sorted_keys]
         # mention -> id (fuzzy allowed); "\0" + mention -> id by exact lookup only
         self._cache: dict[str, str | None] = {}
+        self._lookup_keys: dict[str, tuple[str, int | None]] = {}  # exact misses: (first key, year)
 
     def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None:
         """Catalog id for ``mention``, or None when it names nothing in the catalog."""
         cached = self._cache.get(mention if fuzzy else "\0" + mention, _MISSING)
         if cached is not _MISSING:
             return cached
-        return self.resolve_many([mention], fuzzy=fuzzy)[0]
+        if not fuzzy:  # the parser asks this for every candidate split: skip the batch machinery
+            return self._exact(mention)
+        return self.resolve_many([mention])[0]
+
+    def _exact(self, mention: str) -> str | None:
+        """Exact lookup, cached; a miss keeps its first key and year for the fuzzy pass."""
+        main, alternates, year = _split_title(mention)
+        keys = [key for key in (title_key(name) for name in (main, *alternates, mention)) if key]
+        exact = next((self._closest_year(self._by_key[k], year) for k in keys if k in self._by_key), None)
+        self._cache["\0" + mention] = exact
+        if exact is not None:
+            self._cache[mention] = exact
+        else:
+            self._lookup_keys[mention] = (keys[0] if keys else "", year)
+        return exact
 
     def resolve_many(self, mentions: list[str], *, fuzzy: bool = True) -> list[str | None]:
         """Resolve many mentions at once: exact lookups, then one batched fuzzy pass over the misses."""
         misses: dict[str, tuple[str, int | None]] = {}
         for mention in mentions:
-            if mention in self._cache or (not fuzzy and "\0" + mention in self._cache):
+            if mention in self._cache:
                 continue
-            main, alternates, year = split_title(mention)
-            keys = [key for key in (title_key(name) for name in (main, *alternates, mention)) if key]
-            exact = next((self._closest_year(self._by_key[k], year) for k in keys if k in self._by_key), None)
-            self._cache["\0" + mention] = exact
-            if exact is not None:
-                self._cache[mention] = exact
-            elif fuzzy:
-                misses[mention] = (keys[0] if keys else "", year)
+            if "\0" + mention not in self._cache:
+                self._exact(mention)
+            if fuzzy and self._cache["\0" + mention] is None:
+                misses[mention] = self._lookup_keys[mention]
         if misses:
             found = self._fuzzy_lookup(sorted({key for key, _ in misses.values() if len(key) >= 4}))
             for mention, (key, year) in misses.items():
@@ -220,7 +240,7 @@ class TitleMatcher:
                     if item_id not in item_ids:
                         item_ids.append(item_id)
                 else:
-                    key = title_key(split_title(mention)[0]) or title_key(mention)
+                    key = title_key(_split_title(mention)[0]) or title_key(mention)
                     if key and key not in unresolved:
                         unresolved.append(key)
             extractions.append(Extraction(item_ids, unresolved))
@@ -232,6 +252,9 @@ class TitleMatcher:
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
+_MARKDOWN_CHARS = frozenset("*_`~")
+_INTRO = re.compile(r"^(.{3,80}?):\s+(\S.*)$")
+_LIST_SEPARATORS = re.compile(r"[;,]")
 _QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
 _TITLE_WITH_YEAR = re.compile(r"^(.+?\(\s*\d{4}\s*\))")
 _DESCRIPTION_CUTS = (" - ", " – ", " — ", ": ", " | ", " by ", " directed by ", " starring ")
@@ -266,7 +289,7 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
     with_year = _TITLE_WITH_YEAR.match(segment)
     if with_year:
         return with_year.group(1)
-    cuts = sorted({segment.find(sep) for sep in _DESCRIPTION_CUTS if segment.find(sep) > 0}, reverse=True)
+    cuts = sorted({cut for cut in map(segment.find, _DESCRIPTION_CUTS) if cut > 0}, reverse=True)
     if matcher is not None:
         for end in [len(segment), *cuts]:
             if matcher.resolve(segment[:end], fuzzy=False) is not None:
@@ -276,7 +299,9 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
 
 def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
     """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``)."""
-    pieces = [p for p in re.split(r"[;,]", line)]
+    if "," not in line and ";" not in line:
+        return [line]
+    pieces = _LIST_SEPARATORS.split(line)
     segments = []
     start = 0
     while start < len(pieces):
@@ -303,10 +328,11 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     mentions = []
     for raw_line in text.splitlines():
         is_list_item = bool(_LIST_MARKER.match(raw_line))
-        line = _MARKDOWN.sub("", _LIST_MARKER.sub("", raw_line, count=1)).strip()
+        line = _LIST_MARKER.sub("", raw_line, count=1) if is_list_item else raw_line
+        line = (_MARKDOWN.sub("", line) if _MARKDOWN_CHARS.intersection(line) else line).strip()
         if not line:
             continue
-        intro = re.match(r"^(.{3,80}?):\s+(\S.*)$", line)
+        intro = _INTRO.match(line) if ":" in line else None
         if intro and _PROSE_STARTS.match(intro.group(1)):
             line = intro.group(2)
         quoted = [q or i for q, i in _QUOTED.findall(line)]

@@ -4,7 +4,7 @@ import pytest
 from conftest import read_jsonl
 
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.io import DataError, atomic_write, write_jsonl
+from rectune.io import DataError, atomic_write, write_json, write_jsonl
 from rectune.schema import load_rows
 
 GOOD = {
@@ -92,3 +92,12 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 def test_from_dict_accepts_optional_fields():
     row = RecBenchRow.from_dict({**GOOD, "profile": {"group": "25-34"}, "source_user": "7", "history": ["Ronin"]})
     assert row.profile == {"group": "25-34"} and row.history == ["Ronin"]
+
+
+def test_write_json_puts_one_item_per_line_where_asked(tmp_path):
+    report = {"overall": {"n": 2, "recall": 0.5}, "per_query": [{"id": "a", "recall": 1.0}, {"id": "b", "recall": 0.0}]}
+    write_json(tmp_path / "r.json", report, line_per_item=("per_query",))
+    text = (tmp_path / "r.json").read_text()
+    assert json.loads(text) == report
+    assert '    {"id": "a", "recall": 1.0},\n    {"id": "b", "recall": 0.0}\n' in text
+    assert '  "overall": {\n    "n": 2,' in text  # the rest stays indented
