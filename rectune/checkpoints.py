@@ -58,7 +58,7 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     if stages:
         if stage is None:
             stage = max(stages, key=lambda s: (path / s / "adapter_config.json").stat().st_mtime)
-            log.info("run folder %s: evaluating stage %r (trained last; --stage picks another)", path, stage)
+            log.info("run folder %s: evaluating stage %r (trained last; name a stage to pick another)", path, stage)
         elif stage not in stages:
             raise DataError(path, f"run folder has no stage {stage!r} (it has {', '.join(stages)})")
         inner = resolve_checkpoint(str(path / stage))

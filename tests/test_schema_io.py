@@ -101,3 +101,30 @@ def test_write_json_puts_one_item_per_line_where_asked(tmp_path):
     assert json.loads(text) == report
     assert '    {"id": "a", "recall": 1.0},\n    {"id": "b", "recall": 0.0}\n' in text
     assert '  "overall": {\n    "n": 2,' in text  # the rest stays indented
+
+
+def test_rows_written_before_rows_named_their_benchmark_still_load(tmp_path):
+    """Earlier versions wrote RecBench+ test rows and RFT examples without ``benchmark``: still valid."""
+    from rectune.rewards import rft_rewards
+    from rectune.training import check_examples
+
+    legacy = {k: v for k, v in GOOD.items() if k != "benchmark"}
+    (row,) = load_rows(write_rows(tmp_path / "t.jsonl", [legacy]))
+    assert row.benchmark == "recbench+" and row.to_dict()["benchmark"] == "recbench+"
+    (tmp_path / "catalog.jsonl").write_text(json.dumps({"id": "1", "title": "Heat (1995)"}) + "\n")
+    (tmp_path / "kg.jsonl").write_text("")
+    rft = {"prompt": [{"role": "user", "content": "q"}], "id": "q", "task": "explicit", "ground_truth": ["Heat"],
+           "ground_truth_ids": ["1"], "conditions": []}  # fmt: skip
+    write_rows(tmp_path / "train_rft.jsonl", [rft])
+    check_examples(tmp_path / "train_rft.jsonl", "rft")
+    funcs, names = rft_rewards([], tmp_path / "train_rft.jsonl")
+    assert names == ["recall", "format", "hallucination", "misinformed"]
+    assert funcs[0](["Heat"], ground_truth=[["Heat"]], ground_truth_ids=[["1"]], task=["explicit"],
+                    conditions=[[]]) == [1.0]  # fmt: skip
+
+
+def test_an_unknown_benchmark_is_named_with_the_known_ones(tmp_path):
+    with pytest.raises(
+        DataError, match=r"t.jsonl:1: field 'benchmark': must be one of recbench\+, perrecbench, llmrec"
+    ):
+        load_rows(write_rows(tmp_path / "t.jsonl", [{**GOOD, "benchmark": "recbench"}]))
