@@ -40,7 +40,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -75,6 +75,10 @@ bench-gen: install
 
 bench-train: install
 	$(PY) -m perf.bench_training
+
+# The GPU paths on one CUDA GPU, offline, with the embedded model (install a CUDA torch into .venv first).
+gpu-check: install
+	$(PY) -m perf.gpu_check $(GPU_CHECK_ARGS)
 
 # RecBench+ release (SRC = the checkout holding data/) -> the paper's fine-tuning data (explicit queries).
 data-recbench: install

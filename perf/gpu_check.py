@@ -131,9 +131,10 @@ def main() -> None:
 
     has_vllm = importlib.util.find_spec("vllm") is not None
     grpo_flags = ["--model_name_or_path", args.model, "--bf16", "true", "--max_steps", str(args.grpo_steps),
-                  "--save_steps", str(args.grpo_steps), "--report_to", "none", "--output_dir", str(out / "grpo")]  # fmt: skip
+                  "--save_steps", str(args.grpo_steps), "--report_to", "none"]  # fmt: skip
     if has_vllm:
         grpo_flags += ["--use_vllm", "true", "--vllm_mode", "colocate"]
+    grpo_flags += ["--output_dir", str(out / "grpo")]
     seconds = run([python, "train/grpo.py", str(GRPO_RECIPE), *grpo_flags], out / "grpo.log")
     generator = "vLLM colocate" if has_vllm else "transformers generate (vLLM not installed)"
     results.append((f"GRPO, {generator}", f"{args.grpo_steps / seconds * 60:.1f} steps/min ({seconds:.0f} s in all)"))
@@ -143,8 +144,8 @@ def main() -> None:
                   "--max-new-tokens", "64", "--batch-size", "32", "--no-wandb"]  # fmt: skip
     hf_seconds = run([python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log")
     if has_vllm:
-        vllm_seconds = run([python, "evaluate/run.py", *eval_flags, "--backend", "vllm", "--out", str(out / "eval_vllm")],
-                           out / "eval_vllm.log")  # fmt: skip
+        vllm_flags = [*eval_flags, "--backend", "vllm", "--out", str(out / "eval_vllm")]
+        vllm_seconds = run([python, "evaluate/run.py", *vllm_flags], out / "eval_vllm.log")
         same, total = agreement(out / "eval_hf", out / "eval_vllm")
         results.append(("greedy eval, vLLM vs HF", f"{same}/{total} completions identical; "
                         f"{args.queries / hf_seconds:.1f} vs {args.queries / vllm_seconds:.1f} queries/s"))  # fmt: skip
