@@ -22,6 +22,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -70,12 +71,12 @@ def run(command: list[str], log: Path) -> float:
     return time.perf_counter() - start
 
 
-def training_throughput(output_dir: Path) -> tuple[float, float]:
-    """(tokens/s, seconds) of a finished TRL run, from its trainer_state.json."""
+def training_throughput(output_dir: Path, log: Path) -> tuple[float, float]:
+    """(tokens/s, seconds) of a finished TRL run: tokens from its last checkpoint's trainer_state.json,
+    the training time from the summary the trainer prints at the end."""
     states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    history = json.loads(states[-1].read_text())["log_history"]
-    tokens = max(entry.get("num_tokens", 0) for entry in history)
-    runtime = next(entry["train_runtime"] for entry in reversed(history) if "train_runtime" in entry)
+    tokens = max(entry.get("num_tokens", 0) for entry in json.loads(states[-1].read_text())["log_history"])
+    runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log.read_text())[-1])
     return tokens / runtime, runtime
 
 
@@ -120,10 +121,12 @@ def main() -> None:
     )
 
     def train_figures(folder: Path) -> str:
-        tokens_per_s, runtime = training_throughput(folder)
+        tokens_per_s, runtime = training_throughput(folder, folder.with_suffix(".log"))
         return f"{tokens_per_s:,.0f} tokens/s, MFU {6 * n_params * tokens_per_s / peak:.1%}, {runtime:.0f} s"
 
+    # the CPU recipe with GPU settings: bf16, 8 packed 1,024-token sequences per step
     sft_flags = ["--model_name_or_path", args.model, "--bf16", "true", "--max_steps", str(args.sft_steps),
+                 "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
                  "--save_steps", str(args.sft_steps), "--report_to", "none", "--logging_steps", "5"]  # fmt: skip
     run([python, "train/sft.py", str(SFT_RECIPE), *sft_flags, "--output_dir", str(out / "sft")], out / "sft.log")
     results.append(("bf16 LoRA SFT", train_figures(out / "sft")))
@@ -160,6 +163,8 @@ def main() -> None:
                   "--num_processes", "1"]  # fmt: skip
         run([*launch, "train/sft.py", str(SFT_RECIPE), *sft_flags, "--output_dir", str(out / "zero2")],
             out / "zero2.log")  # fmt: skip
+        if "training with DEEPSPEED" not in (out / "zero2.log").read_text():
+            sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {out / 'zero2.log'})")
         results.append(("ZeRO-2 LoRA SFT, 1 GPU", train_figures(out / "zero2")))
     print(f"ZeRO-2: {results[-1][1]}")
 

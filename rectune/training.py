@@ -276,6 +276,16 @@ def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, r
         handle.write("\n".join(lines) + "\n")
 
 
+def describe_setup(trainer: Any) -> str:
+    """One line saying how the run is spread: Accelerate's distributed type, processes, device, precision."""
+    state = trainer.accelerator.state
+    precision = "bf16" if trainer.args.bf16 else "fp16" if trainer.args.fp16 else "fp32"
+    return (
+        f"training with {state.distributed_type.value} on {state.num_processes} process(es), "
+        f"device {trainer.accelerator.device}, {precision}"
+    )
+
+
 def finish(trainer: Any) -> None:
     """End a run cleanly on every process.
 

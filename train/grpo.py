@@ -23,6 +23,7 @@ from rectune.training import (
     RftArguments,
     RunArguments,
     data_files,
+    describe_setup,
     finish,
     init_tracking,
     last_checkpoint,
@@ -72,6 +73,7 @@ def main() -> None:
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
     )
+    trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
 
     trainer.save_model(training_args.output_dir)

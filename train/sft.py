@@ -18,6 +18,7 @@ from rectune.models import resolve_model_name
 from rectune.training import (
     RunArguments,
     data_files,
+    describe_setup,
     finish,
     init_tracking,
     last_checkpoint,
@@ -50,6 +51,7 @@ def main() -> None:
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
     )
+    trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
 
     trainer.save_model(training_args.output_dir)
