@@ -1,6 +1,6 @@
 """The GPU paths in one command, offline, on one CUDA GPU: `make gpu-check` (about 5 minutes on an H100).
 
-Steps, each timed, with tokens/s and model-FLOPs utilisation (MFU) where training runs:
+Steps, each timed, with tokens/s and model-FLOPs utilisation (MFU):
 
 1. the GPU's bf16 matmul peak, measured (8192^3 products), the denominator of MFU;
 2. bf16 LoRA SFT on the demo data for ``--sft-steps`` steps (train/sft.py, the CPU recipe with bf16 on);
@@ -11,9 +11,11 @@ Steps, each timed, with tokens/s and model-FLOPs utilisation (MFU) where trainin
 5. the SFT step again under DeepSpeed ZeRO-2 on one GPU (accelerate_configs/zero2.yaml,
    ``--num_processes 1``; needs ``pip install -e .[deepspeed]``).
 
-A step whose optional package is missing is reported as skipped, with the reason. MFU counts
+A step whose optional package is missing is reported as skipped, with the reason. Training MFU counts
 6 x parameters x tokens/s (a dense model's training FLOPs; LoRA skips the frozen weights' gradients,
-so the true utilisation is somewhat lower) over the measured matmul peak.
+so the true utilisation is somewhat lower; GRPO's tokens are TRL's count of prompt and completion
+tokens, its generation included in the time), generation MFU 2 x parameters x generated tokens/s over
+the script's whole wall time (model loading included), both over the measured matmul peak.
 
     python -m perf.gpu_check [--model embedded:smollm2] [--out outputs/gpu_check]
 """
@@ -80,6 +82,17 @@ def training_throughput(output_dir: Path, log: Path) -> tuple[float, float]:
     return tokens / runtime, runtime
 
 
+def generated_tokens(model: str, folder: Path) -> int:
+    """Tokens in the completions an evaluation wrote (the script's wall time includes loading the model)."""
+    from transformers import AutoTokenizer
+
+    from rectune.models import resolve_model_name
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
+    rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
+    return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
+
+
 def agreement(hf_dir: Path, vllm_dir: Path) -> tuple[int, int]:
     def completions(folder: Path) -> dict[str, str]:
         rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
@@ -138,22 +151,29 @@ def main() -> None:
     if has_vllm:
         grpo_flags += ["--use_vllm", "true", "--vllm_mode", "colocate"]
     grpo_flags += ["--output_dir", str(out / "grpo")]
-    seconds = run([python, "train/grpo.py", str(GRPO_RECIPE), *grpo_flags], out / "grpo.log")
+    run([python, "train/grpo.py", str(GRPO_RECIPE), *grpo_flags], out / "grpo.log")
     generator = "vLLM colocate" if has_vllm else "transformers generate (vLLM not installed)"
-    results.append((f"GRPO, {generator}", f"{args.grpo_steps / seconds * 60:.1f} steps/min ({seconds:.0f} s in all)"))
+    results.append((f"GRPO, {generator}", train_figures(out / "grpo")))
     print(f"GRPO: {results[-1][1]}")
 
     eval_flags = ["--model", args.model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
                   "--max-new-tokens", "64", "--batch-size", "32", "--no-wandb"]  # fmt: skip
+
+    def generation_figures(folder: Path, seconds: float) -> str:
+        tokens_per_s = generated_tokens(args.model, folder) / seconds
+        return f"{tokens_per_s:,.0f} generated tokens/s, MFU {2 * n_params * tokens_per_s / peak:.2%}, {seconds:.0f} s"
+
     hf_seconds = run([python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log")
     if has_vllm:
         vllm_flags = [*eval_flags, "--backend", "vllm", "--out", str(out / "eval_vllm")]
         vllm_seconds = run([python, "evaluate/run.py", *vllm_flags], out / "eval_vllm.log")
         same, total = agreement(out / "eval_hf", out / "eval_vllm")
-        results.append(("greedy eval, vLLM vs HF", f"{same}/{total} completions identical; "
-                        f"{args.queries / hf_seconds:.1f} vs {args.queries / vllm_seconds:.1f} queries/s"))  # fmt: skip
+        results.append(("greedy eval, HF backend", generation_figures(out / "eval_hf", hf_seconds)))
+        results.append(("greedy eval, vLLM backend", generation_figures(out / "eval_vllm", vllm_seconds)))
+        results.append(("greedy eval, vLLM vs HF", f"{same}/{total} completions identical"))
     else:
-        results.append(("greedy eval, vLLM vs HF", f"skipped: vLLM not installed (HF: {hf_seconds:.0f} s)"))
+        results.append(("greedy eval, HF backend", generation_figures(out / "eval_hf", hf_seconds)))
+        results.append(("greedy eval, vLLM vs HF", "skipped: vLLM not installed"))
     print(f"eval: {results[-1][1]}")
 
     if importlib.util.find_spec("deepspeed") is None:

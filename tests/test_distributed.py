@@ -98,15 +98,15 @@ def test_zero3_resumes_from_its_checkpoint(tmp_path, tiny_model, train_data, sin
     assert_same_adapter(single, out)  # as if it had never stopped
 
 
-@pytest.mark.parametrize("config", ["zero2", "zero3"])
-def test_grpo_under_deepspeed_saves_a_complete_adapter(tmp_path, tiny_model, train_data, single, config):
+@pytest.mark.parametrize("config", CONFIGS)
+def test_grpo_under_each_config_saves_a_complete_adapter(tmp_path, tiny_model, train_data, single, config):
     from test_training import grpo_recipe
 
     needs(config)
     out = tmp_path / "rft"
     result = launch(config, "train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, out))
     said = result.stdout + result.stderr
-    assert said.count("training with DEEPSPEED on 2 process(es)") == 1
+    assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 process(es)") == 1
     assert "rewards/recall/mean" in said
     adapter = load_file(out / "adapter_model.safetensors")
     assert adapter.keys() == single.keys()  # the same LoRA targets as the SFT reference
