@@ -62,8 +62,9 @@ def main() -> None:
         )
     if args.max_groups is not None and len(found) > args.max_groups:
         found = sorted(random.Random(args.seed).sample(found, args.max_groups), key=lambda g: g.id)
-    groups.attach_prompts(found, reviews, items, settings)
     train, test = groups.split_by_item(found, args.test_size, args.seed)
+    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in test})
+    groups.attach_prompts(test, reviews, items, settings)
     rows = {
         split: [
             r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in groups.group_rows(g, items, args.domain)

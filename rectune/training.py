@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -317,11 +318,36 @@ def merged_model(adapter_dir: str | Path) -> Path:
     adapter_dir = Path(adapter_dir)
     adapter_base(adapter_dir)  # a clear error when this is no adapter folder (run the SFT stage first)
     target = adapter_dir / "merged"
-    if (target / "config.json").is_file():
+    source = adapter_fingerprint(adapter_dir)
+    if (target / "config.json").is_file() and _recorded_source(target) == source:
         return target
+    if target.exists():
+        log.info("%s was merged from an earlier version of the adapter: merging again", target)
     model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=torch.float32).merge_and_unload()
     tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
-    with staged_folder(target, replace=False) as staging:
+    with staged_folder(target, replace=True) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        (staging / MERGED_FROM).write_text(source + "\n")
     return target
+
+
+MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
+
+
+def adapter_fingerprint(adapter_dir: Path) -> str:
+    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+        path = adapter_dir / name
+        if path.is_file():
+            digest.update(name.encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def _recorded_source(merged: Path) -> str | None:
+    path = merged / MERGED_FROM
+    return path.read_text().strip() if path.is_file() else None

@@ -215,3 +215,27 @@ def test_evaluate_and_grpo_run_on_llmrec_data(tmp_path, tiny_model):
     assert "rewards/task/mean" in result.stdout + result.stderr
     recorded = (tmp_path / "rft" / "recipe.yaml").read_text()
     assert "- task\n- format" in recorded  # the benchmark's default rewards, recorded
+
+
+def test_hit_rate_and_ndcg_at_10_by_hand():
+    words = ["Amber", "Birch", "Cedar", "Dahlia", "Elm", "Fern", "Ginger", "Hazel", "Iris", "Juniper", "Kelp", "Lotus"]
+    catalog = TitleMatcher([CatalogItem(f"W{j}", f"{w} Soap") for j, w in enumerate(words)])
+    rows = [
+        LLMRecRow(f"sequential/{target}", "llmrec", "beauty", "sequential", "u", [], {"id": target, "title": "x"}, "x")
+        for target in ("W6", "W9", "W11")
+    ]
+    answer = "\n".join(f"{w} Soap" for w in words)  # the twelve items in order: W6 is 7th, W9 10th, W11 12th
+    scores = scoring.score_queries(rows, {r.id: answer for r in rows}, catalog)
+    summary = scoring.summarize("sequential", scores, ["x"] * 3)
+    assert (summary["hr@5"], summary["hr@10"]) == (0.0, pytest.approx(2 / 3))  # W11 is beyond the top 10
+    # NDCG@10 of one relevant item at 1-based position p is 1 / log2(p + 1): positions 7 and 10, then 0
+    assert summary["ndcg@10"] == pytest.approx((1 / math.log2(8) + 1 / math.log2(11)) / 3)
+    assert summary["ndcg@5"] == 0.0
+
+
+def test_corpus_bleu_over_sentences_with_a_brevity_penalty_by_hand():
+    # hypotheses of 6 and 3 words against references of 7 and 7: every n-gram of the hypotheses is in
+    # its reference (precisions 9/9, 7/7, 5/5, 3/3), so BLEU-4 is the brevity penalty exp(1 - 14 / 9)
+    hypotheses = ["the cat sat on the mat", "a dog ran"]
+    references = ["the cat sat on the mat today", "a dog ran fast in the park"]
+    assert scoring.text_scores(hypotheses, references)["bleu4"] == pytest.approx(100 * math.exp(1 - 14 / 9))

@@ -125,6 +125,17 @@ def test_bm25_history_and_rows():
     assert PerRecRow.from_dict(listwise.to_dict()) == listwise
 
 
+def test_tau_b_with_ties_by_hand():
+    # x = [1, 2, 3, 4], y = [1, 1, 2, 3]: of 6 pairs, 5 concordant, none discordant, 1 tied in y only
+    # tau-b = (C - D) / sqrt((n0 - n1) (n0 - n2)) = 5 / sqrt(6 * 5)
+    assert scoring.tau([1, 2, 3, 4], [1, 1, 2, 3]) == pytest.approx(5 / 30**0.5)
+    # ties on both sides, x = [1, 1, 2, 3], y = [1, 2, 2, 3]: C = 4, one tie in each -> 4 / sqrt(5 * 5)
+    assert scoring.tau([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8)
+    # pairwise wins tie often: 4 users winning 2, 1, 1, 0 pairs against truth order 4 > 3 > 2 > 1
+    # C = 5 (every pair but the tied middle one), D = 0, n2 = 1 -> 5 / sqrt(6 * 5)
+    assert scoring.tau([4.0, 3.0, 2.0, 1.0], [2.0, 1.0, 1.0, 0.0]) == pytest.approx(5 / 30**0.5)
+
+
 def test_tau_matches_scipy():
     cases = [([2, 0, -1], [1, 3, 2]), ([1, 2, 3, 4], [4, 3, 2, 1]), ([0.5, -1, 2, 0], [1, 1, 0, 2])]
     for truth, predicted in cases:

@@ -248,3 +248,35 @@ def test_data_mixture_with_weights(tmp_path, train_data):
     missing = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(tmp_path / "nope.jsonl")}])
     with pytest.raises(DataError, match="nope.jsonl: training data file not found"):
         load_examples(missing, "sft", None, 0)
+
+
+def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
+    """SFT→RFT starts from <sft>/merged: retraining the SFT adapter must rebuild it, an unchanged one must not."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rectune.training import merged_model
+
+    def save_adapter(fill: float) -> None:
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=2, target_modules=["q_proj"])
+        )
+        for name, weight in model.named_parameters():
+            if "lora_" in name:
+                weight.data.fill_(fill)
+        model.save_pretrained(tmp_path / "sft")
+        AutoTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path / "sft")
+
+    key = "model.layers.0.self_attn.q_proj.weight"
+    base = load_file(tiny_model / "model.safetensors")[key]
+    save_adapter(0.1)
+    merged = merged_model(tmp_path / "sft")
+    first = load_file(merged / "model.safetensors")[key]
+    stamp = (merged / "model.safetensors").stat().st_mtime_ns
+    assert merged_model(tmp_path / "sft") == merged
+    assert (merged / "model.safetensors").stat().st_mtime_ns == stamp  # unchanged adapter: reused
+    save_adapter(0.2)  # "retrained"
+    second = load_file(merged_model(tmp_path / "sft") / "model.safetensors")[key]
+    # delta = (alpha / r) * B @ A with every entry of A and B set: 4 * 2 * fill^2 per entry (alpha 8, r 2)
+    assert torch.allclose(first - base, torch.full_like(base, 4 * 2 * 0.1**2), atol=1e-6)
+    assert torch.allclose(second - base, torch.full_like(base, 4 * 2 * 0.2**2), atol=1e-6)

@@ -163,8 +163,18 @@ def _profile(others: list[Review], items: dict[str, CatalogItem]) -> str:
     return " ".join(parts)
 
 
-def attach_prompts(groups: list[Group], reviews: list[Review], items: dict[str, CatalogItem], settings: GroupSettings):
-    """Fill each group's user blocks (history by BM25, profile, shown mean), labels in a seeded order."""
+def attach_prompts(
+    groups: list[Group],
+    reviews: list[Review],
+    items: dict[str, CatalogItem],
+    settings: GroupSettings,
+    hidden: set[str] | frozenset[str] = frozenset(),
+) -> None:
+    """Fill each group's user blocks (history by BM25, profile, shown mean), labels in a seeded order.
+
+    ``hidden`` items never appear in these blocks: the training split's prompts must not show a user's
+    rating of a held-out item, which is what the test asks for.
+    """
     by_user = _dedupe(reviews)
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
     bm25 = BM25(corpus)
@@ -174,15 +184,17 @@ def attach_prompts(groups: list[Group], reviews: list[Review], items: dict[str, 
         random.Random(group.id).shuffle(members)  # so the best-liked user is not always A
         group.users = []
         for label, member in zip(LABELS, members, strict=False):
-            others = [r for i, r in by_user[member.user].items() if i != group.item]
+            others = [r for i, r in by_user[member.user].items() if i != group.item and i not in hidden]
             ranked = sorted(others, key=lambda r: (-bm25.score(query, r.item), -r.timestamp))[: settings.k]
+            # with every other item hidden, the mean behind the relative rating is all that can be shown
+            mean = sum(r.rating for r in others) / len(others) if others else member.rating - member.relative
             group.users.append(
                 {
                     "label": label,
                     "user": member.user,
-                    "mean_rating": round(sum(r.rating for r in others) / len(others), 3),
+                    "mean_rating": round(mean, 3),
                     "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
-                    "profile": _profile(others, items) if settings.profile else None,
+                    "profile": _profile(others, items) if settings.profile and others else None,
                     "rating": member.rating,
                     "relative_rating": round(member.relative, 4),
                 }
