@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,55 @@ def read_jsonl(path) -> list[dict]:
     from rectune.io import numbered_jsonl
 
     return [row for _, row in numbered_jsonl(path)]
+
+
+def wandb_run(run_file) -> dict:
+    """What an offline W&B run file recorded, read back record by record with wandb's own protobufs.
+
+    Returns ``{"history": [row, ...], "summary": {...}, "config": {...}}`` with JSON-decoded values and
+    nested keys joined by "/". The file is a LevelDB-style log (7-byte header ``:W&B``, 32 KiB blocks,
+    records split into FULL/FIRST/MIDDLE/LAST chunks); wandb 0.31 ships no reader for it.
+    """
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(run_file).read_bytes()
+    assert data[:4] == b":W&B", f"{run_file} is not a W&B run file"
+    pos, pending, chunks = 7, b"", []
+    while pos + 7 <= len(data):
+        space = 32768 - pos % 32768
+        if space < 7:  # a block's tail too short for a record header is padding
+            pos += space
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 1:
+            chunks.append(chunk)
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            chunks.append(pending + chunk)
+    run: dict = {"history": [], "summary": {}, "config": {}}
+
+    def items(entries) -> dict:
+        return {entry.key or "/".join(entry.nested_key): json.loads(entry.value_json) for entry in entries}
+
+    for chunk in chunks:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(chunk)
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            run["history"].append(items(record.history.item))
+        elif kind == "summary":
+            run["summary"].update(items(record.summary.update))
+        elif kind == "config":
+            run["config"].update(items(record.config.update))
+        elif kind == "run":
+            run["config"].update(items(record.run.config.update))
+    return run
 
 
 def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:

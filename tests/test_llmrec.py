@@ -10,10 +10,9 @@ U1's reviews in time order: I0 I2 I3 I4 I5 I6; test target I6 "Vitamin C Serum" 
 import glob
 import json
 import math
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script
+from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script, wandb_run
 
 from rectune.benchmarks import Resources
 from rectune.benchmarks.llmrec import build, prompts, rewards, scoring
@@ -206,9 +205,10 @@ def test_evaluate_and_grpo_run_on_llmrec_data(tmp_path, tiny_model):
     report = json.loads((out / "report.json").read_text())
     assert set(report["by_task"]) == {"rating", "sequential", "direct", "explanation", "summarization"}
     (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
-    recorded = Path(run_file).read_bytes()
-    for key in (b"direct/ndcg@10", b"explanation/rougeL", b"overall/na_rate", b"per_query"):
-        assert key in recorded, key
+    summary = wandb_run(run_file)["summary"]
+    for task, metric in (("direct", "ndcg@10"), ("explanation", "rougeL"), ("rating", "na_rate")):
+        assert summary[f"{task}/{metric}"] == report["by_task"][task][metric]
+    assert summary["overall/na_rate"] == report["overall"]["na_rate"] and summary["per_query/nrows"] == 30
 
     recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data / "train_rft_mix.jsonl", tmp_path / "rft")
     result = run_script("train/grpo.py", recipe)

@@ -2,11 +2,10 @@
 
 import glob
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_script, write_recipe
+from conftest import run_script, wandb_run, write_recipe
 from safetensors.torch import load_file
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -62,9 +61,12 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
     card = (out / "README.md").read_text()
     assert "| stage | sft |" in card and f"| base_model | {tiny_model} |" in card and "git_commit" in card
     (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
-    recorded = Path(run_file).read_bytes()
-    for metric in (b"train/loss", b"train/learning_rate", b"sft", b"git_commit"):
-        assert metric in recorded, metric
+    logged = wandb_run(run_file)
+    assert [row["train/loss"] for row in logged["history"] if "train/loss" in row] == pytest.approx(losses)
+    rates = [e["learning_rate"] for e in log_history(out / "checkpoint-30") if "learning_rate" in e]
+    assert [row["train/learning_rate"] for row in logged["history"] if "train/learning_rate" in row] == rates
+    rectune = logged["config"]["rectune"]
+    assert rectune["stage"] == "sft" and rectune["base_model"] == str(tiny_model) and rectune["git_commit"]
 
 
 def test_loss_is_on_the_answer_only(tiny_model, train_data):
