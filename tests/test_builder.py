@@ -154,6 +154,35 @@ def test_rewrites_that_drop_a_name_are_discarded():
     assert all("something good please" not in t for t in texts)
 
 
+def test_rewrites_are_kept_or_discarded_by_rule():
+    """A deterministic stand-in for the rewriting model, so both branches of the check run.
+
+    It keeps every word of queries about a director (a rewrite that keeps all names: accepted) and
+    replaces every other query with a name-free sentence (rejected: the template text stays).
+    """
+
+    def rewrite(text: str) -> str:
+        return f"Could you find me this: {text}" if "directed by" in text else "Any good movies tonight?"
+
+    def build(rewriter):
+        return BenchmarkBuilder(ITEMS, BuildSettings(seed=0, queries_per_user=3), rewrite=rewriter).condition_queries(
+            HISTORIES
+        )
+
+    plain, rewritten = build(None), build(rewrite)
+    kept = discarded = 0
+    for task, key in (("explicit", "situational_description_query"), ("misinformed", "query")):
+        assert len(plain[task]) == len(rewritten[task])  # rewriting draws nothing from the seeded generator
+        for before, after in zip(plain[task], rewritten[task], strict=True):
+            if "directed by" in before[key]:
+                assert after[key] == f"Could you find me this: {before[key]}"
+                kept += 1
+            else:
+                assert after[key] == before[key]
+                discarded += 1
+    assert kept and discarded  # both branches ran
+
+
 def test_describe():
     assert (
         describe([("Genre", "Thriller"), ("Starring", "Robert De Niro")]) == "thriller movies starring Robert De Niro"
