@@ -71,11 +71,62 @@ def test_equal_weights_by_default(tmp_path, adapters):
         assert torch.allclose(delta, expected[module], atol=1e-6)
 
 
-@pytest.mark.parametrize("method", ["ties", "dare_ties", "svd"])
-def test_other_peft_methods(tmp_path, adapters, method):
-    run_script("train/merge.py", "--adapters", *adapters, "--method", method, "--out", tmp_path / method)
-    merged = deltas(tmp_path / method)
-    assert len(merged) == 4 and all(torch.isfinite(d).all() and d.abs().sum() > 0 for d in merged.values())
+def hand_built(folder, tiny_model, name, a, b):
+    """A rank-1 adapter (alpha 1: delta = B @ A) on q_proj and v_proj with the given A (1 x 32) and B (32 x 1)."""
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=1, lora_alpha=1, target_modules=TARGETS)
+    )
+    for key, weight in model.named_parameters():
+        if "lora_A" in key:
+            weight.data.copy_(a.reshape(1, -1))
+        elif "lora_B" in key:
+            weight.data.copy_(b.reshape(-1, 1))
+    model.save_pretrained(folder / name)
+    return folder / name
+
+
+def merge(tmp_path, adapters, method, *flags):
+    out = tmp_path / method
+    run_script("train/merge.py", "--adapters", *adapters, "--weights", "1", "1", "1", "--method", method,
+               "--out", out, *flags)  # fmt: skip
+    merged = deltas(out)
+    assert len(merged) == 4  # 2 layers x (q_proj, v_proj)
+    return merged
+
+
+def test_ties_and_dare_ties_by_hand(tmp_path, tiny_model):
+    """PEFT merges LoRA's A and B matrices separately (each weighted by sqrt(weight x scaling), here 1).
+
+    A = 2v, 4v and -v with v = (1.00 ... 2.00): TIES elects the sign of the sum (+) and averages the
+    agreeing entries, 3v; B = u for all three, so B stays u. The merged delta is u (3v)^T, where the
+    linear merge would give u (5v)^T. With density 0.5 each A and B first keeps its 16 largest entries
+    (the last 16 of v and u), so the delta is u (3v)^T on the last 16 rows and columns, 0 elsewhere.
+    """
+    v = torch.linspace(1.0, 2.0, 32)
+    u = torch.linspace(1.0, 2.0, 32)
+    adapters = [hand_built(tmp_path, tiny_model, f"a{c}", c * v, u) for c in (2.0, 4.0, -1.0)]
+    full = torch.outer(u, 3 * v)
+    for method in ("ties", "dare_ties"):  # at density 1 DARE drops nothing, so it equals TIES
+        for delta in merge(tmp_path, adapters, method, "--density", "1.0").values():
+            assert torch.allclose(delta, full, atol=1e-5), method
+    kept = torch.zeros(32)
+    kept[16:] = 1
+    for delta in merge(tmp_path, adapters, "ties", "--density", "0.5").values():
+        assert torch.allclose(delta, full * torch.outer(kept, kept), atol=1e-5)
+
+
+def test_svd_merge_by_hand(tmp_path, tiny_model):
+    """Deltas 3 e0 f0^T, 2 e1 f1^T and 1 e2 f2^T (unit vectors): their sum has singular values 3, 2, 1,
+    so the rank-2 SVD merge keeps 3 e0 f0^T + 2 e1 f1^T and drops the third."""
+    eye = torch.eye(32)
+    adapters = [
+        hand_built(tmp_path, tiny_model, f"s{i}", eye[i + 3], c * eye[i]) for i, c in enumerate((3.0, 2.0, 1.0))
+    ]
+    expected = 3 * torch.outer(eye[0], eye[3]) + 2 * torch.outer(eye[1], eye[4])
+    for delta in merge(tmp_path, adapters, "svd", "--svd-rank", "2").values():
+        assert torch.allclose(delta, expected, atol=1e-5)
+    config = json.loads((tmp_path / "svd" / "adapter_config.json").read_text())
+    assert config["r"] == 2
 
 
 def test_bad_inputs(tmp_path, adapters):
