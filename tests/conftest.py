@@ -11,6 +11,26 @@ RELEASE = ROOT / "tests" / "fixtures" / "recbench"
 
 os.environ.setdefault("WANDB_MODE", "offline")
 
+# Fixtures that start scripts or build models: a test using one is an integration test.
+INTEGRATION_FIXTURES = {
+    "tiny_model", "train_data", "movie_data", "perrec_data", "prepared", "adapters", "tiny_adapter", "single",
+}  # fmt: skip
+STARTS_PROCESSES = ("run_script(", "subprocess.", "launch(")
+
+
+def pytest_collection_modifyitems(items):
+    """Tiers: ``slow`` (marked: the embedded model), ``integration`` (subprocesses or the tiny model),
+    ``unit`` (everything else: pure Python, the whole tier in seconds)."""
+    import inspect
+
+    for item in items:
+        if item.get_closest_marker("slow"):
+            continue
+        source = inspect.getsource(item.function) if hasattr(item, "function") else ""
+        uses = set(getattr(item, "fixturenames", ()))
+        heavy = uses & INTEGRATION_FIXTURES or any(call in source for call in STARTS_PROCESSES)
+        item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
+
 
 def read_jsonl(path) -> list[dict]:
     """Every JSON object of a JSONL file (the files under test)."""

@@ -69,14 +69,14 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
     assert rectune["stage"] == "sft" and rectune["base_model"] == str(tiny_model) and rectune["git_commit"]
 
 
-def test_loss_is_on_the_answer_only(tiny_model, train_data):
+def test_loss_is_on_the_answer_only(tmp_path, tiny_model, train_data):
     from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
 
     from rectune.training import load_examples
 
     mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
     dataset = load_examples(mixture, "sft", None, 0)
-    args = SFTConfig(output_dir="/tmp/unused", report_to=[], max_length=256, bf16=False, use_cpu=True)
+    args = SFTConfig(output_dir=str(tmp_path), report_to=[], max_length=256, bf16=False, use_cpu=True)
     trainer = SFTTrainer(model=str(tiny_model), args=args, train_dataset=dataset)
     batch = trainer.data_collator([trainer.train_dataset[0]])  # exactly what the loss sees
     trained = trainer.processing_class.decode(batch["input_ids"][batch["labels"] != -100])
@@ -198,7 +198,7 @@ def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, tr
     assert "unknown recbench+ reward 'recal'; choose from recall" in result.stderr
 
 
-def test_packed_batches_give_the_padded_loss(tiny_model, train_data):
+def test_packed_batches_give_the_padded_loss(tmp_path, tiny_model, train_data):
     """Padding-free packing must not let examples attend to each other: same examples, same loss."""
     from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
 
@@ -209,7 +209,7 @@ def test_packed_batches_give_the_padded_loss(tiny_model, train_data):
     losses = {}
     for packing in (False, True):
         args = SFTConfig(
-            output_dir="/tmp/unused",
+            output_dir=str(tmp_path),
             report_to=[],
             max_length=1024,
             bf16=False,
