@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(items):
     import inspect
 
     for item in items:
-        if item.get_closest_marker("slow"):
+        if item.get_closest_marker("slow") or item.get_closest_marker("integration"):
             continue
         source = inspect.getsource(item.function) if hasattr(item, "function") else ""
         uses = set(getattr(item, "fixturenames", ()))

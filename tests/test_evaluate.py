@@ -244,3 +244,29 @@ def test_compare(tmp_path):
     assert again.stdout.count("| overall |") == 2
     result = run_script("evaluate/compare.py", tmp_path / "nothing", "--out", prefix, check=False)
     assert "no report here" in result.stderr
+
+
+@pytest.mark.integration  # wandb starts its own service process
+def test_wandb_logging_records_every_task_and_metric(tmp_path):
+    """log_to_wandb on a hand-made report whose every value differs, read back from the offline run file."""
+    from rectune.evaluation import log_to_wandb
+
+    report = {
+        "metrics": ["precision", "recall"],
+        "by_task": {"explicit": {"n": 2, "precision": 0.25, "recall": 0.5}, "implicit": {"n": 1, "precision": 0.75,
+                                                                                          "recall": None}},
+        "overall": {"n": 3, "precision": 0.4, "recall": 0.6},
+        "config": {"data": str(tmp_path / "movie" / "test.jsonl"), "checkpoint": "outputs/run/sft"},
+    }  # fmt: skip
+    table = [{"id": "q1", "recall": 0.5}, {"id": "q2", "recall": 0.0}, {"id": "q3", "recall": 1.0}]
+    log_to_wandb(tmp_path / "out", report, table, "rectune-test")
+    (run_file,) = glob.glob(str(tmp_path / "out" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    summary = {k: v for k, v in logged["summary"].items() if k.split("/")[0] in ("explicit", "implicit", "overall")}
+    assert summary == {
+        "explicit/precision": 0.25, "explicit/recall": 0.5, "explicit/n": 2,
+        "implicit/precision": 0.75, "implicit/n": 1,  # a metric without a value is left out, not logged as 0
+        "overall/precision": 0.4, "overall/recall": 0.6, "overall/n": 3,
+    }  # fmt: skip
+    assert logged["summary"]["per_query/nrows"] == 3 and logged["summary"]["per_query/ncols"] == 2
+    assert logged["config"]["checkpoint"] == "outputs/run/sft"
