@@ -9,25 +9,33 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from rectune.io import DataError, numbered_jsonl, require_strings
 from rectune.titles import CatalogItem, title_key
 
 
-def load_catalog(path: str | os.PathLike) -> list[CatalogItem]:
-    items = []
-    seen = set()
+def read_item_file(
+    path: str | os.PathLike, field: str, valid: Callable[[object], bool], expected: str, default: object = None
+) -> list[CatalogItem]:
+    """``{"id", "title", field}`` rows as items (``field`` becomes their attributes); ids must be unique and
+    a bad row fails with file, line and field."""
+    items, seen = [], set()
     for line, raw in numbered_jsonl(path):
         require_strings(raw, ("id", "title"), path, line)
-        attributes = raw.get("attributes", {})
-        if not isinstance(attributes, dict):
-            raise DataError(path, "field 'attributes': must be an object", line=line)
+        value = raw.get(field, default)
+        if not valid(value):
+            raise DataError(path, f"field {field!r}: {expected}", line=line)
         if raw["id"] in seen:
             raise DataError(path, f"field 'id': duplicate id {raw['id']!r}", line=line)
         seen.add(raw["id"])
-        items.append(CatalogItem(raw["id"], raw["title"], attributes))
+        items.append(CatalogItem(raw["id"], raw["title"], value))
     return items
+
+
+def load_catalog(path: str | os.PathLike) -> list[CatalogItem]:
+    return read_item_file(path, "attributes", lambda value: isinstance(value, dict), "must be an object", default={})
 
 
 def catalog_rows(items: list[CatalogItem]) -> list[dict]:

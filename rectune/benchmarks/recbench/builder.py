@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rectune.io import DataError, numbered_jsonl, require_strings
+from rectune.catalog import read_item_file
 from rectune.titles import CatalogItem
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
@@ -42,20 +42,14 @@ AGE_GROUPS = {"1": "Under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45"
 
 def load_items(path) -> list[CatalogItem]:
     """Items from a KG file, their relations as attributes; a bad row fails with file, line and field."""
-    items, seen = [], set()
-    for line, raw in numbered_jsonl(path):
-        require_strings(raw, ("id", "title"), path, line)
-        relations = raw.get("relations")
-        if not isinstance(relations, dict) or not all(
-            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) and x for x in v)
-            for k, v in relations.items()
-        ):
-            raise DataError(path, "field 'relations': must map relation names to lists of strings", line=line)
-        if raw["id"] in seen:
-            raise DataError(path, f"field 'id': duplicate id {raw['id']!r}", line=line)
-        seen.add(raw["id"])
-        items.append(CatalogItem(raw["id"], raw["title"], relations))
-    return items
+    return read_item_file(path, "relations", _is_relations, "must map relation names to lists of strings")
+
+
+def _is_relations(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+        for k, v in value.items()
+    )
 
 
 @dataclass
