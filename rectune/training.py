@@ -297,13 +297,18 @@ def finish(trainer: Any) -> None:
     """End a run cleanly on every process.
 
     The DDP wrapper is dropped while all workers are still alive: destroyed after the process
-    group (at interpreter exit) its gloo reducer waits forever for peers that have left.
+    group (at interpreter exit) its gloo reducer waits forever for peers that have left. The W&B
+    run opened by :func:`init_tracking` is finished here, so its file holds every logged step
+    (left to the interpreter's exit hooks, a loaded machine cut its history short).
     """
     trainer.accelerator.wait_for_everyone()
     trainer.accelerator.free_memory()
     trainer.model_wrapped = None
     gc.collect()
     trainer.end()
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()
 
 
 def merged_model(adapter_dir: str | Path) -> Path:
