@@ -13,12 +13,12 @@ chat model (names and titles must survive, else the template text stays).
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 
 from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.release import load_ratings
-from rectune.io import DataError, RecTuneError, atomic_write, read_text, write_jsonl
+from rectune.cli import add_output_arguments, run
+from rectune.io import DataError, atomic_write, output_set, read_text, write_jsonl
 from rectune.ratings import read_users
 
 QUERY_FILES = {"explicit": "ExplicitQuery", "implicit": "ImplicitQuery", "misinformed": "MisinformedQuery"}
@@ -29,7 +29,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--kg", required=True, help="items with relations (JSONL)")
     parser.add_argument("--ratings", required=True, help="ratings.dat: user::item::rating::timestamp")
     parser.add_argument("--users", required=True, help="users.dat: user::gender::age::occupation::zip")
-    parser.add_argument("--out", required=True, help="release root to write")
+    add_output_arguments(parser, "release root to write")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries-per-user", type=int, default=2)
     parser.add_argument("--max-ground-truth", type=int, default=12)
@@ -81,27 +81,26 @@ def main() -> None:
     records["interest"] = builder.interest_queries(histories)
     records["demographics"] = builder.demographics_queries(histories, users)
 
-    folder = Path(args.out) / "data" / "movie"
     names = {**QUERY_FILES, "interest": "InterestBasedQuery", "demographics": "UserBasedQuery"}
-    for task, name in names.items():
-        with atomic_write(folder / f"{name}.json") as handle:
-            json.dump(records[task], handle, ensure_ascii=False, indent=1)
-    with atomic_write(folder / "movies.dat") as handle:
-        handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
-    with atomic_write(folder / "ratings.dat") as handle:
-        handle.write(read_text(args.ratings))
-    with atomic_write(folder / "users.dat") as handle:
-        handle.write(read_text(args.users))
-    write_jsonl(
-        Path(args.out) / "kg.jsonl",
-        ({"item_id": i.id, "relation": r, "value": v} for i in items for r, vs in i.attributes.items() for v in vs),
-    )
+    with output_set(args.out, "recbench+ release", overwrite=args.overwrite) as root:
+        folder = root / "data" / "movie"
+        for task, name in names.items():
+            with atomic_write(folder / f"{name}.json") as handle:
+                json.dump(records[task], handle, ensure_ascii=False, indent=1)
+        with atomic_write(folder / "movies.dat") as handle:
+            handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
+        with atomic_write(folder / "ratings.dat") as handle:
+            handle.write(read_text(args.ratings))
+        with atomic_write(folder / "users.dat") as handle:
+            handle.write(read_text(args.users))
+        triples = (
+            {"item_id": i.id, "relation": r, "value": v} for i in items for r, vs in i.attributes.items() for v in vs
+        )
+        write_jsonl(root / "kg.jsonl", triples)
+    folder = Path(args.out) / "data" / "movie"
     counts = ", ".join(f"{task} {len(recs)}" for task, recs in records.items())
     print(f"{len(items)} items, {len(histories)} users -> {counts} records in {folder}")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

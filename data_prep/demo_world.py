@@ -10,13 +10,14 @@ meta.json (Amazon 2018 format, templated review texts) for data_prep/llmrec.py.
 import argparse
 from pathlib import Path
 
+from rectune.cli import add_output_arguments, run
 from rectune.demo_world import load_films, rate, reviews, simulate
-from rectune.io import atomic_write, write_jsonl
+from rectune.io import atomic_write, output_set, write_jsonl
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
+    add_output_arguments(parser)
     parser.add_argument("--users", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -24,6 +25,12 @@ def main() -> None:
     histories, users = simulate(items, args.users, args.seed)
     ratings = rate(items, histories, users, args.seed)
     out = Path(args.out)
+    with output_set(out, "demo world", overwrite=args.overwrite) as staging:
+        write_world(staging, items, histories, users, ratings, args.seed)
+    print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")
+
+
+def write_world(out: Path, items: list, histories: dict, users: dict, ratings: dict, seed: int) -> None:
     write_jsonl(out / "items.jsonl", ({"id": i.id, "title": i.title, "relations": i.attributes} for i in items))
     with atomic_write(out / "ratings.dat") as handle:
         for user, history in histories.items():
@@ -31,14 +38,13 @@ def main() -> None:
                 handle.write(f"{user}::{item}::{rating}::{978300000 + int(user) * 1000 + step}\n")
     with atomic_write(out / "movies.dat") as handle:
         handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
-    write_jsonl(out / "reviews.json", reviews(items, histories, ratings, args.seed))
+    write_jsonl(out / "reviews.json", reviews(items, histories, ratings, seed))
     write_jsonl(
         out / "meta.json", ({"asin": i.id, "title": i.title, "category": i.attributes.get("Genre", [])} for i in items)
     )
     with atomic_write(out / "users.dat") as handle:
         handle.writelines(f"{u}::{p['gender']}::{p['age']}::{p['occupation']}::{p['zip']}\n" for u, p in users.items())
-    print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -13,14 +13,14 @@ catalog.jsonl (titles the ranking answers are matched against) and stats.json.
 import argparse
 import logging
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS
 from rectune.catalog import catalog_rows
-from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.cli import run
+from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     items = read_items(args.items) if args.items else {}
     train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
     if not test:
-        sys.exit(f"error: no user in {args.reviews} is left in the {settings.min_interactions}-core")
+        raise RecTuneError(f"no user in {args.reviews} is left in the {settings.min_interactions}-core")
     users = sorted({r.user for r in test})
     if args.max_users is not None and len(users) > args.max_users:
         sample = set(random.Random(args.seed).sample(users, args.max_users))
@@ -57,15 +57,6 @@ def main() -> None:
     train = [r for r in train if r.task in args.tasks]
     test = [r for r in test if r.task in args.tasks]
 
-    out = Path(args.out)
-    write_jsonl(out / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
-    for task in [*args.tasks, "mix"]:
-        rows = [r for r in train if task in (r.task, "mix")]
-        if task == "mix":
-            random.Random(args.seed).shuffle(rows)
-        write_jsonl(out / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows))
-        write_jsonl(out / f"train_rft_{task}.jsonl", BENCHMARK.rft_examples(rows, {}))
-    write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
     summary = {
         "reviews": len(reviews),
         "core": {"reviews": len(kept), "users": len({r.user for r in kept}), "items": len({r.item for r in kept})},
@@ -73,7 +64,17 @@ def main() -> None:
         "train": dict(Counter(r.task for r in train)),
         "test": dict(Counter(r.task for r in test)),
     }
-    write_json(out / "stats.json", summary)
+    out = Path(args.out)
+    with output_set(out, "llmrec data", overwrite=args.overwrite) as staging:
+        write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
+        for task in [*args.tasks, "mix"]:
+            rows = [r for r in train if task in (r.task, "mix")]
+            if task == "mix":
+                random.Random(args.seed).shuffle(rows)
+            write_jsonl(staging / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows))
+            write_jsonl(staging / f"train_rft_{task}.jsonl", BENCHMARK.rft_examples(rows, {}))
+        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
+        write_json(staging / "stats.json", summary)
     core = summary["core"]
     print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
     for task in args.tasks:
@@ -82,7 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

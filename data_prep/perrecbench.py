@@ -13,7 +13,6 @@ and stats.json. Groups are split by their shared item, so no item is in both spl
 import argparse
 import logging
 import random
-import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -21,7 +20,8 @@ from tqdm import tqdm
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.prompts import LABELS
 from rectune.benchmarks.perrec.rows import TASKS
-from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.cli import fraction, run
+from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
 
 
@@ -37,7 +37,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=defaults.k, help="history items retrieved by BM25")
     parser.add_argument("--no-profile", action="store_true", help="leave the template user profile out")
     parser.add_argument("--max-groups", type=int, default=None, help="keep a seeded sample of this many groups")
-    parser.add_argument("--test-size", type=float, default=0.2, help="fraction of items held out")
+    parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of items held out")
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
 
@@ -50,14 +50,14 @@ def main() -> None:
         not args.no_profile,
     )  # fmt: skip
     if not 2 <= settings.max_size <= len(LABELS):
-        sys.exit(f"error: --max-group-size must be between 2 and {len(LABELS)}")
+        raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
     reviews = read_reviews(args.reviews)
     items = read_items(args.items) if args.items else {}
 
     found = groups.find_groups(reviews, settings)
     if not found:
-        sys.exit(
-            f"error: no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
+        raise RecTuneError(
+            f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
             f"other ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
         )
     if args.max_groups is not None and len(found) > args.max_groups:
@@ -74,15 +74,17 @@ def main() -> None:
 
     out = Path(args.out)
     rft = BENCHMARK.rft_examples(rows["train"], {})
-    for task in [*TASKS, "mix"]:
-        keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
-        if task == "mix":
-            random.Random(args.seed).shuffle(keep)
-        write_jsonl(out / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep))
-        write_jsonl(out / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
-    write_jsonl(out / "test.jsonl", (r.to_dict() for r in rows["test"]))
     summary = groups.stats(train, test, reviews, settings)
-    write_json(out / "stats.json", summary)
+    with output_set(out, "perrecbench data", overwrite=args.overwrite) as staging:
+        for task in [*TASKS, "mix"]:
+            keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
+            if task == "mix":
+                random.Random(args.seed).shuffle(keep)
+            sft = (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep)
+            write_jsonl(staging / f"train_sft_{task}.jsonl", sft)
+            write_jsonl(staging / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
+        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in rows["test"]))
+        write_json(staging / "stats.json", summary)
 
     print(f"{len(reviews)} ratings, {len(found)} groups: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
@@ -92,7 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

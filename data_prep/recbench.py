@@ -3,27 +3,27 @@
     python data_prep/recbench.py --src ROOT --domain movie --out data/recbench_movie
 
 Writes catalog.jsonl, kg.jsonl, train_sft.jsonl, train_rft.jsonl, test.jsonl and stats.json
-into --out (each written to a temporary file and renamed, so a failure leaves no partial file).
+into --out, built whole beside it and swapped in, so an interruption leaves the old set or the new one.
 """
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.catalog import catalog_rows, kg_rows
-from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.cli import add_output_arguments, fraction, run
+from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", required=True, help="RecBench+ checkout (the folder holding data/)")
     parser.add_argument("--domain", required=True, choices=["movie", "book"])
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--test-size", type=float, default=0.2, help="fraction of queries held out (1.0 = all)")
+    add_output_arguments(parser)
+    parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of queries held out (1.0 = all)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
@@ -39,23 +39,26 @@ def main() -> None:
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
     rows = [r for r in release.rows if args.tasks is None or r.task in args.tasks]
     if not rows:
-        sys.exit(f"error: no queries of tasks {', '.join(args.tasks)} in {args.src}")
+        raise RecTuneError(f"no queries of tasks {', '.join(args.tasks)} in {args.src}")
     train, test = split_rows(rows, args.test_size, args.seed)
     variant = {"with_history": args.with_history, "k": args.k}
 
-    out = Path(args.out)
-    write_jsonl(out / "catalog.jsonl", catalog_rows(release.catalog))
-    write_jsonl(out / "kg.jsonl", kg_rows(release.kg))
-    write_jsonl(out / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))
-    write_jsonl(out / "train_rft.jsonl", BENCHMARK.rft_examples(train, variant))
-    write_jsonl(out / "test.jsonl", (r.to_dict() for r in test))
     summary = stats(train, test, release)
     summary["prompt"] = variant  # evaluate/run.py reuses these
-    write_json(out / "stats.json", summary)
+    out = Path(args.out)
+    with output_set(out, "recbench+ data", overwrite=args.overwrite) as staging:
+        write_jsonl(staging / "catalog.jsonl", catalog_rows(release.catalog))
+        write_jsonl(staging / "kg.jsonl", kg_rows(release.kg))
+        write_jsonl(staging / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))
+        write_jsonl(staging / "train_rft.jsonl", BENCHMARK.rft_examples(train, variant))
+        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
+        write_json(staging / "stats.json", summary)
 
     print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {len(train)} train / {len(test)} test queries")
     for task, counts in summary["by_task"].items():
         print(f"  {task:13s} train {counts['train']:6d}  test {counts['test']:6d}")
+    if release.missing_files:
+        print(f"  missing from the release (see the warnings above): {', '.join(release.missing_files)}")
     unresolved = summary["unresolved_ground_truth"]
     if unresolved["count"]:
         print(f"  {unresolved['count']} ground-truth titles did not resolve to the catalog (listed in stats.json)")
@@ -63,7 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

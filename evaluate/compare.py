@@ -6,11 +6,10 @@ Prints the table and writes reports/comparison.md, .csv and a .png bar chart.
 """
 
 import argparse
-import sys
 from pathlib import Path
 
+from rectune.cli import run
 from rectune.compare import comparison_rows, load_reports, markdown, metric_specs, write_outputs
-from rectune.io import RecTuneError
 
 
 def main() -> None:
@@ -28,7 +27,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

@@ -7,19 +7,20 @@
 a run folder (outputs/<run>, stage via --stage) or embedded:smollm2. --data holds canonical rows of
 any registered benchmark; each is prompted and scored its own way. Prompts are the ones the training
 files were built with (recorded by data_prep), unless --with-history/--k say otherwise.
-A rerun with the same --out resumes: finished queries are not generated again.
+A rerun with the same --out resumes: finished queries are not generated again, provided the same
+checkpoint (weights), data, prompt and generation settings made them; otherwise it refuses
+(--overwrite starts afresh).
 """
 
 import argparse
 import logging
-import sys
 from functools import partial
 from pathlib import Path
 
 from rectune.checkpoints import STAGES, load_for_generation, resolve_checkpoint
+from rectune.cli import add_limit_arguments, limits, run
 from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant
 from rectune.generation import GenerationSettings, generate, generate_vllm
-from rectune.io import RecTuneError
 from rectune.provenance import git_commit
 
 
@@ -30,6 +31,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--data", required=True, help="canonical rows, e.g. DIR/test.jsonl")
     parser.add_argument("--out", required=True, help="report folder (reports/NAME)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="discard predictions already in --out and generate afresh"
+    )
     parser.add_argument("--stage", choices=STAGES, default=None, help="stage of a run folder (default: trained last)")
     parser.add_argument(
         "--with-history",
@@ -48,6 +52,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="vllm: GPU only")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
+    add_limit_arguments(parser)
     parser.add_argument("--wandb-project", default="rectune")
     parser.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
     return parser.parse_args()
@@ -78,6 +83,8 @@ def main() -> None:
         kg=args.kg,
         limit=args.limit,
         commit=git_commit(),
+        overwrite=args.overwrite,
+        limits=limits(args),
     )
     print(report["table"])
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")
@@ -86,7 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

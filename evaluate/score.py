@@ -4,12 +4,13 @@
 
 Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog and KG, where
 the benchmark needs them, are read from beside the data file unless --catalog/--kg say otherwise.
+Each completion is scored on its answer: <think> blocks removed, then capped (--max-chars,
+--max-mentions); report.json's "completions" counts how often that happened.
 """
 
 import argparse
-import sys
 
-from rectune.io import RecTuneError
+from rectune.cli import add_limit_arguments, limits, run
 from rectune.scoring import score_files
 
 
@@ -24,6 +25,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--fuzzy-cutoff", type=float, default=90.0, help="RapidFuzz ratio (0-100) for fuzzy title matches"
     )
+    add_limit_arguments(parser)
     return parser.parse_args()
 
 
@@ -37,13 +39,11 @@ def main() -> None:
         kg=args.kg,
         allow_subset=args.allow_subset,
         fuzzy_cutoff=args.fuzzy_cutoff,
+        limits=limits(args),
     )
     print(report["table"])
     print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

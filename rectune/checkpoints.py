@@ -8,6 +8,7 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,25 @@ class Checkpoint:
 
     def describe(self) -> dict:
         return {"checkpoint": self.path, "kind": self.kind, "base_model": self.base_model, "adapter": self.adapter}
+
+    def identity(self) -> str:
+        """What decides its outputs: the base model and the adapter's weights (not where it lies)."""
+        adapter = f" + adapter {adapter_fingerprint(self.adapter)}" if self.adapter else ""
+        return f"{self.base_model}{adapter}"
+
+
+def adapter_fingerprint(adapter_dir: str | Path) -> str:
+    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
+    adapter_dir = Path(adapter_dir)
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+        path = adapter_dir / name
+        if path.is_file():
+            digest.update(name.encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
 
 
 def adapter_base(adapter: str | Path) -> str:

@@ -11,6 +11,7 @@ Outputs in the report folder:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -19,8 +20,18 @@ from pathlib import Path
 
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.checkpoints import Checkpoint
+from rectune.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.generation import GenerationSettings
-from rectune.io import DataError, atomic_write, read_json, write_json
+from rectune.io import (
+    DataError,
+    RecTuneError,
+    atomic_write,
+    check_output_folder,
+    fault_point,
+    read_json,
+    write_json,
+    write_marker,
+)
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
@@ -40,37 +51,59 @@ def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | 
 
 
 def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
-    """Predictions already written; a trailing partial line (interrupted write) is dropped from the file."""
+    """Predictions already written; damaged lines are skipped, reported and removed from the file.
+
+    A line is damaged when it was cut by an interruption (no newline), is not JSON, or is not a
+    ``{"id", "completion"}`` object: its query is generated again. A well-formed prediction for an
+    id that is not in the data means the file belongs to other data, and is refused.
+    """
     if not path.is_file():
         return {}
     finished: dict[str, str] = {}
-    good_bytes = 0
+    kept: list[bytes] = []
+    damaged: list[int] = []
     with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break  # every row is written with its newline: a row without one was cut by an interruption
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError:
-                break
-            if (
-                not isinstance(row, dict)
-                or row.get("id") not in known_ids
-                or not isinstance(row.get("completion"), str)
-            ):
-                raise DataError(path, f"unexpected row {raw[:80]!r}: not a prediction for this data (write elsewhere)")
-            finished[row["id"]] = row["completion"]
-            good_bytes += len(raw)
-    if good_bytes < path.stat().st_size:
-        log.warning("%s: dropping a partial last line left by an interrupted run", path)
-        with path.open("r+b") as handle:
-            handle.truncate(good_bytes)
+        for line_no, raw in enumerate(handle, start=1):
+            row = _prediction(raw)
+            if row is None:
+                damaged.append(line_no)
+                continue
+            if row["id"] not in known_ids:
+                raise DataError(path, f"prediction for id {row['id']!r}: not in this data (write elsewhere)", line_no)
+            if row["id"] not in finished:
+                finished[row["id"]] = row["completion"]
+                kept.append(raw)
+    if damaged:
+        shown = ", ".join(map(str, damaged[:10])) + (" ..." if len(damaged) > 10 else "")
+        log.warning(
+            "%s: skipped %d damaged line(s) (line %s); their queries are generated again", path, len(damaged), shown
+        )
+        with atomic_write(path, "wb") as handle:
+            handle.writelines(kept)
     return finished
 
 
-def run_generation(rows: list, predictions_path: Path, generate_batches, variant: dict) -> dict[str, str]:
-    """Generate what is missing, appending each batch to ``predictions_path`` as it finishes."""
-    finished = read_finished(predictions_path, {r.id for r in rows})
+def _prediction(raw: bytes) -> dict | None:
+    """The prediction on one line, or None when the line is damaged."""
+    if not raw.endswith(b"\n"):
+        return None  # every row is written with its newline: one without was cut by an interruption
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("completion"), str):
+        return None
+    return row
+
+
+def run_generation(
+    rows: list, predictions_path: Path, generate_batches, variant: dict, known_ids: set[str] | None = None
+) -> dict[str, str]:
+    """Generate what is missing, appending each batch to ``predictions_path`` as it finishes.
+
+    ``known_ids`` are every id of the data (``rows`` may be its first N): predictions for them are kept.
+    """
+    finished = read_finished(predictions_path, known_ids or {r.id for r in rows})
     todo = [r for r in rows if r.id not in finished]
     if finished:
         log.info("resuming: %d of %d queries already done", len(finished), len(rows))
@@ -87,6 +120,7 @@ def run_generation(rows: list, predictions_path: Path, generate_batches, variant
                 handle.write(json.dumps({"id": row_id, "completion": completion}, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+            fault_point("eval:batch")
     return finished
 
 
@@ -102,28 +136,78 @@ def evaluate_checkpoint(
     kg: str | None = None,
     limit: int | None = None,
     commit: str = "unknown",
+    overwrite: bool = False,
+    limits: CompletionLimits = DEFAULT_LIMITS,
 ) -> tuple[dict, list[dict]]:
+    """Generate (resuming), score and write the report folder ``out``.
+
+    ``out`` must be new, empty or an earlier report folder; predictions already in it are reused only
+    when the same checkpoint, data, prompt and generation settings made them, else this refuses.
+    ``overwrite`` starts afresh (removing only the files evaluation writes).
+    """
     out = Path(out)
-    rows = load_rows(data)
-    if limit is not None:
-        rows = rows[:limit]
+    all_rows = load_rows(data)
+    rows = all_rows[:limit] if limit is not None else all_rows
+    key = predictions_key(checkpoint, data, variant, settings)
+    claim_report_folder(out, key, overwrite)
     config = {
         **checkpoint.describe(),
         "data": str(data),
         "queries": len(rows),
         "prompt": variant,
         "generation": asdict(settings),
+        "predictions_key": key,
         "git_commit": commit,
     }
     write_json(out / "config.json", config)
-    predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant)
-    report, table = score_benchmark(rows, predictions, Resources(data, catalog, kg))
+    known = {r.id for r in all_rows}
+    predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
+    report, table = score_benchmark(rows, predictions, Resources(data, catalog, kg, limits=limits))
     report["config"] = config
     write_json(out / "report.json", report, line_per_item=("per_query",))
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
     return report, table
+
+
+REPORT_KIND = "eval report"
+REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md")
+
+
+def predictions_key(
+    checkpoint: Checkpoint, data: str | os.PathLike, variant: dict, settings: GenerationSettings
+) -> dict:
+    """What the predictions depend on: the checkpoint's weights, the data, the prompt and the decoding.
+
+    The batch size is left out: it changes only the order of generation.
+    """
+    generation = {k: v for k, v in asdict(settings).items() if k != "batch_size"}
+    data_hash = hashlib.sha256(Path(data).read_bytes()).hexdigest()
+    return {"model": checkpoint.identity(), "data_sha256": data_hash, "prompt": variant, "generation": generation}
+
+
+def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
+    """Check ``out`` may hold this evaluation's report, and mark it as a report folder.
+
+    Refuses a folder with files evaluation did not write, and predictions made with another key.
+    """
+    check_output_folder(out, REPORT_KIND, overwrite=overwrite, also_ours=(*REPORT_FILES, "wandb"))
+    if overwrite:
+        for name in REPORT_FILES:
+            (out / name).unlink(missing_ok=True)
+    predictions = out / "predictions.jsonl"
+    if predictions.is_file() and predictions.stat().st_size:
+        config = out / "config.json"
+        recorded = read_json(config).get("predictions_key") if config.is_file() else None
+        if recorded != key:
+            changed = sorted(k for k in key if not recorded or recorded.get(k) != key[k])
+            raise RecTuneError(
+                f"{predictions}: made with a different {', '.join(changed)} than this run; pass --overwrite to "
+                "generate afresh, or choose another --out"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, REPORT_KIND, [*REPORT_FILES, "wandb"])
 
 
 def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:

@@ -8,14 +8,16 @@ PerRecBench's weight averaging; PEFT's ``cat``, whose rank is the sum of the inp
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import torch
 
 from rectune.checkpoints import adapter_base
-from rectune.io import DataError, RecTuneError, staged_folder
+from rectune.io import DataError, RecTuneError, check_output_folder, output_set
 
+ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
 
 
@@ -27,8 +29,14 @@ def merge_adapters(
     density: float | None = None,
     svd_rank: int | None = None,
     full_model: str | os.PathLike | None = None,
+    *,
+    overwrite: bool = False,
 ) -> Path:
-    """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``)."""
+    """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``).
+
+    Each output folder is built whole beside its target and swapped in; a folder holding anything
+    but an earlier merge's files is refused unless ``overwrite``.
+    """
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -39,6 +47,12 @@ def merge_adapters(
     weights = weights or [1.0 / len(adapters)] * len(adapters)
     if len(weights) != len(adapters):
         raise RecTuneError(f"{len(weights)} weights for {len(adapters)} adapters")
+    if not all(math.isfinite(w) for w in weights) or not any(weights):
+        raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
+    out = Path(out)
+    check_output_folder(out, ADAPTER_KIND, overwrite=overwrite)
+    if full_model is not None:
+        check_output_folder(Path(full_model), MODEL_KIND, overwrite=overwrite)
     if method in ("ties", "dare_ties") and density is None:
         density = 0.5
     bases = {adapter_base(a) for a in adapters}
@@ -61,8 +75,7 @@ def merge_adapters(
     has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
     tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
 
-    out = Path(out)
-    with staged_folder(out, replace=True) as staging:
+    with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
         peft_model.save_pretrained(staging, selected_adapters=["merged"])
         tokenizer.save_pretrained(staging)
         nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
@@ -72,7 +85,7 @@ def merge_adapters(
             nested.rmdir()
     if full_model is not None:
         merged = peft_model.merge_and_unload()
-        with staged_folder(full_model, replace=True) as staging:
+        with output_set(full_model, MODEL_KIND, overwrite=overwrite) as staging:
             merged.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
     return out

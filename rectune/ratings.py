@@ -21,10 +21,12 @@ import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rectune.cli import add_output_arguments
 from rectune.io import DataError, read_text
 from rectune.titles import CatalogItem
 
@@ -43,10 +45,23 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     if not path.is_file():
         raise DataError(path, "file not found")
     if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            yield from enumerate(handle, start=1)
+        line_no = 0
+        try:
+            with gzip.open(path, "rb") as handle:
+                for line_no, raw in enumerate(handle, start=1):
+                    yield line_no, _decode(raw)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+            raise DataError(path, f"not a readable gzip file ({err})", line=line_no or None) from None
     else:
         yield from enumerate(read_text(path).splitlines(), start=1)
+
+
+def _decode(raw: bytes) -> str:
+    """A line in UTF-8, or Latin-1 where it is not (older MovieLens and Amazon dumps mix them)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
@@ -83,9 +98,36 @@ def _number(value: object, path: Path, line: int, key: str) -> float:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise DataError(path, f"key {key!r}: expected a number, got {value!r}", line=line) from None
-    if number != number:  # NaN
-        raise DataError(path, f"key {key!r}: expected a number, got NaN", line=line)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise DataError(path, f"key {key!r}: expected a finite number, got {value!r}", line=line)
     return number
+
+
+# Declared rating scales: every rating must lie within its source's (MovieLens has half stars since ML-10M).
+AMAZON_SCALE = (1.0, 5.0)
+MOVIELENS_SCALE = (0.5, 5.0)
+LAST_TIMESTAMP = 4_102_444_800  # 2100-01-01 in seconds: anything later is a unit mistake or corruption
+
+
+def rating_value(value: object, path: Path, line: int, key: str, scale: tuple[float, float]) -> float:
+    """A finite rating within ``scale``, else an error naming file, line and key."""
+    number = _number(value, path, line, key)
+    if not scale[0] <= number <= scale[1]:
+        raise DataError(
+            path, f"key {key!r}: rating {value!r} is outside the scale {scale[0]:g}-{scale[1]:g}", line=line
+        )
+    return number
+
+
+def timestamp_value(value: object, path: Path, line: int, key: str, per_second: int = 1) -> int:
+    """Seconds since 1970 from a value in seconds (or ``per_second`` units), between 1970 and 2100."""
+    seconds = _number(value, path, line, key) / per_second
+    if not 0 <= seconds <= LAST_TIMESTAMP:
+        unit = "seconds" if per_second == 1 else "milliseconds"
+        raise DataError(
+            path, f"key {key!r}: timestamp {value!r} is not a date between 1970 and 2100 in {unit}", line=line
+        )
+    return int(seconds)
 
 
 def _string(record: dict, keys: tuple[str, ...], path: Path, line: int) -> str:
@@ -108,21 +150,21 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
     reviews: list[Review] = []
     if ".dat" in path.suffixes:
         for line, fields in dat_fields(path, 4):
-            rating = _number(fields[2], path, line, "rating")
-            reviews.append(Review(fields[0], fields[1], rating, int(_number(fields[3], path, line, "timestamp"))))
+            rating = rating_value(fields[2], path, line, "rating", MOVIELENS_SCALE)
+            reviews.append(Review(fields[0], fields[1], rating, timestamp_value(fields[3], path, line, "timestamp")))
     else:
         for line, record in _records(path):
             if "user_id" in record:  # 2023 release, timestamps in milliseconds
                 user = _string(record, ("user_id",), path, line)
                 item = _string(record, ("parent_asin", "asin"), path, line)
-                rating = _number(record.get("rating"), path, line, "rating")
-                timestamp = int(_number(record.get("timestamp"), path, line, "timestamp") // 1000)
+                rating = rating_value(record.get("rating"), path, line, "rating", AMAZON_SCALE)
+                timestamp = timestamp_value(record.get("timestamp"), path, line, "timestamp", per_second=1000)
                 title, text = record.get("title"), record.get("text")
             elif "reviewerID" in record:  # 2014/2018 releases
                 user = _string(record, ("reviewerID",), path, line)
                 item = _string(record, ("asin",), path, line)
-                rating = _number(record.get("overall"), path, line, "overall")
-                timestamp = int(_number(record.get("unixReviewTime"), path, line, "unixReviewTime"))
+                rating = rating_value(record.get("overall"), path, line, "overall", AMAZON_SCALE)
+                timestamp = timestamp_value(record.get("unixReviewTime"), path, line, "unixReviewTime")
                 title, text = record.get("summary"), record.get("reviewText")
             else:
                 raise DataError(
@@ -187,4 +229,4 @@ def add_source_arguments(parser: argparse.ArgumentParser, example_domain: str) -
     parser.add_argument("--reviews", required=True, help="reviews/ratings file (Amazon 2023, 2014/2018, MovieLens)")
     parser.add_argument("--items", default=None, help="item metadata / movies.dat (titles; else items go by id)")
     parser.add_argument("--domain", required=True, help=f"name of the category, e.g. {example_domain}")
-    parser.add_argument("--out", required=True, help="output folder")
+    add_output_arguments(parser)

@@ -15,20 +15,20 @@ import os
 import sys
 
 from rectune.benchmarks import Benchmark, Resources, RewardFunc, get_benchmark
+from rectune.completions import answer_text
 from rectune.io import DataError, RecTuneError, numbered_jsonl
 
 
 def completion_text(completion: object) -> str:
-    """Text of a completion in TRL's standard (str) or conversational (list of messages) form."""
-    if isinstance(completion, str):
-        return completion
+    """The answer of a completion in TRL's standard (str) or conversational (list of messages) form:
+    clean text, reasoning blocks removed, capped (:func:`~rectune.completions.answer_text`)."""
     if isinstance(completion, list):
-        return "".join(
+        completion = "".join(
             m.get("content", "") for m in completion if isinstance(m, dict) and isinstance(m.get("content"), str)
         )
-    if isinstance(completion, dict) and isinstance(completion.get("content"), str):
-        return completion["content"]
-    return ""
+    elif isinstance(completion, dict):
+        completion = completion.get("content")
+    return answer_text(completion).text
 
 
 def import_reward(path: str) -> RewardFunc:

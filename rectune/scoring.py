@@ -8,8 +8,10 @@ metric names of its summaries), ``table`` (Markdown) and ``per_query``.
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 
 from rectune.benchmarks import Resources, get_benchmark
+from rectune.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
 from rectune.io import DataError, numbered_jsonl, write_json
 from rectune.schema import load_rows
 
@@ -46,10 +48,23 @@ def _preview(ids: list[str], limit: int = 10) -> str:
 
 
 def score_benchmark(rows: list, predictions: dict[str, str], resources: Resources) -> tuple[dict, list[dict]]:
-    """The report (with ``table`` and ``per_query``) and a per-query table for W&B."""
+    """The report (with ``table`` and ``per_query``) and a per-query table for W&B.
+
+    Each completion is scored on its answer (:func:`~rectune.completions.answer_text`: clean text,
+    reasoning blocks removed, capped at ``resources.limits``); ``report["completions"]`` counts how
+    many had reasoning removed or were cut by a cap.
+    """
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
-    scored = benchmark.score(rows, predictions, resources)
+    answers = {row_id: answer_text(text, resources.limits) for row_id, text in predictions.items()}
+    scored = benchmark.score(rows, {row_id: a.text for row_id, a in answers.items()}, resources)
     report = {"benchmark": benchmark.name, **scored.report}
+    report["completions"] = {
+        "scored": len(rows),
+        "reasoning_removed": sum(answers[r.id].reasoning_removed for r in rows if r.id in answers),
+        "cut_at_max_chars": sum(answers[r.id].truncated for r in rows if r.id in answers),
+        "cut_at_max_mentions": resources.mentions_capped(),
+        **asdict(resources.limits),
+    }
     report["table"] = benchmark.format_table(report)
     return report, scored.table
 
@@ -63,11 +78,12 @@ def score_files(
     kg: str | os.PathLike | None = None,
     allow_subset: bool = False,
     fuzzy_cutoff: float = 90.0,
+    limits: CompletionLimits = DEFAULT_LIMITS,
 ) -> dict:
     rows = load_rows(data)
     predictions = load_predictions(predictions_path)
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
-    report, _ = score_benchmark(scored, predictions, Resources(data, catalog, kg, fuzzy_cutoff))
+    report, _ = score_benchmark(scored, predictions, Resources(data, catalog, kg, fuzzy_cutoff, limits))
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
     if out is not None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from rapidfuzz import fuzz, process
 
+from rectune.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
+
 ARTICLES = ("the", "a", "an", "les", "la", "le", "l'", "il", "das", "der", "die", "el", "los", "las", "un", "une")
 _TRAILING_ARTICLE = re.compile(r"^(.*?),\s*(" + "|".join(re.escape(a) for a in ARTICLES) + r")$", re.IGNORECASE)
 _LEADING_ARTICLE = re.compile(
@@ -126,10 +128,13 @@ class Extraction:
 class TitleMatcher:
     """Resolves free-text titles to catalog ids and parses completions into items."""
 
-    def __init__(self, items: Iterable[CatalogItem], fuzzy_cutoff: float = 90.0, max_mentions: int = 100):
+    def __init__(
+        self, items: Iterable[CatalogItem], fuzzy_cutoff: float = 90.0, limits: CompletionLimits = DEFAULT_LIMITS
+    ):
         self.items = {item.id: item for item in items}
         self.fuzzy_cutoff = fuzzy_cutoff
-        self.max_mentions = max_mentions
+        self.limits = limits
+        self.capped = 0  # completions whose mentions were cut to limits.max_mentions
         self._by_key: dict[str, list[tuple[str, int | None]]] = {}
         for item in self.items.values():
             main, alternates, year = split_title(item.title)
@@ -141,13 +146,13 @@ class TitleMatcher:
                         candidates.append((item.id, year))
         self._sorted_keys = sorted(self._by_key, key=len)
         self._key_lengths = [len(key) for key in self._sorted_keys]
-        # mention -> id (fuzzy allowed); "\0" + mention -> id by exact lookup only
-        self._cache: dict[str, str | None] = {}
+        self._cache: dict[str, str | None] = {}  # mention -> id, fuzzy allowed
+        self._exact_cache: dict[str, str | None] = {}  # mention -> id, exact lookup only
         self._lookup_keys: dict[str, tuple[str, int | None]] = {}  # exact misses: (first key, year)
 
     def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None:
         """Catalog id for ``mention``, or None when it names nothing in the catalog."""
-        cached = self._cache.get(mention if fuzzy else "\0" + mention, _MISSING)
+        cached = (self._cache if fuzzy else self._exact_cache).get(mention, _MISSING)
         if cached is not _MISSING:
             return cached
         if not fuzzy:  # the parser asks this for every candidate split: skip the batch machinery
@@ -159,7 +164,7 @@ class TitleMatcher:
         main, alternates, year = _split_title(mention)
         keys = [key for key in (title_key(name) for name in (main, *alternates, mention)) if key]
         exact = next((self._closest_year(self._by_key[k], year) for k in keys if k in self._by_key), None)
-        self._cache["\0" + mention] = exact
+        self._exact_cache[mention] = exact
         if exact is not None:
             self._cache[mention] = exact
         else:
@@ -172,16 +177,16 @@ class TitleMatcher:
         for mention in mentions:
             if mention in self._cache:
                 continue
-            if "\0" + mention not in self._cache:
+            if mention not in self._exact_cache:
                 self._exact(mention)
-            if fuzzy and self._cache["\0" + mention] is None:
+            if fuzzy and self._exact_cache[mention] is None:
                 misses[mention] = self._lookup_keys[mention]
         if misses:
             found = self._fuzzy_lookup(sorted({key for key, _ in misses.values() if len(key) >= 4}))
             for mention, (key, year) in misses.items():
                 self._cache[mention] = self._closest_year(self._by_key[found[key]], year) if key in found else None
-        prefix = "" if fuzzy else "\0"
-        return [self._cache[prefix + mention] for mention in mentions]
+        cache = self._cache if fuzzy else self._exact_cache
+        return [cache[mention] for mention in mentions]
 
     def _fuzzy_lookup(self, queries: list[str]) -> dict[str, str]:
         """Best catalog key with ratio >= cutoff for each query key, compared in length windows.
@@ -227,8 +232,18 @@ class TitleMatcher:
         return self.extract_many([completion])[0]
 
     def extract_many(self, completions: list[object]) -> list[Extraction]:
-        """:meth:`extract` for many completions, with one batched resolution pass."""
-        parsed = [parse_mentions(c if isinstance(c, str) else "", self)[: self.max_mentions] for c in completions]
+        """:meth:`extract` for many completions, with one batched resolution pass.
+
+        Each completion is read through :func:`~rectune.completions.answer_text` (reasoning removed,
+        capped); at most ``limits.max_mentions`` mentions count, and :attr:`capped` counts the cuts.
+        """
+        parsed = []
+        for completion in completions:
+            mentions = parse_mentions(answer_text(completion, self.limits).text, self)
+            if len(mentions) > self.limits.max_mentions:
+                self.capped += 1
+                mentions = mentions[: self.limits.max_mentions]
+            parsed.append(mentions)
         self.resolve_many([m for mentions in parsed for m in mentions])
         extractions = []
         for mentions in parsed:
@@ -249,7 +264,6 @@ class TitleMatcher:
 
 # --- completion parsing -------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
 _MARKDOWN_CHARS = frozenset("*_`~")
@@ -263,7 +277,6 @@ _PROSE_STARTS = re.compile(
     r"there (?:are|is)|you (?:might|may|could)|if you|enjoy|hope)",
     re.IGNORECASE,
 )
-_MAX_CHARS = 20_000
 _MAX_TITLE_CHARS = 150
 
 
@@ -320,11 +333,11 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     """Split a completion into title mentions.
 
     Handles numbered and bulleted lists, comma or semicolon lists, markdown emphasis,
-    quoted titles inside sentences, ``Title (Year) - description`` lines and
-    ``<think>`` blocks (dropped). Prose lines (intros, refusals) yield no mention. With a
-    ``matcher``, splits keep commas and colons that are part of catalog titles.
+    quoted titles inside sentences and ``Title (Year) - description`` lines. Prose lines
+    (intros, refusals) yield no mention. With a ``matcher``, splits keep commas and colons
+    that are part of catalog titles. ``text`` is an answer: reasoning blocks are removed
+    before (:func:`~rectune.completions.answer_text`).
     """
-    text = _THINK.sub("\n", text[:_MAX_CHARS])
     mentions = []
     for raw_line in text.splitlines():
         is_list_item = bool(_LIST_MARKER.match(raw_line))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import gc
-import hashlib
 import json
 import logging
 import os
@@ -24,8 +23,17 @@ import torch
 import yaml
 
 from rectune.benchmarks import get_benchmark
-from rectune.checkpoints import adapter_base
-from rectune.io import DataError, RecTuneError, atomic_write, numbered_jsonl, staged_folder
+from rectune.checkpoints import adapter_base, adapter_fingerprint
+from rectune.io import (
+    DataError,
+    RecTuneError,
+    atomic_write,
+    fault_point,
+    numbered_jsonl,
+    read_json,
+    staged_folder,
+    write_json,
+)
 from rectune.provenance import git_commit
 
 log = logging.getLogger(__name__)
@@ -85,7 +93,10 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
         log.info("no CUDA device: training on CPU in fp32")
         args += ["--bf16", "false", "--fp16", "false", "--use_cpu", "true"]
-    parsed = TrlParser(dataclass_types).parse_args_and_config(args)
+    try:
+        parsed = TrlParser(dataclass_types).parse_args_and_config(args)
+    except ValueError as err:  # HfArgumentParser's "arguments are not used", bad values in the file
+        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"
@@ -135,13 +146,11 @@ def check_examples(path: Path, kind: str) -> None:
     for line, row in numbered_jsonl(path):
         if kind == "sft":
             messages = row.get("messages")
-            if not isinstance(messages, list) or len(messages) < 2 or not all(isinstance(m, dict) for m in messages):
-                raise DataError(path, "field 'messages': must be a list of chat messages", line=line)
-            if messages[-1].get("role") != "assistant" or not isinstance(messages[-1].get("content"), str):
+            _check_messages(messages, "messages", path, line)
+            if len(messages) < 2 or messages[-1]["role"] != "assistant":
                 raise DataError(path, "field 'messages': the last message must be the assistant answer", line=line)
         else:
-            if not isinstance(row.get("prompt"), list):
-                raise DataError(path, "field 'prompt': must be a list of chat messages", line=line)
+            _check_messages(row.get("prompt"), "prompt", path, line)
             try:
                 benchmark = get_benchmark(row.get("benchmark"))
             except RecTuneError as err:
@@ -149,6 +158,24 @@ def check_examples(path: Path, kind: str) -> None:
             for name in benchmark.label_columns:
                 if name not in row:
                     raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+def _check_messages(messages: object, name: str, path: Path, line: int) -> None:
+    """A list of ``{"role", "content"}`` chat messages with known roles and string contents."""
+    if not isinstance(messages, list) or not messages:
+        raise DataError(path, f"field {name!r}: must be a non-empty list of chat messages", line=line)
+    for index, message in enumerate(messages):
+        where = f"field {name!r}, message {index}"
+        if not isinstance(message, dict):
+            raise DataError(path, f"{where}: must be an object with 'role' and 'content'", line=line)
+        if message.get("role") not in _ROLES:
+            raise DataError(path, f"{where}: 'role' must be one of {', '.join(_ROLES)}", line=line)
+        if not isinstance(message.get("content"), str):
+            found = type(message.get("content")).__name__
+            raise DataError(path, f"{where}: 'content' must be a string, got {found}", line=line)
 
 
 def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -> Any:
@@ -229,16 +256,80 @@ def _has_wandb_key() -> bool:
 
 
 def last_checkpoint(training_args: Any) -> str | None:
-    """The checkpoint to resume from: the one asked for, else the newest in the output dir."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """The checkpoint to resume from: the one asked for, else the newest complete one in the output dir.
 
+    A checkpoint counts once fully written: the Trainer writes ``trainer_state.json`` last, so one
+    without it (or with a cut one) was interrupted while saving, and is skipped with a warning.
+    """
     if training_args.resume_from_checkpoint:
         return training_args.resume_from_checkpoint
     output_dir = Path(training_args.output_dir)
-    found = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
-    if found:
-        log.info("resuming from %s", found)
-    return found
+    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
+    for checkpoint in sorted(found, key=lambda p: int(p.name[11:]), reverse=True):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            log.info("resuming from %s", checkpoint)
+            return str(checkpoint)
+        log.warning("skipping %s: %s (interrupted while saving)", checkpoint, problem)
+    return None
+
+
+_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin")
+
+
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` cannot be resumed from, or None when it is complete."""
+    state_path = checkpoint / "trainer_state.json"
+    if not state_path.is_file():
+        return "no trainer_state.json"
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return "trainer_state.json is cut short"
+    if not isinstance(state, dict) or str(state.get("global_step")) != checkpoint.name[11:]:
+        return "trainer_state.json does not match the folder's step"
+    has_weights = any((checkpoint / name).is_file() for name in _WEIGHTS)
+    if not has_weights and not any(checkpoint.glob("global_step*")) and not any(checkpoint.glob("*.index.json")):
+        return "no model weights"
+    return None
+
+
+def fault_callbacks() -> list:
+    """Test hook: with ``RECTUNE_FAULT=saved:checkpoint-N`` the run kills itself once checkpoint N is saved."""
+    if not os.environ.get("RECTUNE_FAULT", "").startswith("saved:"):
+        return []
+    from transformers import TrainerCallback
+
+    class KillAfterSave(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            fault_point(f"saved:checkpoint-{state.global_step}")
+
+    return [KillAfterSave()]
+
+
+FINISHED = "finished.json"  # written last, once the stage's adapter and run files are saved
+
+
+def finished_stage(output_dir: str | os.PathLike) -> dict | None:
+    """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
+    path = Path(output_dir) / FINISHED
+    return read_json(path) if path.is_file() else None
+
+
+def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -> None:
+    write_json(Path(output_dir) / FINISHED, {**metadata, "global_step": trainer.state.global_step})
+
+
+def already_finished(output_dir: str | os.PathLike) -> bool:
+    """True (and says so) when the stage in ``output_dir`` has finished: a rerun must not train it further."""
+    done = finished_stage(output_dir)
+    if done is None:
+        return False
+    print(
+        f"{output_dir}: the {done.get('stage', 'training')} stage finished at step {done.get('global_step')}; "
+        "nothing to do (to train again, give another output_dir or remove this one)"
+    )
+    return True
 
 
 def _plain(value: Any) -> Any:
@@ -338,19 +429,6 @@ def merged_model(adapter_dir: str | Path) -> Path:
 
 
 MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
-
-
-def adapter_fingerprint(adapter_dir: Path) -> str:
-    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
-    digest = hashlib.sha256()
-    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
-        path = adapter_dir / name
-        if path.is_file():
-            digest.update(name.encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()
 
 
 def _recorded_source(merged: Path) -> str | None:

@@ -88,10 +88,14 @@ def wandb_run(run_file) -> dict:
     return run
 
 
-def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run one of the project's entry scripts the way a user would."""
+def run_script(
+    script: str, *args: str, check: bool = True, fault: str | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess:
+    """Run one of the project's entry scripts the way a user would; ``fault`` names a point where it
+    kills itself (``RECTUNE_FAULT``, see rectune.io.fault_point)."""
+    env = {**os.environ, "RECTUNE_FAULT": fault} if fault else None
     result = subprocess.run(
-        [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
     )
     if check and result.returncode != 0:
         raise AssertionError(f"{script} failed:\n{result.stdout}\n{result.stderr}")
@@ -157,6 +161,25 @@ def tiny_model(tmp_path_factory, movie_data) -> Path:
     LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def adapters(tmp_path_factory, tiny_model):
+    """Three rank-4 adapters with random (non-zero) A and B, as three trained formats would be."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("adapters")
+    paths = []
+    for i in range(3):
+        torch.manual_seed(100 + i)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model)
+        config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        peft_model = get_peft_model(model, config)
+        peft_model.save_pretrained(folder / f"format{i}")
+        paths.append(folder / f"format{i}")
+    return paths
 
 
 @pytest.fixture(scope="session")

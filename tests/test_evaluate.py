@@ -134,7 +134,7 @@ def test_a_row_cut_just_before_its_newline_is_redone(tmp_path, movie_data):
 def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "book/explicit/0", "completion": "x"}\n')
-    with pytest.raises(DataError, match="not a prediction for this data"):
+    with pytest.raises(DataError, match="prediction for id 'book/explicit/0': not in this data"):
         run_generation(load_rows(movie_data / "test.jsonl"), path, None, {"with_history": False, "k": None})
 
 

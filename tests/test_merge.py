@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 import torch
 from conftest import run_script
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -10,21 +9,6 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 TARGETS = ["q_proj", "v_proj"]
-
-
-@pytest.fixture(scope="module")
-def adapters(tmp_path_factory, tiny_model):
-    """Three rank-4 adapters with random (non-zero) A and B, as three trained formats would be."""
-    folder = tmp_path_factory.mktemp("adapters")
-    paths = []
-    for i in range(3):
-        torch.manual_seed(100 + i)
-        model = AutoModelForCausalLM.from_pretrained(tiny_model)
-        config = LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False)
-        peft_model = get_peft_model(model, config)
-        peft_model.save_pretrained(folder / f"format{i}")
-        paths.append(folder / f"format{i}")
-    return paths
 
 
 def deltas(adapter):

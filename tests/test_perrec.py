@@ -295,6 +295,22 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
         ('{"reviewerID": "u1", "asin": "X", "overall": 5, "unixReviewTime": 1}\n{oops\n', "reviews.json:2: malformed"),
         ('{"who": "u1"}\n', "reviews.json:1: not an Amazon review"),
         ("", "reviews.json: no reviews in file"),
+        (
+            '{"reviewerID": "u1", "asin": "X", "overall": 17, "unixReviewTime": 1}\n',
+            "reviews.json:1: key 'overall': rating 17 is outside the scale 1-5",
+        ),
+        (
+            '{"reviewerID": "u1", "asin": "X", "overall": Infinity, "unixReviewTime": 1}\n',
+            "reviews.json:1: key 'overall': expected a finite number, got inf",
+        ),
+        (
+            '{"user_id": "u1", "parent_asin": "X", "rating": 4, "timestamp": 1e309}\n',
+            "reviews.json:1: key 'timestamp': expected a finite number, got inf",
+        ),
+        (
+            '{"user_id": "u1", "parent_asin": "X", "rating": 4, "timestamp": -5}\n',
+            "reviews.json:1: key 'timestamp': timestamp -5 is not a date between 1970 and 2100 in milliseconds",
+        ),
     ],
 )
 def test_bad_reviews_fail_clearly(tmp_path, content, message):
@@ -303,6 +319,21 @@ def test_bad_reviews_fail_clearly(tmp_path, content, message):
     with pytest.raises(DataError) as error:
         read_reviews(path)
     assert message in str(error.value)
+
+
+def test_gzip_files_that_are_not_gzip_or_not_utf8(tmp_path):
+    fake = tmp_path / "reviews.json.gz"
+    fake.write_text('{"reviewerID": "u1"}\n')
+    with pytest.raises(DataError, match="reviews.json.gz: not a readable gzip file"):
+        read_reviews(fake)
+    latin = tmp_path / "ratings.dat.gz"
+    with gzip.open(latin, "wb") as handle:
+        handle.write(b"1::2::5::978300760\n" + "1::3::4::978300761\n".encode("latin-1"))
+    assert [r.item for r in read_reviews(latin)] == ["2", "3"]
+    items = tmp_path / "movies.dat.gz"
+    with gzip.open(items, "wb") as handle:
+        handle.write("1::Cité des enfants perdus, La (1995)::Drama\n".encode("latin-1"))
+    assert read_items(items)["1"].title == "Cité des enfants perdus, La (1995)"
 
 
 def test_bad_inputs_on_the_command_line(tmp_path):
@@ -318,6 +349,9 @@ def test_bad_inputs_on_the_command_line(tmp_path):
                         tmp_path / "o", check=False)  # fmt: skip
     assert "error: no groups" in result.stderr and ">= 20 other ratings" in result.stderr
     assert not (tmp_path / "o").exists()  # nothing half-written
+    result = run_script("data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings.dat", "--domain", "x", "--out",
+                        tmp_path / "o", "--test-size", "1.5", check=False)  # fmt: skip
+    assert result.returncode == 2 and "--test-size: expected a number between 0 and 1, got 1.5" in result.stderr
 
 
 def test_canonical_perrec_rows_are_validated(tmp_path):

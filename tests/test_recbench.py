@@ -184,16 +184,25 @@ def _broken_release(tmp_path, name, content):
         ),
         ("InterestBasedQuery.json", '[{"query & ground true": [{"query": "q"}]}]', "record 0, query 0"),
         ("ratings.dat", "4242::1::5\n", "ratings.dat:1: expected 4 '::'-separated fields, got 3"),
-        ("ratings.dat", "4242::1::5::noon\n", "timestamp 'noon' is not an integer"),
+        ("ratings.dat", "4242::1::5::noon\n", "key 'timestamp': expected a number, got 'noon'"),
+        ("ratings.dat", "4242::1::5::1e309\n", "key 'timestamp': expected a finite number, got '1e309'"),
+        ("ratings.dat", "4242::1::5::99999999999\n", "is not a date between 1970 and 2100"),
+        ("ratings.dat", "4242::1::17::978300760\n", "key 'rating': rating '17' is outside the scale 0.5-5"),
+        ("ratings.dat", "4242::1::inf::978300760\n", "key 'rating': expected a finite number, got 'inf'"),
+        (
+            "MisinformedQuery.json",
+            '[{"movieSubset": ["Heat"], "query": "q", "misinformed": [{"movie": "Heat", "person": 7}]}]',
+            "record 0: key 'misinformed', entry 0, field 'person': must be a string, got int",
+        ),
     ],
 )
 def test_bad_release_fails_clearly_and_writes_nothing(tmp_path, name, content, message):
     root = _broken_release(tmp_path, name, content)
     out = tmp_path / "out"
     result = run_script("data_prep/recbench.py", "--src", root, "--domain", "movie", "--out", out, check=False)
-    assert result.returncode != 0
-    assert message in result.stderr
-    assert name in result.stderr
+    assert result.returncode == 2
+    assert message in result.stderr and name in result.stderr
+    assert result.stderr.count("\n") == 1  # one line, no traceback
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -206,3 +215,16 @@ def test_no_query_files(tmp_path):
     (tmp_path / "data" / "movie").mkdir(parents=True)
     with pytest.raises(DataError, match="no query records found"):
         read_release(tmp_path, "movie")
+
+
+def test_missing_optional_files_and_empty_query_files_warn(tmp_path, caplog):
+    root = _broken_release(tmp_path, "ImplicitQuery.json", "[]")
+    (root / "data" / "movie" / "ratings.dat").unlink()
+    (root / "data" / "movie" / "movies.dat").unlink()
+    with caplog.at_level("WARNING"):
+        release = read_release(root, "movie")
+    said = caplog.text
+    assert "ImplicitQuery.json: holds no records: no implicit queries" in said
+    assert "ratings.dat: not found: queries get no user history" in said
+    assert "movies.dat: not found: the catalog holds only titles the queries name, without genres" in said
+    assert {"ratings.dat", "movies.dat"} <= set(release.missing_files)

@@ -3,7 +3,9 @@ import json
 import pytest
 from conftest import read_jsonl
 
+import rectune.io as rectune_io
 from rectune.benchmarks.recbench.rows import RecBenchRow
+from rectune.cli import run
 from rectune.io import DataError, atomic_write, write_json, write_jsonl
 from rectune.schema import load_rows
 
@@ -128,3 +130,46 @@ def test_an_unknown_benchmark_is_named_with_the_known_ones(tmp_path):
         DataError, match=r"t.jsonl:1: field 'benchmark': must be one of recbench\+, perrecbench, llmrec"
     ):
         load_rows(write_rows(tmp_path / "t.jsonl", [{**GOOD, "benchmark": "recbench"}]))
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b'\n{"id": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"t.jsonl:2: not UTF-8 text \(byte 12 of the line\)"):
+        load_rows(path)
+
+
+def test_files_are_created_readable_by_others(tmp_path):
+    write_jsonl(tmp_path / "rows.jsonl", [GOOD])
+    # the mode follows the umask (0644 under the usual 022), not mkstemp's private 0600
+    assert (tmp_path / "rows.jsonl").stat().st_mode & 0o777 == 0o666 & ~rectune_io._UMASK
+
+
+def test_the_cli_prints_user_errors_as_one_line_and_exits_2(capsys):
+    def fails():
+        raise DataError("data/x.jsonl", "field 'id': must be a string\nsecond line", line=3)
+
+    with pytest.raises(SystemExit) as stopped:
+        run(fails)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "error: data/x.jsonl:3: field 'id': must be a string second line\n"
+
+
+def test_the_cli_reports_a_full_disk_by_file(capsys):
+    import errno
+
+    def disk_full():
+        raise OSError(errno.ENOSPC, "No space left on device", "out/train_sft.jsonl")
+
+    with pytest.raises(SystemExit) as stopped:
+        run(disk_full)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "error: No space left on device: out/train_sft.jsonl\n"
+
+
+def test_a_bug_still_shows_its_traceback():
+    def bug():
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        run(bug)

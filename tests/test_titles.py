@@ -1,5 +1,6 @@
 import pytest
 
+from rectune.completions import CompletionLimits
 from rectune.titles import CatalogItem, TitleMatcher, display_title, fix_mojibake, parse_mentions, split_title
 
 CATALOG = [
@@ -90,7 +91,7 @@ def test_extract_never_raises_on_non_text(matcher):
 
 
 def test_extract_caps_mentions():
-    matcher = TitleMatcher(CATALOG, max_mentions=5)
+    matcher = TitleMatcher(CATALOG, limits=CompletionLimits(max_mentions=5))
     text = "\n".join(f"- Invented Title {i}" for i in range(1000))
     assert matcher.extract(text).count == 5
 

@@ -2,11 +2,15 @@
 
 import glob
 import json
+import re
 
 import pytest
 import torch
 from conftest import run_script, wandb_run, write_recipe
 from safetensors.torch import load_file
+
+from rectune.io import DataError
+from rectune.training import check_examples
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -88,9 +92,10 @@ def test_loss_is_on_the_answer_only(tmp_path, tiny_model, train_data):
 def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_model, train_data):
     out = tmp_path / "sft"
     recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out)
-    run_script("train/sft.py", recipe, "--max_steps", "2")  # the "interrupted" run: saved checkpoint-2
+    killed = run_script("train/sft.py", recipe, fault="saved:checkpoint-2", check=False)  # killed after a checkpoint
+    assert killed.returncode == -9 and not (out / "finished.json").exists()
     first = [e for e in log_history(out / "checkpoint-2") if "loss" in e]
-    run_script("train/sft.py", recipe, "--max_steps", "4")
+    run_script("train/sft.py", recipe)
     history = [e for e in log_history(out / "checkpoint-4") if "loss" in e]
     assert [e["step"] for e in history] == [1, 2, 3, 4]
     assert history[:2] == first  # the steps already saved are kept, not redone
@@ -282,3 +287,22 @@ def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
     # delta = (alpha / r) * B @ A with every entry of A and B set: 4 * 2 * fill^2 per entry (alpha 8, r 2)
     assert torch.allclose(first - base, torch.full_like(base, 4 * 2 * 0.1**2), atol=1e-6)
     assert torch.allclose(second - base, torch.full_like(base, 4 * 2 * 0.2**2), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ([{"role": "user", "content": ["not", "text"]}, {"role": "assistant", "content": "x"}],
+         "field 'messages', message 0: 'content' must be a string, got list"),
+        ([{"content": "hi"}, {"role": "assistant", "content": "x"}],
+         "field 'messages', message 0: 'role' must be one of system, user, assistant"),
+        ([{"role": "user", "content": "hi"}, "x"], "field 'messages', message 1: must be an object"),
+        ([{"role": "user", "content": "hi"}], "field 'messages': the last message must be the assistant answer"),
+    ],
+)  # fmt: skip
+def test_sft_rows_are_checked_message_by_message(tmp_path, messages, message):
+    path = tmp_path / "train_sft.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "a"}]})
+                    + "\n" + json.dumps({"messages": messages}) + "\n")  # fmt: skip
+    with pytest.raises(DataError, match=re.escape(f"train_sft.jsonl:2: {message}")):
+        check_examples(path, "sft")

@@ -11,23 +11,25 @@ trained on top (SFT then RFT).
 """
 
 import logging
-import sys
 
 from accelerate import PartialState
 from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from rectune.io import RecTuneError
+from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.rewards import rft_rewards
 from rectune.training import (
     RftArguments,
     RunArguments,
+    already_finished,
     data_files,
     describe_setup,
+    fault_callbacks,
     finish,
     init_tracking,
     last_checkpoint,
     load_examples,
+    mark_finished,
     merged_model,
     parse_recipe,
     run_metadata,
@@ -41,6 +43,8 @@ def main() -> None:
     training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(
         (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
     )
+    if already_finished(training_args.output_dir):
+        return
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
@@ -72,6 +76,7 @@ def main() -> None:
         args=training_args,
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
+        callbacks=fault_callbacks(),
     )
     trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
@@ -80,12 +85,10 @@ def main() -> None:
     if trainer.accelerator.is_main_process:
         configs = (training_args, model_args, mixture, run_args, rft_args)
         write_run_files(training_args.output_dir, configs, metadata, recipe)
+        mark_finished(training_args.output_dir, trainer, metadata)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
     finish(trainer)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

@@ -10,30 +10,33 @@ with the merged adapter folded in.
 """
 
 import argparse
-import sys
 
-from rectune.io import RecTuneError
+from rectune.cli import add_output_arguments, finite, fraction, run
 from rectune.merging import METHODS, merge_adapters
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--adapters", nargs="+", required=True, help="PEFT adapter folders with the same base model")
-    parser.add_argument("--out", required=True, help="folder for the merged adapter")
-    parser.add_argument("--weights", nargs="+", type=float, default=None, help="one per adapter (default: equal)")
+    add_output_arguments(parser, "folder for the merged adapter")
+    parser.add_argument("--weights", nargs="+", type=finite, default=None, help="one per adapter (default: equal)")
     parser.add_argument("--method", choices=list(METHODS), default="linear")
-    parser.add_argument("--density", type=float, default=None, help="ties/dare_ties: share of each delta kept")
+    parser.add_argument("--density", type=fraction, default=None, help="ties/dare_ties: share of each delta kept")
     parser.add_argument("--svd-rank", type=int, default=None, help="svd: rank of the merged adapter")
     parser.add_argument("--full-model", default=None, help="also write the merged full model here")
     args = parser.parse_args()
     out = merge_adapters(
-        args.adapters, args.out, args.weights, args.method, args.density, args.svd_rank, args.full_model
+        args.adapters,
+        args.out,
+        args.weights,
+        args.method,
+        args.density,
+        args.svd_rank,
+        args.full_model,
+        overwrite=args.overwrite,
     )
     print(f"merged {len(args.adapters)} adapters ({args.method}) into {out}")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

@@ -9,20 +9,22 @@ recipe and a model card into output_dir; resumes from the newest checkpoint ther
 """
 
 import logging
-import sys
 
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
-from rectune.io import RecTuneError
+from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.training import (
     RunArguments,
+    already_finished,
     data_files,
     describe_setup,
+    fault_callbacks,
     finish,
     init_tracking,
     last_checkpoint,
     load_examples,
+    mark_finished,
     parse_recipe,
     run_metadata,
     set_model_init,
@@ -35,6 +37,8 @@ def main() -> None:
     training_args, model_args, mixture, run_args, recipe = parse_recipe(
         (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
     )
+    if already_finished(training_args.output_dir):
+        return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
@@ -50,6 +54,7 @@ def main() -> None:
         args=training_args,
         train_dataset=dataset,
         peft_config=get_peft_config(model_args),
+        callbacks=fault_callbacks(),
     )
     trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
@@ -57,12 +62,10 @@ def main() -> None:
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         write_run_files(training_args.output_dir, (training_args, model_args, mixture, run_args), metadata, recipe)
+        mark_finished(training_args.output_dir, trainer, metadata)
     trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
     finish(trainer)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RecTuneError as err:
-        sys.exit(f"error: {err}")
+    run(main)

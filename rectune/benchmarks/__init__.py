@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rectune.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.io import RecTuneError
 
 # name -> module holding ``BENCHMARK``; imported on first use, so importing the registry is cheap.
@@ -76,14 +77,16 @@ class Resources:
         catalog: str | os.PathLike | None = None,
         kg: str | os.PathLike | None = None,
         fuzzy_cutoff: float = 90.0,
+        limits: CompletionLimits = DEFAULT_LIMITS,
     ):
         self.data, self.catalog_path, self.kg_path, self.fuzzy_cutoff = data, catalog, kg, fuzzy_cutoff
+        self.limits = limits
         self._matcher = self._kg = None
 
     @classmethod
-    def loaded(cls, matcher: Any = None, kg: Any = None) -> Resources:
+    def loaded(cls, matcher: Any = None, kg: Any = None, limits: CompletionLimits = DEFAULT_LIMITS) -> Resources:
         """Resources already in memory (tests, notebooks)."""
-        resources = cls("<memory>")
+        resources = cls("<memory>", limits=limits)
         resources._matcher, resources._kg = matcher, kg
         return resources
 
@@ -94,8 +97,12 @@ class Resources:
             from rectune.titles import TitleMatcher
 
             items = load_catalog(beside(self.data, "catalog.jsonl", self.catalog_path))
-            self._matcher = TitleMatcher(items, fuzzy_cutoff=self.fuzzy_cutoff)
+            self._matcher = TitleMatcher(items, fuzzy_cutoff=self.fuzzy_cutoff, limits=self.limits)
         return self._matcher
+
+    def mentions_capped(self) -> int:
+        """Completions whose parsed titles were cut to ``limits.max_mentions`` (0 when none were parsed)."""
+        return self._matcher.capped if self._matcher is not None else 0
 
     def kg(self) -> Any:
         """The :class:`~rectune.catalog.KnowledgeGraph` of ``kg.jsonl``."""

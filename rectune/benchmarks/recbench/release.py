@@ -18,7 +18,7 @@ from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
 from rectune.catalog import KnowledgeGraph
 from rectune.io import DataError, RecTuneError, numbered_jsonl, read_text
-from rectune.ratings import dat_fields
+from rectune.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
 from rectune.titles import CatalogItem, TitleMatcher, title_key
 
 log = logging.getLogger(__name__)
@@ -104,24 +104,11 @@ def parse_records(task: str, records: list, domain: str, path: Path) -> list[dic
                 "_ids": _string_list(record.get(f"{subset_key}Id", []), path, index, f"{subset_key}Id"),
             }
             if task == "implicit" and record.get("multihop_info"):
-                row["multihop"] = [
-                    {
-                        "item": str(h.get(domain, "")),
-                        "relation": str(h.get("relation", "")),
-                        "value": str(h.get("person", "")),
-                    }
-                    for h in _dicts(record["multihop_info"], path, index, "multihop_info")
-                ]
+                fields = {"item": domain, "relation": "relation", "value": "person"}
+                row["multihop"] = _facts(record["multihop_info"], fields, path, index, "multihop_info")
             if task == "misinformed":
-                row["misinformation"] = [
-                    {
-                        "item": str(m.get(domain, "")),
-                        "relation": str(m.get("relation", "")),
-                        "claimed": str(m.get("person", "")),
-                        "true": str(m.get("original person", "")),
-                    }
-                    for m in _dicts(record.get("misinformed", []), path, index, "misinformed")
-                ]
+                fields = {"item": domain, "relation": "relation", "claimed": "person", "true": "original person"}
+                row["misinformation"] = _facts(record.get("misinformed", []), fields, path, index, "misinformed")
             rows.append(row)
         else:
             record = _require(record, ("query & ground true",), path, index)
@@ -152,6 +139,20 @@ def _count(value: object, path: Path, index: int) -> int:
     return value
 
 
+def _facts(value: object, fields: dict[str, str], path: Path, index: int, key: str) -> list[dict]:
+    """Entries of ``value`` with ``fields`` renamed (ours -> the release's); each a string or absent."""
+    facts = []
+    for j, entry in enumerate(_dicts(value, path, index, key)):
+        for name in fields.values():
+            if not isinstance(entry.get(name, ""), str):
+                found = type(entry[name]).__name__
+                raise DataError(
+                    path, f"record {index}: key {key!r}, entry {j}, field {name!r}: must be a string, got {found}"
+                )
+        facts.append({ours: entry.get(theirs, "") for ours, theirs in fields.items()})
+    return facts
+
+
 def _dicts(value: object, path: Path, index: int, key: str) -> list[dict]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise DataError(path, f"record {index}: key {key!r} must be a list of objects")
@@ -169,12 +170,9 @@ def load_movies(path: Path) -> list[CatalogItem]:
 def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
     """``user::item::rating::timestamp`` -> user -> [(timestamp, item)] sorted by time."""
     by_user: dict[str, list[tuple[int, str]]] = {}
-    for _, fields in dat_fields(path, 4):
-        try:
-            timestamp = int(fields[3])
-        except ValueError:
-            raise DataError(path, f"user {fields[0]}: timestamp {fields[3]!r} is not an integer") from None
-        by_user.setdefault(fields[0], []).append((timestamp, fields[1]))
+    for line, fields in dat_fields(path, 4):
+        rating_value(fields[2], path, line, "rating", MOVIELENS_SCALE)
+        by_user.setdefault(fields[0], []).append((timestamp_value(fields[3], path, line, "timestamp"), fields[1]))
     for events in by_user.values():
         events.sort()
     return by_user
@@ -192,16 +190,30 @@ def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg:
         if not path.is_file():
             missing.append(name)
             continue
-        parsed.extend(parse_records(task, _load_records(path), domain, path))
+        records = _load_records(path)
+        if not records:
+            log.warning("%s: holds no records: no %s queries", path, task)
+        parsed.extend(parse_records(task, records, domain, path))
     if missing:
         log.warning("%s: query files not found, skipped: %s", folder, ", ".join(missing))
     if not parsed:
         raise DataError(folder, "no query records found")
 
     ratings_path = folder / "ratings.dat"
-    ratings = load_ratings(ratings_path) if ratings_path.is_file() else {}
+    if ratings_path.is_file():
+        ratings = load_ratings(ratings_path)
+    else:
+        ratings = {}
+        log.warning("%s: not found: queries get no user history", ratings_path)
+        missing.append(ratings_path.name)
     movies_path = folder / "movies.dat"
-    catalog = load_movies(movies_path) if movies_path.is_file() else _catalog_from_titles(parsed, ratings)
+    if movies_path.is_file():
+        catalog = load_movies(movies_path)
+    else:
+        catalog = _catalog_from_titles(parsed, ratings)
+        if domain == "movie":  # books have no item file in the release
+            log.warning("%s: not found: the catalog holds only titles the queries name, without genres", movies_path)
+            missing.append(movies_path.name)
     matcher = TitleMatcher(catalog)
     ids = {item.id for item in catalog}
 

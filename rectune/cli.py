@@ -1,0 +1,93 @@
+"""How every entry script ends: user errors as one line and exit status 2, bugs as tracebacks.
+
+User errors are :class:`~rectune.io.RecTuneError` (bad input, bad setting, a refused output
+folder) and the operating system's refusals that name a file (disk full, permission denied,
+no such file): neither is a bug, so neither gets a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import sys
+from collections.abc import Callable
+
+from rectune.completions import DEFAULT_LIMITS, CompletionLimits
+from rectune.io import RecTuneError
+
+USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
+_OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR}
+
+
+def run(main: Callable[[], object]) -> None:
+    """Call ``main``; a user error prints ``error: ...`` on stderr and exits with status 2."""
+    try:
+        main()
+    except RecTuneError as err:
+        _fail(str(err))
+    except OSError as err:
+        if err.errno not in _OS_USER_ERRORS:
+            raise
+        where = f": {err.filename}" if err.filename else ""
+        _fail(f"{err.strerror or err}{where}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _fail(message: str) -> None:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message held
+    sys.exit(USER_ERROR)
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text}")
+    return value
+
+
+def finite(text: str) -> float:
+    """argparse type: a finite number (no nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder") -> None:
+    """``--out`` and ``--overwrite``: a folder RecTune builds whole and swaps in (see README "Guarantees")."""
+    parser.add_argument("--out", required=True, help=help)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out even if it holds files RecTune did not write there (default: refuse)",
+    )
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-chars``/``--max-mentions``: the caps on what is scored of one completion."""
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=DEFAULT_LIMITS.max_chars,
+        help="characters of each answer scored, after <think> blocks are removed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-mentions",
+        type=int,
+        default=DEFAULT_LIMITS.max_mentions,
+        help="titles parsed from each answer (default: %(default)s)",
+    )
+
+
+def limits(args: argparse.Namespace) -> CompletionLimits:
+    if args.max_chars < 1 or args.max_mentions < 1:
+        raise RecTuneError("--max-chars and --max-mentions must be at least 1")
+    return CompletionLimits(args.max_chars, args.max_mentions)
