@@ -82,7 +82,7 @@ def main() -> None:
     records["demographics"] = builder.demographics_queries(histories, users)
 
     names = {**QUERY_FILES, "interest": "InterestBasedQuery", "demographics": "UserBasedQuery"}
-    with output_set(args.out, "recbench+ release", overwrite=args.overwrite) as root:
+    with output_set(args.out, "recbench+ release", overwrite=args.overwrite, writes=("data", "kg.jsonl")) as root:
         folder = root / "data" / "movie"
         for task, name in names.items():
             with atomic_write(folder / f"{name}.json") as handle:

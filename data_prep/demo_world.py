@@ -25,7 +25,7 @@ def main() -> None:
     histories, users = simulate(items, args.users, args.seed)
     ratings = rate(items, histories, users, args.seed)
     out = Path(args.out)
-    with output_set(out, "demo world", overwrite=args.overwrite) as staging:
+    with output_set(out, "demo world", overwrite=args.overwrite, writes=("*.jsonl", "*.json", "*.dat")) as staging:
         write_world(staging, items, histories, users, ratings, args.seed)
     print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")
 

@@ -65,7 +65,7 @@ def main() -> None:
         "test": dict(Counter(r.task for r in test)),
     }
     out = Path(args.out)
-    with output_set(out, "llmrec data", overwrite=args.overwrite) as staging:
+    with output_set(out, "llmrec data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
         for task in [*args.tasks, "mix"]:
             rows = [r for r in train if task in (r.task, "mix")]

@@ -75,7 +75,7 @@ def main() -> None:
     out = Path(args.out)
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
-    with output_set(out, "perrecbench data", overwrite=args.overwrite) as staging:
+    with output_set(out, "perrecbench data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
         for task in [*TASKS, "mix"]:
             keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
             if task == "mix":

@@ -46,7 +46,7 @@ def main() -> None:
     summary = stats(train, test, release)
     summary["prompt"] = variant  # evaluate/run.py reuses these
     out = Path(args.out)
-    with output_set(out, "recbench+ data", overwrite=args.overwrite) as staging:
+    with output_set(out, "recbench+ data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(release.catalog))
         write_jsonl(staging / "kg.jsonl", kg_rows(release.kg))
         write_jsonl(staging / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -87,15 +88,18 @@ MARKER = ".rectune.json"  # names the kind of output a folder is and the entries
 
 
 @contextlib.contextmanager
-def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False) -> Iterator[Path]:
+def output_set(
+    target: str | os.PathLike, kind: str, *, overwrite: bool = False, writes: tuple[str, ...] = ()
+) -> Iterator[Path]:
     """Build a whole output folder (a data set, a merged adapter) beside ``target``, then swap it in.
 
     Readers see the old set or the new one, never a mix. ``target`` may be missing, empty, or an
     earlier RecTune output of the same ``kind`` holding nothing else; anything else is refused
-    unless ``overwrite`` (which replaces the folder and everything in it).
+    unless ``overwrite`` (which replaces the folder and everything in it). ``writes`` holds name
+    patterns of what a ``kind`` output contains, so folders written before outputs were marked count too.
     """
     target = Path(target)
-    check_output_folder(target, kind, overwrite=overwrite)
+    check_output_folder(target, kind, overwrite=overwrite, also_ours=writes)
     with staged_folder(target, replace=True) as staging:
         yield staging
         write_marker(staging, kind, [entry.name for entry in staging.iterdir()])
@@ -104,7 +108,7 @@ def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False)
 def check_output_folder(target: Path, kind: str, *, overwrite: bool, also_ours: tuple[str, ...] = ()) -> None:
     """Refuse ``target`` unless it is missing, empty, or holds only what a RecTune ``kind`` output wrote.
 
-    ``also_ours`` names entries a ``kind`` output may hold that RecTune did not list (W&B's folder).
+    ``also_ours`` are name patterns of entries a ``kind`` output may hold that it did not list (W&B's folder).
     """
     _recover(target)
     if target.exists() and not target.is_dir():
@@ -120,7 +124,8 @@ def check_output_folder(target: Path, kind: str, *, overwrite: bool, also_ours: 
             f"{target}: holds a RecTune {marker.get('kind')} output, not a {kind} one; choose another "
             "folder or pass --overwrite to replace it"
         )
-    foreign = sorted(entries - set(marker.get("entries", []) if marker else []) - set(also_ours))
+    listed = set(marker.get("entries", [])) if marker else set()
+    foreign = sorted(e for e in entries - listed if not any(fnmatch.fnmatchcase(e, p) for p in also_ours))
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise RecTuneError(

@@ -18,6 +18,9 @@ from rectune.checkpoints import adapter_base
 from rectune.io import DataError, RecTuneError, check_output_folder, output_set
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
+# what PEFT and the tokenizer save: merge folders written before outputs were marked count as ours
+WRITES = ("adapter_*", "model*.safetensors", "config.json", "generation_config.json", "tokenizer*", "vocab.json",
+          "merges.txt", "special_tokens_map.json", "chat_template.jinja", "README.md")  # fmt: skip
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
 
 
@@ -50,9 +53,9 @@ def merge_adapters(
     if not all(math.isfinite(w) for w in weights) or not any(weights):
         raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
     out = Path(out)
-    check_output_folder(out, ADAPTER_KIND, overwrite=overwrite)
+    check_output_folder(out, ADAPTER_KIND, overwrite=overwrite, also_ours=WRITES)
     if full_model is not None:
-        check_output_folder(Path(full_model), MODEL_KIND, overwrite=overwrite)
+        check_output_folder(Path(full_model), MODEL_KIND, overwrite=overwrite, also_ours=WRITES)
     if method in ("ties", "dare_ties") and density is None:
         density = 0.5
     bases = {adapter_base(a) for a in adapters}
@@ -75,7 +78,7 @@ def merge_adapters(
     has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
     tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
 
-    with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
+    with output_set(out, ADAPTER_KIND, overwrite=overwrite, writes=WRITES) as staging:
         peft_model.save_pretrained(staging, selected_adapters=["merged"])
         tokenizer.save_pretrained(staging)
         nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
@@ -85,7 +88,7 @@ def merge_adapters(
             nested.rmdir()
     if full_model is not None:
         merged = peft_model.merge_and_unload()
-        with output_set(full_model, MODEL_KIND, overwrite=overwrite) as staging:
+        with output_set(full_model, MODEL_KIND, overwrite=overwrite, writes=WRITES) as staging:
             merged.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
     return out

@@ -28,11 +28,8 @@ from rectune.io import (
     DataError,
     RecTuneError,
     atomic_write,
-    fault_point,
     numbered_jsonl,
-    read_json,
     staged_folder,
-    write_json,
 )
 from rectune.provenance import git_commit
 
@@ -253,83 +250,6 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
 def _has_wandb_key() -> bool:
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
-
-
-def last_checkpoint(training_args: Any) -> str | None:
-    """The checkpoint to resume from: the one asked for, else the newest complete one in the output dir.
-
-    A checkpoint counts once fully written: the Trainer writes ``trainer_state.json`` last, so one
-    without it (or with a cut one) was interrupted while saving, and is skipped with a warning.
-    """
-    if training_args.resume_from_checkpoint:
-        return training_args.resume_from_checkpoint
-    output_dir = Path(training_args.output_dir)
-    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
-    for checkpoint in sorted(found, key=lambda p: int(p.name[11:]), reverse=True):
-        problem = checkpoint_problem(checkpoint)
-        if problem is None:
-            log.info("resuming from %s", checkpoint)
-            return str(checkpoint)
-        log.warning("skipping %s: %s (interrupted while saving)", checkpoint, problem)
-    return None
-
-
-_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin")
-
-
-def checkpoint_problem(checkpoint: Path) -> str | None:
-    """Why ``checkpoint`` cannot be resumed from, or None when it is complete."""
-    state_path = checkpoint / "trainer_state.json"
-    if not state_path.is_file():
-        return "no trainer_state.json"
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return "trainer_state.json is cut short"
-    if not isinstance(state, dict) or str(state.get("global_step")) != checkpoint.name[11:]:
-        return "trainer_state.json does not match the folder's step"
-    has_weights = any((checkpoint / name).is_file() for name in _WEIGHTS)
-    if not has_weights and not any(checkpoint.glob("global_step*")) and not any(checkpoint.glob("*.index.json")):
-        return "no model weights"
-    return None
-
-
-def fault_callbacks() -> list:
-    """Test hook: with ``RECTUNE_FAULT=saved:checkpoint-N`` the run kills itself once checkpoint N is saved."""
-    if not os.environ.get("RECTUNE_FAULT", "").startswith("saved:"):
-        return []
-    from transformers import TrainerCallback
-
-    class KillAfterSave(TrainerCallback):
-        def on_save(self, args, state, control, **kwargs):
-            fault_point(f"saved:checkpoint-{state.global_step}")
-
-    return [KillAfterSave()]
-
-
-FINISHED = "finished.json"  # written last, once the stage's adapter and run files are saved
-
-
-def finished_stage(output_dir: str | os.PathLike) -> dict | None:
-    """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
-    path = Path(output_dir) / FINISHED
-    return read_json(path) if path.is_file() else None
-
-
-def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -> None:
-    write_json(Path(output_dir) / FINISHED, {**metadata, "global_step": trainer.state.global_step})
-
-
-def already_finished(output_dir: str | os.PathLike) -> bool:
-    """True (and says so) when the stage in ``output_dir`` has finished: a rerun must not train it further."""
-    done = finished_stage(output_dir)
-    if done is None:
-        return False
-    print(
-        f"{output_dir}: the {done.get('stage', 'training')} stage finished at step {done.get('global_step')}; "
-        "nothing to do (to train again, give another output_dir or remove this one)"
-    )
-    return True
 
 
 def _plain(value: Any) -> Any:

@@ -6,7 +6,7 @@ from conftest import read_jsonl
 import rectune.io as rectune_io
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.cli import run
-from rectune.io import DataError, atomic_write, write_json, write_jsonl
+from rectune.io import DataError, RecTuneError, atomic_write, check_output_folder, output_set, write_json, write_jsonl
 from rectune.schema import load_rows
 
 GOOD = {
@@ -173,3 +173,19 @@ def test_a_bug_still_shows_its_traceback():
 
     with pytest.raises(KeyError):
         run(bug)
+
+
+def test_output_sets_replace_their_own_folders_only(tmp_path):
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "test.jsonl").write_text("{}\n")  # written before output folders were marked: still ours
+    with output_set(target, "some data", writes=("*.jsonl",)) as staging:
+        (staging / "train.jsonl").write_text("{}\n")
+    assert sorted(p.name for p in target.iterdir()) == [".rectune.json", "train.jsonl"]
+    with pytest.raises(RecTuneError, match="holds a RecTune some data output, not a other data one"):
+        check_output_folder(target, "other data", overwrite=False)
+    with pytest.raises(RecTuneError, match="boom"), output_set(target, "some data") as staging:
+        (staging / "half.jsonl").write_text("{")
+        raise RecTuneError("boom")
+    assert sorted(p.name for p in target.iterdir()) == [".rectune.json", "train.jsonl"]  # untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the failed staging folder is gone

@@ -18,18 +18,15 @@ from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_
 from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.rewards import rft_rewards
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, mark_finished
 from rectune.training import (
     RftArguments,
     RunArguments,
-    already_finished,
     data_files,
     describe_setup,
-    fault_callbacks,
     finish,
     init_tracking,
-    last_checkpoint,
     load_examples,
-    mark_finished,
     merged_model,
     parse_recipe,
     run_metadata,

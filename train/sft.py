@@ -14,17 +14,14 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 
 from rectune.cli import run
 from rectune.models import resolve_model_name
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, mark_finished
 from rectune.training import (
     RunArguments,
-    already_finished,
     data_files,
     describe_setup,
-    fault_callbacks,
     finish,
     init_tracking,
-    last_checkpoint,
     load_examples,
-    mark_finished,
     parse_recipe,
     run_metadata,
     set_model_init,
