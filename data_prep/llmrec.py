@@ -19,9 +19,10 @@ from pathlib import Path
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS
 from rectune.catalog import catalog_rows
-from rectune.cli import run
+from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
+from rectune.sharing import write_dataset_card
 
 
 def parse_args() -> argparse.Namespace:
@@ -35,6 +36,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-review-words", type=int, default=defaults.max_review_words, help="explanation target")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--max-users", type=int, default=None, help="keep a seeded sample of this many users")
+    parser.add_argument(
+        "--valid-size",
+        type=fraction,
+        default=0.05,
+        help="fraction of users whose training rows (second-to-last review) are held out for validation",
+    )
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
 
@@ -56,12 +63,17 @@ def main() -> None:
         train, test = [r for r in train if r.user in sample], [r for r in test if r.user in sample]
     train = [r for r in train if r.task in args.tasks]
     test = [r for r in test if r.task in args.tasks]
+    users = sorted({r.user for r in train})
+    held_out = set(random.Random(args.seed + 1).sample(users, round(args.valid_size * len(users))))
+    valid = [r for r in train if r.user in held_out]
+    train = [r for r in train if r.user not in held_out]
 
     summary = {
         "reviews": len(reviews),
         "core": {"reviews": len(kept), "users": len({r.user for r in kept}), "items": len({r.item for r in kept})},
         "settings": vars(settings),
         "train": dict(Counter(r.task for r in train)),
+        "valid": dict(Counter(r.task for r in valid)),
         "test": dict(Counter(r.task for r in test)),
     }
     out = Path(args.out)
@@ -73,8 +85,12 @@ def main() -> None:
                 random.Random(args.seed).shuffle(rows)
             write_jsonl(staging / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows))
             write_jsonl(staging / f"train_rft_{task}.jsonl", BENCHMARK.rft_examples(rows, {}))
+        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in valid))
+        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, {}) for r in valid))
+        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(valid, {}))
         write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
         write_json(staging / "stats.json", summary)
+        write_dataset_card(staging, f"LLMRec {args.domain}", BENCHMARK.name)
     core = summary["core"]
     print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
     for task in args.tasks:

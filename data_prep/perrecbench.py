@@ -23,6 +23,7 @@ from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
+from rectune.sharing import write_dataset_card
 
 
 def parse_args() -> argparse.Namespace:
@@ -38,6 +39,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-profile", action="store_true", help="leave the template user profile out")
     parser.add_argument("--max-groups", type=int, default=None, help="keep a seeded sample of this many groups")
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of items held out")
+    parser.add_argument(
+        "--valid-size", type=fraction, default=0.05, help="fraction of the training items held out for validation"
+    )
     parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
 
@@ -63,18 +67,21 @@ def main() -> None:
     if args.max_groups is not None and len(found) > args.max_groups:
         found = sorted(random.Random(args.seed).sample(found, args.max_groups), key=lambda g: g.id)
     train, test = groups.split_by_item(found, args.test_size, args.seed)
-    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in test})
+    train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
+    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in [*test, *valid]})
+    groups.attach_prompts(valid, reviews, items, settings, hidden={g.item for g in test})
     groups.attach_prompts(test, reviews, items, settings)
     rows = {
         split: [
             r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in groups.group_rows(g, items, args.domain)
         ]
-        for split, part in (("train", train), ("test", test))
+        for split, part in (("train", train), ("valid", valid), ("test", test))
     }
 
     out = Path(args.out)
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
+    summary["valid_groups"] = len(valid)
     with output_set(out, "perrecbench data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
         for task in [*TASKS, "mix"]:
             keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
@@ -83,8 +90,12 @@ def main() -> None:
             sft = (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep)
             write_jsonl(staging / f"train_sft_{task}.jsonl", sft)
             write_jsonl(staging / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
+        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in rows["valid"]))
+        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows["valid"]))
+        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(rows["valid"], {}))
         write_jsonl(staging / "test.jsonl", (r.to_dict() for r in rows["test"]))
         write_json(staging / "stats.json", summary)
+        write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name)
 
     print(f"{len(reviews)} ratings, {len(found)} groups: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):

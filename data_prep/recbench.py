@@ -2,7 +2,8 @@
 
     python data_prep/recbench.py --src ROOT --domain movie --out data/recbench_movie
 
-Writes catalog.jsonl, kg.jsonl, train_sft.jsonl, train_rft.jsonl, test.jsonl and stats.json
+Writes catalog.jsonl, kg.jsonl, train_sft.jsonl, train_rft.jsonl, valid.jsonl (+ valid_sft/valid_rft),
+test.jsonl, stats.json and a dataset card (README.md)
 into --out, built whole beside it and swapped in, so an interruption leaves the old set or the new one.
 """
 
@@ -16,6 +17,7 @@ from rectune.benchmarks.recbench.rows import TASKS
 from rectune.catalog import catalog_rows, kg_rows
 from rectune.cli import add_output_arguments, fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
+from rectune.sharing import write_dataset_card
 
 
 def parse_args() -> argparse.Namespace:
@@ -24,6 +26,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--domain", required=True, choices=["movie", "book"])
     add_output_arguments(parser)
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of queries held out (1.0 = all)")
+    parser.add_argument(
+        "--valid-size", type=fraction, default=0.05, help="fraction of the training queries held out for validation"
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
@@ -41,9 +46,11 @@ def main() -> None:
     if not rows:
         raise RecTuneError(f"no queries of tasks {', '.join(args.tasks)} in {args.src}")
     train, test = split_rows(rows, args.test_size, args.seed)
+    train, valid = split_rows(train, args.valid_size, args.seed + 1)  # by query text, as the test split
     variant = {"with_history": args.with_history, "k": args.k}
 
     summary = stats(train, test, release)
+    summary["queries"]["valid"] = len(valid)
     summary["prompt"] = variant  # evaluate/run.py reuses these
     out = Path(args.out)
     with output_set(out, "recbench+ data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
@@ -51,10 +58,15 @@ def main() -> None:
         write_jsonl(staging / "kg.jsonl", kg_rows(release.kg))
         write_jsonl(staging / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))
         write_jsonl(staging / "train_rft.jsonl", BENCHMARK.rft_examples(train, variant))
+        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in valid))
+        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in valid))
+        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(valid, variant))
         write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
         write_json(staging / "stats.json", summary)
+        write_dataset_card(staging, f"RecBench+ {args.domain}", BENCHMARK.name)
 
-    print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {len(train)} train / {len(test)} test queries")
+    sizes = f"{len(train)} train / {len(valid)} validation / {len(test)} test queries"
+    print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {sizes}")
     for task, counts in summary["by_task"].items():
         print(f"  {task:13s} train {counts['train']:6d}  test {counts['test']:6d}")
     if release.missing_files:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from rectune.io import DataError, read_json
+from rectune.io import DataError
 from rectune.models import EMBEDDED, resolve_model_name
+from rectune.sharing import CHAIN, read_chain, resolve_base
 
 log = logging.getLogger(__name__)
 STAGES = ("sft", "rft", "sft_rft")
@@ -25,18 +26,28 @@ STAGES = ("sft", "rft", "sft_rft")
 
 @dataclass
 class Checkpoint:
+    """A model to generate with: ``base_model`` (loadable here), adapters merged into it in order
+    (``merged``: the SFT adapter of SFT then RFT), then ``adapter``."""
+
     kind: str
     path: str
     base_model: str
     adapter: str | None = None
+    merged: list[str] = field(default_factory=list)
 
     def describe(self) -> dict:
-        return {"checkpoint": self.path, "kind": self.kind, "base_model": self.base_model, "adapter": self.adapter}
+        return {
+            "checkpoint": self.path,
+            "kind": self.kind,
+            "base_model": self.base_model,
+            "merged_adapters": self.merged,
+            "adapter": self.adapter,
+        }
 
     def identity(self) -> str:
-        """What decides its outputs: the base model and the adapter's weights (not where it lies)."""
-        adapter = f" + adapter {adapter_fingerprint(self.adapter)}" if self.adapter else ""
-        return f"{self.base_model}{adapter}"
+        """What decides its outputs: the base model and the adapters' weights (not where they lie)."""
+        adapters = [*self.merged, *([self.adapter] if self.adapter else [])]
+        return " + ".join([self.base_model, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
 
 
 def adapter_fingerprint(adapter_dir: str | Path) -> str:
@@ -53,15 +64,31 @@ def adapter_fingerprint(adapter_dir: str | Path) -> str:
     return digest.hexdigest()
 
 
-def adapter_base(adapter: str | Path) -> str:
-    """The base model a PEFT adapter folder names in its ``adapter_config.json``."""
-    config = Path(adapter) / "adapter_config.json"
-    if not config.is_file():
+def adapter_chain(adapter: str | Path) -> tuple[str, list[str]]:
+    """The base model an adapter folder was trained on (loadable here) and the adapters merged into it
+    first, oldest first (see :mod:`rectune.sharing`); paths in the record are relative to the folder."""
+    adapter = Path(adapter)
+    if not (adapter / "adapter_config.json").is_file():
         raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
-    base = read_json(config).get("base_model_name_or_path")
-    if not base:
-        raise DataError(config, "field 'base_model_name_or_path': missing")
-    return base
+    chain = read_chain(adapter)
+    merged = []
+    for relative in chain["merged_adapters"]:
+        folder = (adapter / relative).resolve()
+        if not (folder / "adapter_config.json").is_file():
+            raise DataError(adapter / CHAIN, f"the SFT adapter it builds on is missing: {folder}")
+        merged.append(str(folder))
+    base = chain["base_model"]
+    if not merged and not Path(base).is_absolute() and (adapter / base).exists():
+        base = str((adapter / base).resolve())  # a folder recorded relative to the adapter
+    base = resolve_base(base)
+    if Path(base).is_absolute() and not Path(base).exists():
+        raise DataError(adapter / "adapter_config.json", f"the adapter's base model {base} does not exist here")
+    return base, merged
+
+
+def adapter_base(adapter: str | Path) -> str:
+    """The base model an adapter folder was trained on, loadable here (its chain's root)."""
+    return adapter_chain(adapter)[0]
 
 
 def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
@@ -82,12 +109,10 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
         elif stage not in stages:
             raise DataError(path, f"run folder has no stage {stage!r} (it has {', '.join(stages)})")
         inner = resolve_checkpoint(str(path / stage))
-        return Checkpoint("run", str(path), inner.base_model, inner.adapter)
+        return Checkpoint("run", str(path), inner.base_model, inner.adapter, inner.merged)
     if (path / "adapter_config.json").is_file():
-        base = adapter_base(path)
-        if base.startswith("/") and not Path(base).exists():
-            raise DataError(path / "adapter_config.json", f"the adapter's base model {base} does not exist here")
-        return Checkpoint("adapter", str(path), base, str(path))
+        base, merged = adapter_chain(path)
+        return Checkpoint("adapter", str(path), base, str(path), merged)
     if (path / "config.json").is_file():
         return Checkpoint("model", str(path), str(path))
     raise DataError(
@@ -97,21 +122,30 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     )
 
 
+def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
+    """``base_model`` with each adapter merged in, in order."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+    if adapters:
+        from peft import PeftModel
+
+        for adapter in adapters:
+            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    return model
+
+
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
     unless ``dtype`` says otherwise, else fp32."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(checkpoint.base_model, dtype=dtype)
+    model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
     tokenizer_source = checkpoint.base_model
-    if checkpoint.adapter:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, checkpoint.adapter).merge_and_unload()
-        if (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
-            tokenizer_source = checkpoint.adapter
+    if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
+        tokenizer_source = checkpoint.adapter
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

@@ -34,6 +34,7 @@ from rectune.io import (
 )
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
+from rectune.stages import FINISHED, WANDB_RUN
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ def evaluate_checkpoint(
         "prompt": variant,
         "generation": asdict(settings),
         "predictions_key": key,
+        "trained_by": training_run(checkpoint),
         "git_commit": commit,
     }
     write_json(out / "config.json", config)
@@ -169,6 +171,27 @@ def evaluate_checkpoint(
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
     return report, table
+
+
+def training_run(checkpoint: Checkpoint) -> dict | None:
+    """The training stage that produced the checkpoint's adapter: recipe, stage, W&B run (when recorded)."""
+    if not checkpoint.adapter:
+        return None
+    folder = Path(checkpoint.adapter)
+    finished = read_json(folder / FINISHED) if (folder / FINISHED).is_file() else {}
+    wandb_run = read_json(folder / WANDB_RUN) if (folder / WANDB_RUN).is_file() else {}
+    if not finished and not wandb_run:
+        return None
+    return {"recipe": finished.get("recipe"), "stage": finished.get("stage"), "wandb_run": wandb_run or None}
+
+
+def eval_run_name(config: dict) -> str:
+    """``<run>-<stage>-<data>`` for a trained stage, else ``<checkpoint>-<data>``."""
+    data = Path(config["data"]).parent.name or Path(config["data"]).stem
+    trained = config.get("trained_by") or {}
+    if trained.get("recipe") and trained.get("stage"):
+        return f"{trained['recipe']}-{trained['stage']}-{data}"
+    return f"{Path(config['checkpoint'].removeprefix('embedded:')).name}-{data}"
 
 
 REPORT_KIND = "eval report"
@@ -217,7 +240,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     config = report["config"]
     run = wandb.init(
         project=project,
-        name=Path(out).name,
+        name=eval_run_name(config),
         job_type="eval",
         group=f"eval-{Path(config['data']).parent.name}",
         config=config,

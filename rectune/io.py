@@ -197,6 +197,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def make_shareable(folder: str | os.PathLike) -> None:
+    """Give the files under ``folder`` the usual modes (0644 under umask 022): some writers
+    (safetensors, ``tempfile``) create them private (0600), which breaks sharing a run folder."""
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, 0o666 & ~_UMASK)
+
+
 def fault_point(name: str) -> None:
     """Test hook: the process kills itself here when ``RECTUNE_FAULT`` names this point.
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-from rectune.checkpoints import adapter_base
+from rectune.checkpoints import adapter_chain, load_merged
 from rectune.io import DataError, RecTuneError, check_output_folder, output_set
+from rectune.sharing import make_portable
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
 # what PEFT and the tokenizer save: merge folders written before outputs were marked count as ours
@@ -41,7 +42,7 @@ def merge_adapters(
     but an earlier merge's files is refused unless ``overwrite``.
     """
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if len(adapters) < 2:
         raise RecTuneError("merging needs at least two adapters")
@@ -58,12 +59,12 @@ def merge_adapters(
         check_output_folder(Path(full_model), MODEL_KIND, overwrite=overwrite, also_ours=WRITES)
     if method in ("ties", "dare_ties") and density is None:
         density = 0.5
-    bases = {adapter_base(a) for a in adapters}
-    if len(bases) != 1:
-        raise DataError(adapters[0], f"the adapters have different base models: {', '.join(sorted(bases))}")
-
-    base = bases.pop()
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    chains = {(base, tuple(merged)) for base, merged in map(adapter_chain, adapters)}
+    if len(chains) != 1:
+        names = ", ".join(sorted(" + ".join([b, *m]) for b, m in chains))
+        raise DataError(adapters[0], f"the adapters have different base models: {names}")
+    base, merged = chains.pop()
+    model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
     peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
     for name, adapter in zip(names[1:], adapters[1:], strict=True):
@@ -86,6 +87,8 @@ def merge_adapters(
             for item in nested.iterdir():
                 item.rename(staging / item.name)
             nested.rmdir()
+        if not merged:
+            make_portable(staging, base)
     if full_model is not None:
         merged = peft_model.merge_and_unload()
         with output_set(full_model, MODEL_KIND, overwrite=overwrite, writes=WRITES) as staging:

@@ -21,6 +21,7 @@ from rectune.io import RecTuneError, staged_folder
 log = logging.getLogger(__name__)
 
 EMBEDDED = "embedded:smollm2"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what adapters record as their base (portable)
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -56,6 +57,12 @@ def embedded_model_path() -> Path:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
     return target
+
+
+def is_embedded_path(path: str) -> bool:
+    """Whether ``path`` is the converted embedded model's folder."""
+    target = cache_dir() / "smollm2-135m-instruct"
+    return Path(path).resolve() == target.resolve()
 
 
 def resolve_model_name(name: str) -> str:

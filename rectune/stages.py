@@ -70,6 +70,7 @@ def fault_callbacks() -> list:
     return [KillAfterSave()]
 
 
+WANDB_RUN = "wandb_run.json"  # the stage's W&B run id and URL: a resumed stage resumes its W&B run
 FINISHED = "finished.json"  # written last, once the stage's adapter and run files are saved
 
 

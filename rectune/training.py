@@ -23,15 +23,20 @@ import torch
 import yaml
 
 from rectune.benchmarks import get_benchmark
-from rectune.checkpoints import adapter_base, adapter_fingerprint
+from rectune.checkpoints import adapter_chain, adapter_fingerprint, load_merged
 from rectune.io import (
     DataError,
     RecTuneError,
     atomic_write,
+    make_shareable,
     numbered_jsonl,
+    read_json,
     staged_folder,
+    write_json,
 )
 from rectune.provenance import git_commit
+from rectune.sharing import make_portable, model_card, portable_name
+from rectune.stages import WANDB_RUN, mark_finished
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,24 @@ class RunArguments:
     wandb_tags: list[str] = field(default_factory=list, metadata={"help": "Extra W&B tags."})
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Train on this many examples only (small CPU budgets)."}
+    )
+    train_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Train on this prepared file or data_prep folder instead of the recipe's `datasets` "
+            "(a folder gives its train_sft.jsonl / train_rft.jsonl, or the _mix file)."
+        },
+    )
+    eval_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Validation file or data_prep folder (its valid_sft.jsonl / valid_rft.jsonl) for "
+            "eval_strategy; default: the one beside the training data when eval_strategy is on."
+        },
+    )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={"help": "Stop after this many evaluations without improvement (needs eval_strategy)."},
     )
 
 
@@ -67,6 +90,9 @@ class RftArguments:
     )
 
 
+DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU
+
+
 def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
     """Parse ``RECIPE.yaml [--flag value ...]`` into the dataclasses, checking the recipe first.
 
@@ -75,6 +101,10 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     from trl import TrlParser
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        print(short_help(dataclass_types))
+        sys.exit(0)
+    args = ["--help" if arg == "--help-all" else arg for arg in args]
     recipe = None
     if args and not args[0].startswith("-"):
         recipe = Path(args.pop(0))
@@ -89,7 +119,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
         log.info("no CUDA device: training on CPU in fp32")
-        args += ["--bf16", "false", "--fp16", "false", "--use_cpu", "true"]
+        args += [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
     try:
         parsed = TrlParser(dataclass_types).parse_args_and_config(args)
     except ValueError as err:  # HfArgumentParser's "arguments are not used", bad values in the file
@@ -98,6 +128,33 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"
     return (*parsed, recipe)
+
+
+def short_help(dataclass_types: tuple[type, ...]) -> str:
+    """``--help``: the recipe argument and RecTune's own options first; ``--help-all`` lists every flag."""
+    script = Path(sys.argv[0]).name
+    lines = [
+        f"usage: {script} RECIPE.yaml [--flag value ...]",
+        "",
+        "RECIPE.yaml  a recipe (recipes/*.yaml): any field below or of TRL's and transformers' configs;",
+        "             flags on the command line override it. Unknown keys and flags are errors.",
+        "",
+        "RecTune options:",
+    ]
+    for kind in dataclass_types:
+        if kind.__module__ != __name__:
+            continue
+        for item in dataclasses.fields(kind):
+            lines.append(f"  --{item.name:26s} {item.metadata.get('help', '')}")
+    lines += [
+        "",
+        "Often used: --output_dir DIR  --max_steps N  --learning_rate LR  --per_device_train_batch_size N",
+        "            --model_name_or_path NAME  --report_to wandb|none  --push_to_hub true --hub_model_id ID",
+        "            --eval_strategy steps --eval_steps N (validation from data_prep's valid_*.jsonl)",
+        "",
+        f"{script} --help-all lists every TRL/transformers flag.",
+    ]
+    return "\n".join(lines)
 
 
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
@@ -116,6 +173,33 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             names = ", ".join(t.__name__ for t in dataclass_types)
             raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+
+
+def use_train_data(mixture: Any, train_data: str | None, kind: str) -> None:
+    """Point the mixture at ``train_data`` (a file, or a data_prep folder's training file) when given."""
+    if train_data is None:
+        return
+    from trl.scripts.utils import DatasetConfig
+
+    mixture.datasets = [DatasetConfig(path="json", data_files=str(prepared_file(train_data, f"train_{kind}")))]
+
+
+def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
+    """``path`` itself, or in a data_prep folder ``PREFIX.jsonl``, else ``PREFIX_mix.jsonl``, else its only
+    ``PREFIX_*.jsonl``."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise DataError(path, "no such file or folder")
+    for name in (f"{prefix}.jsonl", f"{prefix}_mix.jsonl"):
+        if (path / name).is_file():
+            return path / name
+    found = sorted(path.glob(f"{prefix}_*.jsonl"))
+    if len(found) != 1:
+        listed = ", ".join(p.name for p in found) or "none"
+        raise DataError(path, f"no single {prefix}*.jsonl here (found: {listed}); name the file")
+    return found[0]
 
 
 def data_files(mixture: Any) -> list[Path]:
@@ -196,6 +280,39 @@ def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -
     return dataset
 
 
+def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind: str) -> Any | None:
+    """The validation examples when the recipe evaluates during training (``eval_strategy``), else None.
+
+    They come from ``eval_data``, else from the ``valid_{kind}.jsonl`` data_prep wrote beside the training
+    data; the training rows are never split (TRL's ``test_split_size`` would take them from training).
+    """
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    if training_args.eval_strategy == "no":
+        if run_args.early_stopping_patience is not None:
+            raise RecTuneError("early_stopping_patience needs eval_strategy (steps or epoch) and validation data")
+        return None
+    source = run_args.eval_data or data_files(mixture)[0].parent
+    file = prepared_file(source, f"valid_{kind}")
+    validation = DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(file))])
+    return load_examples(validation, kind, None, training_args.seed)
+
+
+def early_stopping(training_args: Any, run_args: RunArguments) -> list:
+    """Transformers' early-stopping callback when ``early_stopping_patience`` is set."""
+    if run_args.early_stopping_patience is None:
+        return []
+    if not training_args.load_best_model_at_end:
+        raise RecTuneError(
+            "early_stopping_patience needs load_best_model_at_end: true (and save_strategy equal to eval_strategy) "
+            "so the best checkpoint is the one kept"
+        )
+    from transformers import EarlyStoppingCallback
+
+    return [EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience)]
+
+
 def set_model_init(training_args: Any, model_args: Any) -> None:
     """How the trainer loads the model: dtype matching the precision mode (fp32 on CPU), attention kernel."""
     dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
@@ -217,10 +334,13 @@ def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: lis
     }
 
 
+
+
 def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) -> None:
     """Name the run ``<recipe>-<stage>`` and put stage, recipe, model, data and commit into its config.
 
-    The W&B run is opened here (main process only) so the Trainer's W&B callback reuses it.
+    The W&B run is opened here (main process only) so the Trainer's W&B callback reuses it; a stage
+    that was interrupted resumes the W&B run it opened (its id is kept in ``wandb_run.json``).
     """
     training_args.run_name = f"{run_args.recipe_name}-{metadata['stage']}"
     if "wandb" not in (training_args.report_to or []):
@@ -235,16 +355,21 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
         log.warning("no W&B API key found: logging offline (upload later with `wandb sync`)")
         os.environ["WANDB_MODE"] = "offline"
     os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
-    Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-    wandb.init(
+    out = Path(training_args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = read_json(out / WANDB_RUN) if (out / WANDB_RUN).is_file() else {}
+    run = wandb.init(
         project=run_args.wandb_project,
         name=training_args.run_name,
         group=run_args.recipe_name,
         job_type=metadata["stage"],
         tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
         config={"rectune": metadata},
-        dir=training_args.output_dir,
+        dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
+        id=earlier.get("id"),
+        resume="allow" if earlier.get("id") else None,
     )
+    write_json(out / WANDB_RUN, {"id": run.id, "project": run.project, "url": run.url})
 
 
 def _has_wandb_key() -> bool:
@@ -253,39 +378,81 @@ def _has_wandb_key() -> bool:
 
 
 def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    def encode(item: Any) -> Any:
+        return dataclasses.asdict(item) if dataclasses.is_dataclass(item) else str(item)
+
+    return json.loads(json.dumps(value, default=encode))
 
 
-def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None) -> None:
-    """The resolved recipe (file plus CLI overrides, every field) and a short model card."""
-    resolved: dict[str, Any] = {}
-    for config in configs:
-        values = config.to_dict() if hasattr(config, "to_dict") else dataclasses.asdict(config)
-        resolved.update(_plain(values))
+SECRETS = ("hub_token",)  # left out of recipe.yaml (transformers would mask them, which no rerun accepts)
+
+
+def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> dict[str, Any]:
+    """The recipe a run used: every value that differs from its default (recipe file plus CLI flags).
+
+    RecTune's device defaults (fp32 and ``use_cpu`` without a GPU) are left out unless the recipe or the
+    command line set them, so rerunning it on any machine gives this run's settings.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    *parsed, recipe = parse_recipe(dataclass_types, args)
+    given = yaml.safe_load(recipe.read_text(encoding="utf-8")) if recipe else {}
+    values: dict[str, Any] = {}
+    for config in parsed:
+        for item in dataclasses.fields(config):
+            if not item.init or item.name in SECRETS:
+                continue
+            if item.name in DEVICE_DEFAULTS and item.name not in given and f"--{item.name}" not in args:
+                continue
+            if item.default is not dataclasses.MISSING:
+                default = item.default
+            elif item.default_factory is not dataclasses.MISSING:
+                default = item.default_factory()
+            else:
+                default = dataclasses.MISSING
+            value = _plain(getattr(config, item.name))
+            if default is dataclasses.MISSING or value != _plain(default):
+                values[item.name] = value
+    return values
+
+
+def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:
+    """``recipe.yaml`` (what reproduces the run: ``train/sft.py OUTPUT/recipe.yaml``) and the model card."""
+    resolved = resolved_recipe(tuple(type(config) for config in configs))
     out = Path(output_dir)
     with atomic_write(out / "recipe.yaml") as handle:
         handle.write(f"# resolved from {recipe or 'command-line flags'}; stage {metadata['stage']}\n")
         yaml.safe_dump(resolved, handle, sort_keys=True)
-    lines = [
-        f"# {metadata['recipe']} — {metadata['stage']}",
-        "",
-        "A LoRA adapter trained with [RecTune](../../../README.md).",
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {key} | {value} |" for key, value in metadata.items()),
-        "",
-        "Score it on the held-out split:",
-        "",
-        "```bash",
-        f"python evaluate/run.py --model {output_dir} --data DIR/test.jsonl --out reports/{metadata['recipe']}-"
-        f"{metadata['stage']}",
-        "```",
-        "",
-        "The full resolved recipe is in `recipe.yaml`.",
-    ]
     with atomic_write(out / "README.md") as handle:
-        handle.write("\n".join(lines) + "\n")
+        handle.write(card)
+
+
+def save_stage(
+    trainer: Any,
+    configs: tuple[Any, ...],
+    metadata: dict,
+    recipe: Path | None,
+    base_model: str,
+    sft_adapter: str | None = None,
+) -> None:
+    """Save the stage: adapter, portable base record, ``recipe.yaml``, model card, then ``finished.json``.
+
+    The card and the base record are written before any Hub push (``push_to_hub``), in place of the
+    trainer's own card, so the pushed folder is the one described here.
+    """
+    output_dir = trainer.args.output_dir
+
+    def write_files(*args: Any, **kwargs: Any) -> None:
+        make_portable(output_dir, base_model, sft_adapter)
+        wandb_run = read_json(Path(output_dir) / WANDB_RUN) if (Path(output_dir) / WANDB_RUN).is_file() else {}
+        card = model_card(metadata, portable_name(base_model), wandb_run.get("url"))
+        write_run_files(output_dir, configs, metadata, recipe, card)
+
+    trainer.create_model_card = write_files
+    trainer.save_model(output_dir)
+    if trainer.accelerator.is_main_process:
+        write_files()
+        mark_finished(output_dir, trainer, metadata)
+        make_shareable(output_dir)
 
 
 def describe_setup(trainer: Any) -> str:
@@ -328,18 +495,17 @@ def merged_model(adapter_dir: str | Path) -> Path:
     SFT then RFT merges the SFT adapter and trains a fresh RFT adapter on top: GRPO's
     reference policy is then the SFT model, and the RFT adapter loads onto a plain folder.
     """
-    from peft import AutoPeftModelForCausalLM
     from transformers import AutoTokenizer
 
     adapter_dir = Path(adapter_dir)
-    adapter_base(adapter_dir)  # a clear error when this is no adapter folder (run the SFT stage first)
+    base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
     target = adapter_dir / "merged"
     source = adapter_fingerprint(adapter_dir)
     if (target / "config.json").is_file() and _recorded_source(target) == source:
         return target
     if target.exists():
         log.info("%s was merged from an earlier version of the adapter: merging again", target)
-    model = AutoPeftModelForCausalLM.from_pretrained(adapter_dir, dtype=torch.float32).merge_and_unload()
+    model = load_merged(base, [*merged, str(adapter_dir)], torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
     with staged_folder(target, replace=True) as staging:
         model.save_pretrained(staging)

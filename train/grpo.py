@@ -18,20 +18,23 @@ from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_
 from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.rewards import rft_rewards
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, mark_finished
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint
 from rectune.training import (
     RftArguments,
     RunArguments,
     data_files,
     describe_setup,
+    early_stopping,
+    eval_examples,
     finish,
     init_tracking,
     load_examples,
     merged_model,
     parse_recipe,
     run_metadata,
+    save_stage,
     set_model_init,
-    write_run_files,
+    use_train_data,
 )
 
 
@@ -44,7 +47,9 @@ def main() -> None:
         return
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
+    use_train_data(mixture, run_args.train_data, "rft")
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
+    validation = eval_examples(training_args, run_args, mixture, "rft")
     reward_funcs, rft_args.reward_funcs = rft_rewards(
         rft_args.reward_funcs, data_files(mixture)[0], rft_args.catalog, rft_args.kg
     )
@@ -72,17 +77,15 @@ def main() -> None:
         reward_funcs=reward_funcs,
         args=training_args,
         train_dataset=dataset,
+        eval_dataset=validation,
         peft_config=get_peft_config(model_args),
-        callbacks=fault_callbacks(),
+        callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
     trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
 
-    trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        configs = (training_args, model_args, mixture, run_args, rft_args)
-        write_run_files(training_args.output_dir, configs, metadata, recipe)
-        mark_finished(training_args.output_dir, trainer, metadata)
+    configs = (training_args, model_args, mixture, run_args, rft_args)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
     finish(trainer)
 

@@ -14,18 +14,21 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 
 from rectune.cli import run
 from rectune.models import resolve_model_name
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, mark_finished
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint
 from rectune.training import (
     RunArguments,
     data_files,
     describe_setup,
+    early_stopping,
+    eval_examples,
     finish,
     init_tracking,
     load_examples,
     parse_recipe,
     run_metadata,
+    save_stage,
     set_model_init,
-    write_run_files,
+    use_train_data,
 )
 
 
@@ -38,7 +41,9 @@ def main() -> None:
         return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
+    use_train_data(mixture, run_args.train_data, "sft")
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
+    validation = eval_examples(training_args, run_args, mixture, "sft")
 
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
@@ -50,16 +55,15 @@ def main() -> None:
         model=model_name,
         args=training_args,
         train_dataset=dataset,
+        eval_dataset=validation,
         peft_config=get_peft_config(model_args),
-        callbacks=fault_callbacks(),
+        callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
     trainer.accelerator.print(describe_setup(trainer))
     trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
 
-    trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        write_run_files(training_args.output_dir, (training_args, model_args, mixture, run_args), metadata, recipe)
-        mark_finished(training_args.output_dir, trainer, metadata)
+    configs = (training_args, model_args, mixture, run_args)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path)
     trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
     finish(trainer)
 
