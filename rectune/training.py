@@ -388,31 +388,20 @@ SECRETS = ("hub_token",)  # left out of recipe.yaml (transformers would mask the
 
 
 def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> dict[str, Any]:
-    """The recipe a run used: every value that differs from its default (recipe file plus CLI flags).
+    """The recipe a run used: the recipe file with the command line's flags applied (as parsed).
 
-    RecTune's device defaults (fp32 and ``use_cpu`` without a GPU) are left out unless the recipe or the
-    command line set them, so rerunning it on any machine gives this run's settings.
+    Defaults are left out, so values that TRL derives from others (GRPO's generation batch size) are
+    derived again on rerun, and so are RecTune's device settings (fp32 and ``use_cpu`` without a GPU).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     *parsed, recipe = parse_recipe(dataclass_types, args)
-    given = yaml.safe_load(recipe.read_text(encoding="utf-8")) if recipe else {}
-    values: dict[str, Any] = {}
+    values = dict(yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}) if recipe else {}
+    flags = {arg[2:].split("=")[0] for arg in args if arg.startswith("--")}
     for config in parsed:
         for item in dataclasses.fields(config):
-            if not item.init or item.name in SECRETS:
-                continue
-            if item.name in DEVICE_DEFAULTS and item.name not in given and f"--{item.name}" not in args:
-                continue
-            if item.default is not dataclasses.MISSING:
-                default = item.default
-            elif item.default_factory is not dataclasses.MISSING:
-                default = item.default_factory()
-            else:
-                default = dataclasses.MISSING
-            value = _plain(getattr(config, item.name))
-            if default is dataclasses.MISSING or value != _plain(default):
-                values[item.name] = value
-    return values
+            if item.name in flags:
+                values[item.name] = _plain(getattr(config, item.name))
+    return {key: value for key, value in values.items() if key not in SECRETS}
 
 
 def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:

@@ -37,10 +37,9 @@ def shared_run(tmp_path_factory, tiny_model, train_data):
     grpo = {
         "model_name_or_path": str(tiny_model), **LORA, "output_dir": str(run / "sft_rft"), "max_steps": 1,
         "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "report_to": ["none"],
-        "datasets": [{"path": "json", "data_files": str(train_data / "train_rft.jsonl")}],
-        "init_adapter": str(run / "sft"),
+        "datasets": [{"path": "json", "data_files": "not/used.jsonl"}], "init_adapter": str(run / "sft"),
     }  # fmt: skip
-    run_script("train/grpo.py", write_recipe(tmp / "grpo.yaml", **grpo))
+    run_script("train/grpo.py", write_recipe(tmp / "grpo.yaml", **grpo), "--train_data", train_data)
     moved = tmp / "elsewhere" / "tiny"
     moved.parent.mkdir()
     shutil.move(run, moved)
@@ -87,6 +86,36 @@ def test_the_saved_recipe_reruns_to_the_same_configuration(tmp_path, shared_run)
     assert {k: v for k, v in second.items() if k not in ("output_dir", "max_steps")} == {
         k: v for k, v in first.items() if k not in ("output_dir", "max_steps")
     }
+
+
+def test_the_saved_grpo_recipe_parses_to_itself(shared_run):
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
+
+    from rectune.training import RftArguments, RunArguments, resolved_recipe
+
+    saved = yaml.safe_load((shared_run / "sft_rft" / "recipe.yaml").read_text())
+    types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+    assert resolved_recipe(types, [str(shared_run / "sft_rft" / "recipe.yaml")]) == saved
+    assert saved["train_data"] and saved["init_adapter"]
+
+
+def test_eval_runs_are_named_after_the_stage_they_evaluate():
+    from rectune.evaluation import eval_run_name
+
+    trained = {"recipe": "qwen3b_movie", "stage": "sft_rft", "wandb_run": {"id": "abc"}}
+    config = {"data": "data/recbench_movie/test.jsonl", "checkpoint": "outputs/qwen3b_movie", "trained_by": trained}
+    assert eval_run_name(config) == "qwen3b_movie-sft_rft-recbench_movie"
+    assert eval_run_name({**config, "trained_by": None, "checkpoint": "embedded:smollm2"}) == "smollm2-recbench_movie"
+
+
+def test_bad_flags_give_one_line(tmp_path, tiny_model):
+    result = run_script("train/sft.py", sft_recipe(tmp_path, tiny_model, tmp_path / "o"), "--lerning_rate", "1",
+                        check=False)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {tmp_path / 'sft.yaml'}: Some specified arguments are not used by the HfArgumentParser: "
+        "['--lerning_rate', '1']"
+    ]
 
 
 def test_cards_files_and_modes(shared_run):
