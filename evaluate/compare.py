@@ -2,7 +2,10 @@
 
     python evaluate/compare.py reports/* --out reports/comparison
 
-Prints the table and writes reports/comparison.md, .csv and a .png bar chart.
+Prints the table and writes reports/comparison.md, .csv and a .png bar chart. With --baseline NAME
+every other checkpoint's values carry their difference to NAME's with a paired bootstrap 95 %
+interval over queries (PerRecBench: groups), marked * when it excludes 0; the chart shows the
+intervals as error bars on the bars.
 """
 
 import argparse
@@ -16,11 +19,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reports", nargs="+", help="report folders (or report.json files)")
     parser.add_argument("--out", default="reports/comparison", help="output prefix for .md, .csv and .png")
+    parser.add_argument(
+        "--baseline", default=None, help="report name (folder name): differences to it with 95 %% intervals"
+    )
+    parser.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]
     loaded = load_reports(reports)
-    rows, specs = comparison_rows(loaded), metric_specs(loaded)
+    rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
+    specs = metric_specs(loaded)
     print(markdown(rows, specs))
     written = write_outputs(rows, specs, args.out)
     print("wrote " + ", ".join(str(p) for p in written))

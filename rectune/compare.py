@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from rectune.benchmarks import MetricSpec, get_benchmark
+from rectune.bootstrap import paired_differences
 from rectune.io import DataError, atomic_write, read_json
 
 
@@ -47,19 +48,35 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
     return reports
 
 
-def comparison_rows(reports: dict[str, dict]) -> list[dict]:
-    """One row per (checkpoint, task), tasks in first-seen order, ``overall`` last."""
+def comparison_rows(
+    reports: dict[str, dict], baseline: str | None = None, samples: int = 1000, seed: int = 0
+) -> list[dict]:
+    """One row per (checkpoint, task), tasks in first-seen order, ``overall`` last.
+
+    With a ``baseline`` (a report name), each other checkpoint's row carries ``diff``: per metric, its
+    difference to the baseline with a paired bootstrap 95 % interval (:mod:`rectune.bootstrap`).
+    """
     metrics = list(metric_specs(reports))
     tasks: list[str] = []
     for report in reports.values():
         tasks += [t for t in report["by_task"] if t not in tasks]
+    if baseline is not None and baseline not in reports:
+        raise DataError(baseline, f"no report of that name to compare with (reports: {', '.join(reports)})")
+    differences = {
+        name: paired_differences(report, reports[baseline], tasks, samples, seed)
+        for name, report in reports.items()
+        if baseline is not None and name != baseline
+    }
     rows = []
     for task in [*tasks, "overall"]:
         for name, report in reports.items():
             summary = report["overall"] if task == "overall" else report["by_task"].get(task)
             if summary is None:
                 continue
-            rows.append({"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}})
+            row = {"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}}
+            if name in differences:
+                row["diff"] = differences[name].get(task, {})
+            rows.append(row)
     return rows
 
 
@@ -68,7 +85,18 @@ def _cell(value: object) -> str:
 
 
 def _metrics(rows: list[dict]) -> list[str]:
-    return [key for key in rows[0] if key not in ("task", "checkpoint", "n")] if rows else []
+    return [key for key in rows[0] if key not in ("task", "checkpoint", "n", "diff")] if rows else []
+
+
+def _with_difference(row: dict, metric: str) -> str:
+    """``0.412 (+0.050 [+0.020, +0.080])*``: the value, its difference to the baseline and the 95 % interval;
+    ``*`` when the interval excludes 0."""
+    cell = _cell(row[metric])
+    diff = row.get("diff", {}).get(metric)
+    if diff is None:
+        return cell
+    mark = "*" if diff.excludes_zero else ""
+    return f"{cell} ({diff.delta:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]){mark}"
 
 
 def _label(metric: str, specs: dict[str, MetricSpec]) -> str:
@@ -81,9 +109,17 @@ def markdown(rows: list[dict], specs: dict[str, MetricSpec]) -> str:
     header = ["task", "checkpoint", "n", *(_label(m, specs) for m in metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        values = [row["task"], row["checkpoint"], row["n"], *(row[m] for m in metrics)]
-        lines.append("| " + " | ".join(_cell(v) for v in values) + " |")
+        values = [_cell(row["task"]), _cell(row["checkpoint"]), _cell(row["n"])]
+        lines.append("| " + " | ".join([*values, *(_with_difference(row, m) for m in metrics)]) + " |")
+    if any("diff" in row for row in rows):
+        lines += ["", DIFFERENCE_NOTE]
     return "\n".join(lines)
+
+
+DIFFERENCE_NOTE = (
+    "In brackets: the difference to the baseline and its paired bootstrap 95 % interval over queries "
+    "(PerRecBench: groups); * marks an interval that excludes 0."
+)
 
 
 def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | os.PathLike) -> list[Path]:
@@ -92,13 +128,23 @@ def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | 
     with atomic_write(prefix.with_suffix(".md")) as handle:
         handle.write(markdown(rows, specs) + "\n")
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *_metrics(rows)])
+    metrics = _metrics(rows)
+    extra = [f"{m}_{part}" for m in metrics for part in ("delta", "low", "high")] if _has_diff(rows) else []
+    writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *metrics, *extra])
     writer.writeheader()
-    writer.writerows(rows)
+    for row in rows:
+        flat = {key: value for key, value in row.items() if key != "diff"}
+        for metric, diff in row.get("diff", {}).items():
+            flat.update({f"{metric}_delta": diff.delta, f"{metric}_low": diff.low, f"{metric}_high": diff.high})
+        writer.writerow(flat)
     with atomic_write(prefix.with_suffix(".csv")) as handle:
         handle.write(buffer.getvalue())
     _chart(rows, specs, prefix.with_suffix(".png"))
     return [prefix.with_suffix(s) for s in (".md", ".csv", ".png")]
+
+
+def _has_diff(rows: list[dict]) -> bool:
+    return any(row.get("diff") for row in rows)
 
 
 def axis_limits(spec: MetricSpec, values: list[float]) -> tuple[float, float]:
@@ -107,6 +153,17 @@ def axis_limits(spec: MetricSpec, values: list[float]) -> tuple[float, float]:
     top = max(values, default=0.0)
     high = max(high, top) if high is not None else (top * 1.15 or 1.0)
     return min([low, *values]), high
+
+
+def _error_bars(by_key: dict, tasks: list[str], name: str, metric: str) -> list[list[float]] | None:
+    """Below/above each bar: the 95 % interval of the difference to the baseline, placed on the bar."""
+    rows = [by_key.get((t, name)) or {} for t in tasks]
+    diffs = [row.get("diff", {}).get(metric) for row in rows]
+    if not any(diffs):
+        return None
+    low = [d.delta - d.low if d else 0.0 for d in diffs]
+    high = [d.high - d.delta if d else 0.0 for d in diffs]
+    return [low, high]
 
 
 def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
@@ -134,6 +191,8 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
                 [math.nan if v is None else v for v in values],
                 width,
                 label=name,
+                yerr=_error_bars(by_key, tasks, name, metric),
+                capsize=2,
             )
             ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=1)
         arrow = "↑" if spec.higher_is_better else "↓"

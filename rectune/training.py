@@ -334,8 +334,6 @@ def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: lis
     }
 
 
-
-
 def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) -> None:
     """Name the run ``<recipe>-<stage>`` and put stage, recipe, model, data and commit into its config.
 

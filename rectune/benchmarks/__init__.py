@@ -127,6 +127,8 @@ class Benchmark(ABC):
     rewards: ClassVar[dict[str, RewardFunc]]  # GRPO rewards by name, in TRL's signature
     default_rewards: ClassVar[tuple[str, ...]]
     label_columns: ClassVar[tuple[str, ...]]  # RFT columns the rewards read
+    # metric -> function applied to the mean of the unit values (RMSE: the root of the mean squared error)
+    metric_transforms: ClassVar[dict[str, Callable[[float], float]]] = {}
 
     def load_row(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> Any:
         """Validate one raw row; errors name file, line and field."""
@@ -151,6 +153,12 @@ class Benchmark(ABC):
     @abstractmethod
     def format_table(self, report: dict) -> str:
         """The report as a Markdown table."""
+
+    def unit_values(self, record: dict) -> dict[str, float | None]:
+        """One ``per_query`` record's values whose mean over records (then ``metric_transforms``) is each
+        metric; None leaves the record out of that metric. The confidence intervals of ``compare.py
+        --baseline`` resample these. Default: the record's own fields named like the metrics."""
+        return {metric: record.get(metric) for metric in self.metrics}
 
     def sft_example(self, row: Any, variant: dict) -> dict:
         """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""

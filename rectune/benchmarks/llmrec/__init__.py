@@ -7,6 +7,8 @@ Modules: ``rows`` (the canonical row), ``build`` (5-core, leave-one-out, the fiv
 
 from __future__ import annotations
 
+import math
+
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.llmrec import prompts, scoring
 from rectune.benchmarks.llmrec import rewards as reward_functions
@@ -28,6 +30,22 @@ class LLMRec(Benchmark):
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "target", "item_id", "candidate_ids")
+    metric_transforms = {"rmse": math.sqrt}
+
+    def unit_values(self, record: dict) -> dict[str, float | None]:
+        """Per query: squared and absolute rating errors, hits and NDCG at each cut-off, N/A. BLEU and ROUGE
+        need the references, which reports do not keep per query: they get no interval."""
+        values: dict[str, float | None] = {metric: None for metric in self.metrics}
+        values["na_rate"] = float(record["na"])
+        if record["task"] == "rating" and record["error"] is not None:
+            values["rmse"], values["mae"] = record["error"] ** 2, abs(record["error"])
+        elif record["task"] in RANKING_TASKS:
+            rank = record["rank"]
+            for k in scoring.KS:
+                hit = rank is not None and rank < k
+                values[f"hr@{k}"] = float(hit)
+                values[f"ndcg@{k}"] = scoring.ndcg(rank, k) if hit else 0.0
+        return values
 
     def messages(self, row: LLMRecRow, variant: dict) -> list[dict]:
         return prompts.build_messages(row)

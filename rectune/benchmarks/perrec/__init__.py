@@ -26,6 +26,14 @@ class PerRecBench(Benchmark):
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "labels", "relative", "means", "group_relative", "position")
 
+    def unit_values(self, record: dict) -> dict[str, float | None]:
+        """Per group: τ (0 when unparseable), τ among parsed groups, and failure."""
+        return {
+            "tau": record["tau"],
+            "tau_parsed": None if record["failed"] else record["tau"],
+            "failure_rate": float(record["failed"]),
+        }
+
     def messages(self, row: PerRecRow, variant: dict) -> list[dict]:
         return prompts.build_messages(row)
 
