@@ -197,3 +197,38 @@ def test_the_rectune_command_is_a_front_door(tmp_path):
     result = subprocess.run([rectune, "nope"], capture_output=True, text=True)
     assert result.returncode == 1 and "unknown subcommand 'nope'" in result.stderr
     assert (ROOT / "train" / "sft.py").is_file()
+
+
+def test_the_card_and_base_record_are_written_before_a_push(tmp_path, tiny_model, monkeypatch):
+    """transformers' save_model pushes through create_model_card: RecTune's card must be there by then."""
+    from types import SimpleNamespace
+
+    from rectune.training import save_stage
+
+    pushed = {}
+
+    class Trainer:
+        args = SimpleNamespace(output_dir=str(tmp_path / "sft"))
+        accelerator = SimpleNamespace(is_main_process=True)
+        state = SimpleNamespace(global_step=3)
+
+        def save_model(self, output_dir):  # what Trainer.save_model does with push_to_hub: save, card, upload
+            os.makedirs(output_dir, exist_ok=True)
+            config = {"base_model_name_or_path": str(tiny_model), "peft_type": "LORA"}
+            with open(os.path.join(output_dir, "adapter_config.json"), "w") as handle:
+                json.dump(config, handle)
+            self.create_model_card(model_name="x")
+            pushed["README.md"] = (tmp_path / "sft" / "README.md").read_text()
+
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "sft"))
+    from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
+
+    from rectune.training import RunArguments, parse_recipe
+
+    configs = parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])[:-1]
+    metadata = {"stage": "sft", "recipe": "r", "base_model": str(tiny_model), "data": ["data/demo/train_sft.jsonl"]}
+    monkeypatch.setattr(sys, "argv", ["sft.py", str(recipe)])
+    save_stage(Trainer(), configs, metadata, recipe, str(tiny_model))
+    front = yaml.safe_load(pushed["README.md"].split("---")[1])
+    assert front["base_model"] == str(tiny_model) and front["datasets"] == ["demo"]
+    assert (tmp_path / "sft" / "finished.json").is_file()
