@@ -1,6 +1,6 @@
 """The ``rectune`` command: one front door to the scripts of a RecTune checkout.
 
-    rectune prep recbench|perrecbench|llmrec|build|demo-world [ARGS]
+    rectune prep SCRIPT [ARGS]          (SCRIPT: a data_prep/ script, e.g. demo-world for demo_world.py)
     rectune sft|grpo RECIPE.yaml [--flag value ...]
     rectune merge|eval|score|compare [ARGS]
 
@@ -23,14 +23,8 @@ SCRIPTS = {
     "score": "evaluate/score.py",
     "compare": "evaluate/compare.py",
 }
-PREP = {
-    "recbench": "data_prep/recbench.py",
-    "perrecbench": "data_prep/perrecbench.py",
-    "llmrec": "data_prep/llmrec.py",
-    "build": "data_prep/build_benchmark.py",
-    "demo-world": "data_prep/demo_world.py",
-}
 ROOT = Path(__file__).resolve().parent.parent
+PREP = {path.stem.replace("_", "-"): f"data_prep/{path.name}" for path in sorted((ROOT / "data_prep").glob("*.py"))}
 
 
 def usage() -> str:
