@@ -125,7 +125,7 @@ def test_bad_inputs(tmp_path, adapters):
     other = tmp_path / "other"
     other.mkdir()
     config = json.loads((adapters[0] / "adapter_config.json").read_text())
-    (other / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "/elsewhere"}))
+    (other / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(tmp_path)}))
     result = run_script("train/merge.py", "--adapters", adapters[0], other, "--out", tmp_path / "m", check=False)
     assert "different base models" in result.stderr
     assert not (tmp_path / "m").exists()

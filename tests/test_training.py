@@ -64,7 +64,8 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
     assert "max_steps: 30" in resolved and "learning_rate: 0.01" in resolved
     card = (out / "README.md").read_text()
     assert "| stage | sft |" in card and f"| base_model | {tiny_model} |" in card and "git_commit" in card
-    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    # W&B files sit beside the stage folder (outputs/<run>/wandb), out of a pushed adapter folder
+    (run_file,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
     logged = wandb_run(run_file)
     assert [row["train/loss"] for row in logged["history"] if "train/loss" in row] == pytest.approx(losses)
     rates = [e["learning_rate"] for e in log_history(out / "checkpoint-30") if "learning_rate" in e]
@@ -172,7 +173,9 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
         "train/grpo.py", grpo_recipe(tmp_path / "g2.yaml", tiny_model, train_data, chained), "--init_adapter", sft
     )
     config = json.loads((chained / "adapter_config.json").read_text())
-    assert config["base_model_name_or_path"] == str(sft / "merged")
+    assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
+    chain = json.loads((chained / "base_chain.json").read_text())
+    assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"]}
     base = load_file(tiny_model / "model.safetensors")
     merged = load_file(sft / "merged" / "model.safetensors")
     key = "model.layers.0.self_attn.q_proj.weight"
