@@ -6,7 +6,8 @@ import pytest
 import yaml
 from conftest import ROOT, run_script, write_recipe
 
-from rectune.models import EMBEDDED, embedded_model_path, resolve_model_name
+from rectune.models import EMBEDDED, EMBEDDED_HUB_ID, embedded_model_path, resolve_model_name
+from rectune.sharing import resolve_base
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,9 @@ def test_cpu_recipe_trains_the_embedded_model(tmp_path, train_data):
     assert len(losses) == 10 and all(0 < loss < 10 for loss in losses)
     assert sum(losses[-3:]) / 3 < 0.8 * losses[0], losses
     config = json.loads((out / "adapter_config.json").read_text())
-    assert config["base_model_name_or_path"] == str(embedded_model_path())
+    # recorded by its hub id, so the adapter loads elsewhere; here RecTune maps it back to the embedded copy
+    assert config["base_model_name_or_path"] == EMBEDDED_HUB_ID
+    assert resolve_base(config["base_model_name_or_path"]) == str(embedded_model_path())
 
 
 def test_embedded_model_scores_a_small_test_set(tmp_path, movie_data):
