@@ -213,8 +213,9 @@ def test_evaluate_and_grpo_run_on_llmrec_data(tmp_path, tiny_model):
     recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data / "train_rft_mix.jsonl", tmp_path / "rft")
     result = run_script("train/grpo.py", recipe)
     assert "rewards/task/mean" in result.stdout + result.stderr
-    recorded = (tmp_path / "rft" / "recipe.yaml").read_text()
-    assert "- task\n- format" in recorded  # the benchmark's default rewards, recorded
+    recorded = json.loads((tmp_path / "rft" / "finished.json").read_text())
+    assert recorded["rewards"] == ["task", "format"]  # the benchmark's default rewards, recorded
+    assert "reward_funcs" not in (tmp_path / "rft" / "recipe.yaml").read_text()  # derived again on rerun
 
 
 def test_hit_rate_and_ndcg_at_10_by_hand():

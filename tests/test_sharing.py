@@ -174,7 +174,10 @@ def test_validation_during_training_and_early_stopping(tmp_path, tiny_model):
     assert len(read_jsonl(data / "train_sft.jsonl")) == train_rows  # no training row taken for validation
 
 
-def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data):
+def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data, monkeypatch):
+    # each run starts its own W&B service, as a user's would (a service shared with this test process
+    # would still hold the killed run's id)
+    monkeypatch.delenv("WANDB_SERVICE", raising=False)
     out = tmp_path / "run" / "sft"
     recipe = sft_recipe(tmp_path, tiny_model, out, max_steps=3, report_to=["wandb"])
     killed = run_script("train/sft.py", recipe, "--train_data", train_data, fault="saved:checkpoint-1", check=False)
