@@ -34,7 +34,7 @@ from rectune.io import (
 )
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
-from rectune.stages import FINISHED, WANDB_RUN
+from rectune.stages import finished_stage, wandb_run_record
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +178,8 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
     if not checkpoint.adapter:
         return None
     folder = Path(checkpoint.adapter)
-    finished = read_json(folder / FINISHED) if (folder / FINISHED).is_file() else {}
-    wandb_run = read_json(folder / WANDB_RUN) if (folder / WANDB_RUN).is_file() else {}
+    finished = finished_stage(folder) or {}
+    wandb_run = wandb_run_record(folder)
     if not finished and not wandb_run:
         return None
     return {"recipe": finished.get("recipe"), "stage": finished.get("stage"), "wandb_run": wandb_run or None}

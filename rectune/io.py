@@ -149,7 +149,7 @@ def write_marker(folder: Path, kind: str, entries: list[str]) -> None:
     write_json(folder / MARKER, {"kind": kind, "entries": sorted(set(entries) - {MARKER})})
 
 
-_STRAY = re.compile(r"^\..+\.(?:staging|old)-(\d+)-|^\..+\.tmp$")
+_STRAY = re.compile(r"^\..+\.(?:staging|old)-\d+-|^\..+\.tmp$")
 
 
 def _is_stray(name: str) -> bool:
@@ -189,11 +189,11 @@ def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError: alive, but another user's
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 

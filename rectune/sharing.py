@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from rectune.io import DataError, atomic_write, read_json, write_json
+from rectune.io import DataError, RecTuneError, atomic_write, read_json, write_json
 from rectune.models import EMBEDDED, EMBEDDED_HUB_ID, embedded_model_path, is_embedded_path
 
 CHAIN = "base_chain.json"
@@ -35,7 +35,7 @@ def resolve_base(name: str) -> str:
     if name == EMBEDDED_HUB_ID:
         try:
             return str(embedded_model_path())
-        except Exception:  # no embedded wheel here: the hub (or its local cache) serves it
+        except RecTuneError:  # no embedded wheel here: the hub (or its local cache) serves it
             return name
     return name
 

@@ -27,14 +27,18 @@ def last_checkpoint(training_args: Any) -> str | None:
     if training_args.resume_from_checkpoint:
         return training_args.resume_from_checkpoint
     output_dir = Path(training_args.output_dir)
-    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()]
-    for checkpoint in sorted(found, key=lambda p: int(p.name[11:]), reverse=True):
+    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and _step(p).isdigit()]
+    for checkpoint in sorted(found, key=lambda p: int(_step(p)), reverse=True):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             log.info("resuming from %s", checkpoint)
             return str(checkpoint)
         log.warning("skipping %s: %s (interrupted while saving)", checkpoint, problem)
     return None
+
+
+def _step(checkpoint: Path) -> str:
+    return checkpoint.name.removeprefix("checkpoint-")
 
 
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin")
@@ -49,7 +53,7 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
         state = json.loads(state_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return "trainer_state.json is cut short"
-    if not isinstance(state, dict) or str(state.get("global_step")) != checkpoint.name[11:]:
+    if not isinstance(state, dict) or str(state.get("global_step")) != _step(checkpoint):
         return "trainer_state.json does not match the folder's step"
     has_weights = any((checkpoint / name).is_file() for name in _WEIGHTS)
     if not has_weights and not any(checkpoint.glob("global_step*")) and not any(checkpoint.glob("*.index.json")):
@@ -78,6 +82,12 @@ def finished_stage(output_dir: str | os.PathLike) -> dict | None:
     """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
     path = Path(output_dir) / FINISHED
     return read_json(path) if path.is_file() else None
+
+
+def wandb_run_record(output_dir: str | os.PathLike) -> dict:
+    """The stage's W&B run (``id``, ``project``, ``url``), or ``{}`` when it has none."""
+    path = Path(output_dir) / WANDB_RUN
+    return read_json(path) if path.is_file() else {}
 
 
 def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -> None:

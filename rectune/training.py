@@ -30,13 +30,12 @@ from rectune.io import (
     atomic_write,
     make_shareable,
     numbered_jsonl,
-    read_json,
     staged_folder,
     write_json,
 )
 from rectune.provenance import git_commit
 from rectune.sharing import make_portable, model_card, portable_name
-from rectune.stages import WANDB_RUN, mark_finished
+from rectune.stages import WANDB_RUN, mark_finished, wandb_run_record
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +354,7 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
     os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
     out = Path(training_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    earlier = read_json(out / WANDB_RUN) if (out / WANDB_RUN).is_file() else {}
+    earlier = wandb_run_record(out)
     run = wandb.init(
         project=run_args.wandb_project,
         name=training_args.run_name,
@@ -430,8 +429,7 @@ def save_stage(
 
     def write_files(*args: Any, **kwargs: Any) -> None:
         make_portable(output_dir, base_model, sft_adapter)
-        wandb_run = read_json(Path(output_dir) / WANDB_RUN) if (Path(output_dir) / WANDB_RUN).is_file() else {}
-        card = model_card(metadata, portable_name(base_model), wandb_run.get("url"))
+        card = model_card(metadata, portable_name(base_model), wandb_run_record(output_dir).get("url"))
         write_run_files(output_dir, configs, metadata, recipe, card)
 
     trainer.create_model_card = write_files
