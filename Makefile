@@ -42,7 +42,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: experiment data-experiment test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -188,3 +188,36 @@ demo: install
 		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/sft_rft --out reports/demo/sft_rft
 	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft \
 		reports/demo/sft_rft --out reports/demo/comparison
+
+
+# The CPU experiment (README "Does learning show?"): a larger demo world (377 test queries), SFT with the
+# checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
+# scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
+EXP_RUN := smollm2_movie_experiment
+EXP_DATA := data/experiment_movie
+EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16
+
+data-experiment: install
+	$(PY) data_prep/demo_world.py --users 800 --out data/experiment_world
+	$(PY) data_prep/build_benchmark.py --kg data/experiment_world/items.jsonl --ratings data/experiment_world/ratings.dat \
+		--users data/experiment_world/users.dat --queries-per-user 3 --out data/experiment_release
+	$(PY) data_prep/recbench.py --src data/experiment_release --domain movie --kg data/experiment_release/kg.jsonl \
+		--test-size 0.25 --out data/experiment_movie
+
+experiment: export WANDB_MODE ?= offline
+experiment: install
+	@echo "== [1/8 $$(date +%T)] build the experiment's benchmark -> $(EXP_DATA)" && $(MAKE) -s data-experiment
+	@echo "== [2/8 $$(date +%T)] score the base model" && $(EXP_EVAL) --model embedded:smollm2 --out reports/experiment/base
+	@echo "== [3/8 $$(date +%T)] SFT" && $(MAKE) -s sft RECIPE=recipes/$(EXP_RUN).yaml
+	@echo "== [4/8 $$(date +%T)] RFT from the base model" && $(MAKE) -s rft RECIPE=recipes/$(EXP_RUN).yaml
+	@echo "== [5/8 $$(date +%T)] RFT after SFT" && $(MAKE) -s rft-after-sft RECIPE=recipes/$(EXP_RUN).yaml
+	@echo "== [6/8 $$(date +%T)] score the three checkpoints" && \
+		$(EXP_EVAL) --model outputs/$(EXP_RUN)/sft --out reports/experiment/sft && \
+		$(EXP_EVAL) --model outputs/$(EXP_RUN)/rft --out reports/experiment/rft && \
+		$(EXP_EVAL) --model outputs/$(EXP_RUN)/sft_rft --out reports/experiment/sft_rft
+	@echo "== [7/8 $$(date +%T)] compare with the base model" && $(PY) evaluate/compare.py reports/experiment/base \
+		reports/experiment/sft reports/experiment/rft reports/experiment/sft_rft --baseline base \
+		--out reports/experiment/vs_base
+	@echo "== [8/8 $$(date +%T)] compare SFT->RFT with SFT" && $(PY) evaluate/compare.py reports/experiment/sft \
+		reports/experiment/sft_rft --baseline sft --out reports/experiment/vs_sft
+	@echo "== done $$(date +%T)"

@@ -75,3 +75,22 @@ def test_rewards_never_raise_on_odd_completions():
 def test_unknown_reward_name():
     with pytest.raises(RecTuneError, match="unknown recbench\\+ reward 'recal'"):
         resolve_rewards(get_benchmark("recbench+"), ["recal"], Resources.loaded(MATCHER, KG))
+
+
+def test_conditions_met_gives_partial_credit_from_the_kg():
+    kg = KnowledgeGraph(
+        [("1", "genre", "Thriller"), ("1", "director", "Michael Mann"), ("2", "genre", "Thriller"),
+         ("13", "director", "Michael Mann")]
+    )  # fmt: skip
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), ["conditions_met"], Resources.loaded(MATCHER, kg))
+    labels = {**LABELS, "conditions": [[["Genre", "Thriller"], ["Director", "Michael Mann"]]]}
+
+    def reward(text, task="explicit"):
+        return funcs[0]([text], task=[task], **labels)[0]
+
+    # Heat meets 2 of 2, Ronin 1 of 2, Casino 1 of 2, an invented title 0: means over recommended items
+    assert reward("Heat\nRonin") == pytest.approx((2 / 2 + 1 / 2) / 2)
+    assert reward("Casino\nInvented Film") == pytest.approx((1 / 2 + 0) / 2)
+    assert reward("Heat") == 1.0
+    assert reward("") == 0.0
+    assert reward("Heat", task="interest") is None

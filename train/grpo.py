@@ -11,11 +11,13 @@ trained on top (SFT then RFT).
 """
 
 import logging
+from pathlib import Path
 
 from accelerate import PartialState
-from trl import DatasetMixtureConfig, GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
+from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
 from rectune.cli import run
+from rectune.diagnostics import DIAGNOSTICS, DiagnosedGRPOTrainer, summary
 from rectune.models import resolve_model_name
 from rectune.rewards import rft_rewards
 from rectune.stages import already_finished, fault_callbacks, last_checkpoint
@@ -72,7 +74,7 @@ def main() -> None:
         reward_weights=training_args.reward_weights,
     )
     init_tracking(training_args, run_args, metadata)
-    trainer = GRPOTrainer(
+    trainer = DiagnosedGRPOTrainer(
         model=model_name,
         reward_funcs=reward_funcs,
         args=training_args,
@@ -87,6 +89,11 @@ def main() -> None:
     configs = (training_args, model_args, mixture, run_args, rft_args)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
+    # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
+    report = summary(trainer.state.log_history, trainer.reward_func_names)
+    if trainer.accelerator.is_main_process:
+        Path(training_args.output_dir, DIAGNOSTICS).write_text(report + "\n")
+    trainer.accelerator.print(report)
     finish(trainer)
 
 

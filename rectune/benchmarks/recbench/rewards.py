@@ -85,6 +85,30 @@ def cmr(completions, ground_truth, ground_truth_ids, task, conditions, *, resour
     return [j.score.cmr for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)]
 
 
+def conditions_met(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
+) -> list[float | None]:
+    """Partial credit from the KG (condition tasks only, else None): the mean, over recommended items,
+    of the share of the query's conditions each item meets; unresolved titles count 0.
+
+    Unlike recall it rewards a step towards a hit (the right director, the wrong genre), so a model
+    that rarely names a ground-truth item still gets groups whose rewards differ. Conditions
+    ``[["Director", "Michael Mann"], ["Genre", "Crime"]]`` with Heat a crime film: ``"Heat\nJaws"`` =
+    (2/2 + 0/2) / 2 = 0.5.
+    """
+    kg = resources.kg()
+    values: list[float | None] = []
+    for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources):
+        asked = j.row.conditions
+        if not j.row.is_condition_based or not asked:
+            values.append(None)
+            continue
+        met = sum(kg.satisfies(item, [condition]) for item in j.extraction.item_ids for condition in asked)
+        count = j.extraction.count
+        values.append(met / (len(asked) * count) if count else 0.0)
+    return values
+
+
 def format(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
     """1.0 for a clean list of titles, 0.5 with prose mixed in, 0.0 when nothing parses.
 
@@ -123,5 +147,5 @@ def misinformed(
     return values
 
 
-REWARDS = {f.__name__: f for f in (recall, precision, f1, cmr, format, hallucination, misinformed)}
+REWARDS = {f.__name__: f for f in (recall, precision, f1, cmr, conditions_met, format, hallucination, misinformed)}
 DEFAULT_REWARDS = ("recall", "format", "hallucination", "misinformed")

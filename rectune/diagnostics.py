@@ -1,0 +1,99 @@
+"""GRPO diagnostics: does each reward give the policy a gradient?
+
+GRPO learns only from groups (one prompt's ``num_generations`` completions) whose rewards differ:
+a group where every completion scores the same has zero advantage everywhere. TRL logs each
+reward's mean and std over the batch, the fraction of groups whose *weighted total* has zero
+std, KL (when ``beta`` > 0) and completion lengths. :class:`DiagnosedGRPOTrainer` adds, per
+reward, every logged step:
+
+* ``rewards/<name>/zero_std_groups``: the fraction of groups in which that reward is constant;
+* ``rewards/<name>/positive_share``: the share of completions it scores above 0 (for RecBench+'s
+  ``recall``, the share of completions with at least one hit).
+
+:func:`summary` reads a finished run's log history and says, in its last lines, which rewards
+never varied within a group (so never produced a gradient) and which never scored above 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+DIAGNOSTICS = "grpo_diagnostics.txt"  # the summary, written beside the adapter
+
+
+def group_statistics(rewards_per_func: torch.Tensor, num_generations: int, names: list[str]) -> dict[str, float]:
+    """Per reward: the fraction of groups where it is constant and the share of completions above 0.
+
+    ``rewards_per_func`` is TRL's (completions x rewards) table, gathered from every process, with
+    each prompt's completions consecutive and ``NaN`` where a reward does not apply. Groups where
+    fewer than two completions are scored, and unscored completions, are left out.
+    """
+    metrics = {}
+    grouped = rewards_per_func.detach().float().cpu().view(-1, num_generations, len(names))
+    for index, name in enumerate(names):
+        values = grouped[:, :, index]
+        scored = ~torch.isnan(values)
+        comparable = scored.sum(dim=1) >= 2
+        if comparable.any():
+            high = torch.where(scored, values, -math.inf).max(dim=1).values
+            low = torch.where(scored, values, math.inf).min(dim=1).values
+            constant = torch.isclose(high, low, rtol=0.0, atol=1e-6) & comparable
+            metrics[f"rewards/{name}/zero_std_groups"] = constant.sum().item() / comparable.sum().item()
+        if scored.any():
+            metrics[f"rewards/{name}/positive_share"] = (values[scored] > 0).float().mean().item()
+    return metrics
+
+
+class DiagnosedGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer, logging :func:`group_statistics` with its own reward metrics."""
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # TRL's hook returns the rewards gathered from all processes in group order: the table GRPO normalises
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        for key, value in group_statistics(rewards_per_func, num_generations, self.reward_func_names).items():
+            self._metrics[mode][key].append(value)
+        return rewards_per_func
+
+
+def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
+    """The end-of-run report: each reward's averages over the run, and the rewards that gave no signal."""
+    steps = [entry for entry in log_history if "reward" in entry and "step" in entry]
+    if not steps:
+        return "GRPO diagnostics: no training step was logged."
+
+    def values(key: str) -> list[float]:
+        return [entry[key] for entry in steps if isinstance(entry.get(key), int | float) and math.isfinite(entry[key])]
+
+    def average(key: str) -> str:
+        found = values(key)
+        return f"{sum(found) / len(found):.3f}" if found else "-"
+
+    lines = [f"GRPO diagnostics over {len(steps)} logged steps (averages):"]
+    for name in reward_names:
+        prefix = f"rewards/{name}"
+        lines.append(
+            f"  {name}: mean {average(prefix + '/mean')}, std {average(prefix + '/std')}, "
+            f"above 0 in {average(prefix + '/positive_share')} of completions, "
+            f"constant in {average(prefix + '/zero_std_groups')} of groups"
+        )
+    lines.append(
+        f"  total reward: constant in {average('frac_reward_zero_std')} of groups; KL {average('kl')}; "
+        f"completion length {average('completions/mean_length')} tokens, "
+        f"{average('completions/clipped_ratio')} cut at max_completion_length"
+    )
+    for name in reward_names:
+        constant = values(f"rewards/{name}/zero_std_groups")
+        positive = values(f"rewards/{name}/positive_share")
+        if constant and min(constant) == 1.0:
+            lines.append(f"  warning: {name} never varied within a group in {len(steps)} steps: it gave GRPO no gradient")
+        elif positive and max(positive) == 0.0:
+            lines.append(f"  warning: {name} never scored above 0 in {len(steps)} steps")
+    if values("frac_reward_zero_std") and min(values("frac_reward_zero_std")) == 1.0:
+        lines.append("  warning: no group's total reward ever varied: the adapter did not learn from the rewards")
+    return "\n".join(lines)
