@@ -1,7 +1,15 @@
-"""Build a RecBench+-style benchmark from an item KG and an interaction log.
+"""Build a RecBench+-style benchmark from an item KG and an interaction log, or from a MovieLens release.
 
     python data_prep/build_benchmark.py --kg items.jsonl --ratings ratings.dat --users users.dat --out ROOT
+    python data_prep/build_benchmark.py --movielens ml-latest-small --out ROOT
     python data_prep/recbench.py --src ROOT --domain movie --kg ROOT/kg.jsonl --out DIR
+
+--movielens takes any MovieLens release folder as distributed (ml-100k, ML-1M/10M, ml-latest,
+20M/25M/32M) and builds the KG from its own metadata: Genre, Year and, where the release has
+tags, Tag. Condition queries need an *anchor* relation among their conditions
+(--anchor-relations; default Director Starring Composer for a KG, Year Tag for MovieLens); a build
+whose KG has none stops before searching. Equal timestamps are ordered by numeric item id;
+interest pairs use strictly ordered events only (--allow-tied-pairs to use tied ones too).
 
 The KG holds one item per line: {"id", "title", "relations": {relation: [values]}}. ratings.dat and
 users.dat are MovieLens-style (user::item::rating::timestamp, user::gender::age::occupation::zip).
@@ -15,21 +23,27 @@ import json
 import logging
 from pathlib import Path
 
-from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, load_items
-from rectune.benchmarks.recbench.release import load_ratings
+from rectune import movielens
+from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.cli import add_output_arguments, run
-from rectune.io import DataError, atomic_write, output_set, read_text, write_jsonl
-from rectune.ratings import read_users
+from rectune.io import DataError, RecTuneError, atomic_write, output_set, write_json, write_jsonl
+from rectune.ratings import Review, read_reviews, read_users
+
+log = logging.getLogger(__name__)
 
 QUERY_FILES = {"explicit": "ExplicitQuery", "implicit": "ImplicitQuery", "misinformed": "MisinformedQuery"}
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kg", required=True, help="items with relations (JSONL)")
-    parser.add_argument("--ratings", required=True, help="ratings.dat: user::item::rating::timestamp")
-    parser.add_argument("--users", required=True, help="users.dat: user::gender::age::occupation::zip")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kg", help="items with relations (JSONL); needs --ratings and --users")
+    source.add_argument("--movielens", help="a MovieLens release folder (its KG comes from its metadata)")
+    parser.add_argument("--ratings", help="ratings.dat: user::item::rating::timestamp (with --kg)")
+    parser.add_argument("--users", help="users.dat: user::gender::age::occupation::zip (with --kg)")
     add_output_arguments(parser, "release root to write")
+    parser.add_argument("--anchor-relations", nargs="+", default=None, help="relations a condition query must use")
+    parser.add_argument("--allow-tied-pairs", action="store_true", help="interest pairs from same-second events too")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries-per-user", type=int, default=2)
     parser.add_argument("--max-ground-truth", type=int, default=12)
@@ -62,27 +76,38 @@ def make_rewriter(model_name: str):
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    items = load_items(args.kg)
-    known = {item.id for item in items}
-    ratings = load_ratings(Path(args.ratings))
-    histories = {}
-    for user, events in ratings.items():
-        unknown = [i for _, i in events if i not in known]
-        if unknown:
-            raise DataError(args.ratings, f"user {user}: item {unknown[0]!r} is not in the KG {args.kg}")
-        histories[user] = [i for _, i in events]
-    users = read_users(Path(args.users))
+    if args.movielens:
+        items, histories, times, info, users = movielens_source(Path(args.movielens))
+        anchors = tuple(args.anchor_relations or MOVIELENS_ANCHORS)
+    else:
+        if not (args.ratings and args.users):
+            raise RecTuneError("--kg needs --ratings and --users")
+        items, histories, times, info, users = kg_source(args)
+        anchors = tuple(args.anchor_relations or PERSON_RELATIONS)
     rewrite = make_rewriter(args.rewrite_model) if args.rewrite_model else None
     settings = BuildSettings(
-        seed=args.seed, queries_per_user=args.queries_per_user, max_ground_truth=args.max_ground_truth
-    )
+        seed=args.seed, queries_per_user=args.queries_per_user, max_ground_truth=args.max_ground_truth,
+        anchor_relations=anchors, allow_tied_pairs=args.allow_tied_pairs,
+    )  # fmt: skip
     builder = BenchmarkBuilder(items, settings, rewrite)
-    records = builder.condition_queries(histories)
-    records["interest"] = builder.interest_queries(histories)
-    records["demographics"] = builder.demographics_queries(histories, users)
+    builder.check_anchors()
+    records = builder.condition_queries(histories, progress=True)
+    if not any(records.values()):
+        raise RecTuneError(
+            f"no condition query: no user has two items sharing a condition set with an anchor relation "
+            f"({', '.join(anchors)}) and at most {args.max_ground_truth} matching items (try --max-ground-truth "
+            "or --anchor-relations)"
+        )
+    records["interest"] = builder.interest_queries(histories, times)
+    records["demographics"] = builder.demographics_queries(histories, users) if users else []
+    if not users:
+        log.warning("no user file: no demographics-based queries")
+    info["anchor_relations"] = list(anchors)
+    info["queries"] = {task: len(recs) for task, recs in records.items()}
 
     names = {**QUERY_FILES, "interest": "InterestBasedQuery", "demographics": "UserBasedQuery"}
-    with output_set(args.out, "recbench+ release", overwrite=args.overwrite, writes=("data", "kg.jsonl")) as root:
+    writes = ("data", "kg.jsonl", "stats.json")
+    with output_set(args.out, "recbench+ release", overwrite=args.overwrite, writes=writes) as root:
         folder = root / "data" / "movie"
         for task, name in names.items():
             with atomic_write(folder / f"{name}.json") as handle:
@@ -90,16 +115,72 @@ def main() -> None:
         with atomic_write(folder / "movies.dat") as handle:
             handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
         with atomic_write(folder / "ratings.dat") as handle:
-            handle.write(read_text(args.ratings))
+            for user, events in histories.items():
+                handle.writelines(f"{user}::{item}::{info['ratings'][user][n]}::{times[user][n]}\n"
+                                  for n, item in enumerate(events))  # fmt: skip
         with atomic_write(folder / "users.dat") as handle:
-            handle.write(read_text(args.users))
+            handle.writelines(f"{u}::{p['gender']}::{p['age']}::{p['occupation']}::\n" for u, p in users.items())
         triples = (
             {"item_id": i.id, "relation": r, "value": v} for i in items for r, vs in i.attributes.items() for v in vs
         )
         write_jsonl(root / "kg.jsonl", triples)
+        info.pop("ratings")
+        write_json(root / "stats.json", info)
     folder = Path(args.out) / "data" / "movie"
     counts = ", ".join(f"{task} {len(recs)}" for task, recs in records.items())
     print(f"{len(items)} items, {len(histories)} users -> {counts} records in {folder}")
+
+
+MOVIELENS_ANCHORS = ("Year", "Tag")
+
+
+def kg_source(args: argparse.Namespace) -> tuple:
+    """Items of the KG file, the users' histories (by time) and demographics."""
+    items = load_items(args.kg)
+    known = {item.id for item in items}
+    reviews = read_reviews(args.ratings)
+    unknown = next((r for r in reviews if r.item not in known), None)
+    if unknown is not None:
+        raise DataError(args.ratings, f"user {unknown.user}: item {unknown.item!r} is not in the KG {args.kg}")
+    return (items, *_histories(reviews), read_users(args.users))
+
+
+def movielens_source(folder: Path) -> tuple:
+    """A MovieLens release: its KG (genres, year, tags), histories by time, and users where it has them."""
+    if not folder.is_dir():
+        raise DataError(folder, "--movielens needs the release folder (holding the ratings and movies files)")
+    movies = movielens.read_movies(movielens.release_folder_file(folder, "items"))
+    tags_file = movielens.release_file(folder, "tags")
+    items = movielens.kg_items(movies, movielens.read_tags(tags_file) if tags_file else {})
+    reviews = read_reviews(folder)
+    unknown = next((r for r in reviews if r.item not in movies), None)
+    if unknown is not None:
+        raise DataError(folder, f"user {unknown.user}: rated item {unknown.item!r}, which the movies file lacks")
+    users_file = movielens.release_file(folder, "users")
+    histories, times, info = _histories(reviews)
+    info["duplicate_titles"] = movielens.duplicate_titles(movies)
+    info["tagged_items"] = sum(1 for i in items if "Tag" in i.attributes)
+    return items, histories, times, info, movielens.read_users(users_file) if users_file else {}
+
+
+def _histories(reviews: list[Review]) -> tuple[dict, dict, dict]:
+    """Each user's items and timestamps by time (ties: numeric item id), and the build's facts."""
+    by_user: dict[str, list[Review]] = {}
+    for review in reviews:
+        by_user.setdefault(review.user, []).append(review)
+    histories, times, ratings = {}, {}, {}
+    for user, events in by_user.items():
+        events = movielens.chronological(events)
+        histories[user] = [r.item for r in events]
+        times[user] = [r.timestamp for r in events]
+        ratings[user] = [f"{r.rating:g}" for r in events]
+    info = {
+        "users": len(histories),
+        "ratings": ratings,
+        # events sharing their second with another of the same user's: ordered by numeric item id
+        "tied_events": sum(movielens.tied_events(stamps, timestamp=lambda t: t) for stamps in times.values()),
+    }
+    return histories, times, info
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
     python data_prep/llmrec.py --reviews reviews_Beauty_5.json --items meta_Beauty.json --domain beauty \
         --out data/llmrec_beauty
 
---reviews takes Amazon 2014/2018 JSON or Amazon 2023 JSONL (.gz too); --items the metadata
-(titles; without it items are named by id). Users and items are cut to the 5-core, each user's
+--reviews takes Amazon 2014/2018 JSON or Amazon 2023 JSONL (.gz too), or any MovieLens release
+(a folder, or its ratings file); --items the metadata (titles; without it items are named by id,
+and a MovieLens folder gives its own). Ratings-only sources (MovieLens) give the rating,
+sequential and direct tasks: explanation and summarisation need review texts and are skipped,
+with a warning and a note in stats.json. Users and items are cut to the 5-core, each user's
 last review is held out (test.jsonl) and the one before it is the training target. Writes
 train_sft_T.jsonl / train_rft_T.jsonl for each task T and for the mix of all five, test.jsonl,
 catalog.jsonl (titles the ranking answers are matched against) and stats.json.
@@ -17,12 +20,14 @@ from collections import Counter
 from pathlib import Path
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
-from rectune.benchmarks.llmrec.rows import TASKS
+from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
 from rectune.catalog import catalog_rows
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
 from rectune.ratings import add_source_arguments, read_items, read_reviews
 from rectune.sharing import write_dataset_card
+
+log = logging.getLogger(__name__)
 
 
 def parse_args() -> argparse.Namespace:
@@ -53,8 +58,16 @@ def main() -> None:
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
     reviews = read_reviews(args.reviews)
-    items = read_items(args.items) if args.items else {}
+    items = read_items(args.items or args.reviews) if args.items or Path(args.reviews).is_dir() else {}
     train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
+    skipped = {}
+    if settings.feedback == "ratings":
+        skipped = {t: "the source has ratings only, no review text" for t in TEXT_TASKS if t in args.tasks}
+        args.tasks = [t for t in args.tasks if t not in skipped]
+        for task, why in skipped.items():
+            log.warning("%s skipped: %s", task, why)
+    if not args.tasks:
+        raise RecTuneError(f"no task left to build from {args.reviews}: {', '.join(skipped)} need review texts")
     if not test:
         raise RecTuneError(f"no user in {args.reviews} is left in the {settings.min_interactions}-core")
     users = sorted({r.user for r in test})
@@ -75,6 +88,10 @@ def main() -> None:
         "train": dict(Counter(r.task for r in train)),
         "valid": dict(Counter(r.task for r in valid)),
         "test": dict(Counter(r.task for r in test)),
+        "skipped_tasks": skipped,
+        "rating_scale": settings.scale or [1.0, 5.0, 1.0],
+        # users whose last two ratings share a second: the later by numeric item id is their test target
+        "tied_test_targets": build.tied_targets(kept),
     }
     out = Path(args.out)
     with output_set(out, "llmrec data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:

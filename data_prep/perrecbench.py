@@ -3,11 +3,13 @@
     python data_prep/perrecbench.py --reviews Beauty.jsonl --items meta_Beauty.jsonl --domain beauty \
         --out data/perrec_beauty
 
---reviews takes Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat (.gz too);
---items the matching metadata or movies.dat (optional: titles then fall back to item ids).
-Writes, for each format F in pointwise/pairwise/listwise and for the mix of all three,
-train_sft_F.jsonl and train_rft_F.jsonl, plus test.jsonl (canonical rows of every format)
-and stats.json. Groups are split by their shared item, so no item is in both splits.
+--reviews takes Amazon 2023 JSONL, Amazon 2014/2018 JSON (.gz too) or any MovieLens release (a
+folder, or its ratings file); --items the matching metadata or movies file (optional: a MovieLens
+folder gives its own; else titles fall back to item ids). Writes, for each format F in
+pointwise/pairwise/listwise, train_sft_F.jsonl and train_rft_F.jsonl (a recipe mixes formats by
+listing several files under `datasets`), valid*.jsonl, test.jsonl (canonical rows of every format)
+and stats.json. Groups are split by their shared item, so no item is in both splits. Rows carry
+the source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
 """
 
 import argparse
@@ -22,7 +24,7 @@ from rectune.benchmarks.perrec.prompts import LABELS
 from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
-from rectune.ratings import add_source_arguments, read_items, read_reviews
+from rectune.ratings import RatingScale, add_source_arguments, read_items, read_reviews
 from rectune.sharing import write_dataset_card
 
 
@@ -37,6 +39,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--close-gap", type=float, default=defaults.close_gap, help="difficulty: a near-tie")
     parser.add_argument("--k", type=int, default=defaults.k, help="history items retrieved by BM25")
     parser.add_argument("--no-profile", action="store_true", help="leave the template user profile out")
+    parser.add_argument(
+        "--any-history", action="store_true",
+        help="retrieve history from all the user's other items, also those rated after the shared item",
+    )  # fmt: skip
     parser.add_argument("--max-groups", type=int, default=None, help="keep a seeded sample of this many groups")
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of items held out")
     parser.add_argument(
@@ -51,12 +57,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     settings = groups.GroupSettings(
         args.window_days, args.min_history, args.min_gap, args.max_group_size, args.close_gap, args.k,
-        not args.no_profile,
+        not args.no_profile, not args.any_history,
     )  # fmt: skip
     if not 2 <= settings.max_size <= len(LABELS):
         raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
     reviews = read_reviews(args.reviews)
-    items = read_items(args.items) if args.items else {}
+    items = read_items(args.items or args.reviews) if args.items or Path(args.reviews).is_dir() else {}
+    scale = RatingScale.of(reviews).as_list()
+    scale = None if scale == [1.0, 5.0, 1.0] else scale
 
     found = groups.find_groups(reviews, settings)
     if not found:
@@ -68,12 +76,14 @@ def main() -> None:
         found = sorted(random.Random(args.seed).sample(found, args.max_groups), key=lambda g: g.id)
     train, test = groups.split_by_item(found, args.test_size, args.seed)
     train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
-    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in [*test, *valid]})
-    groups.attach_prompts(valid, reviews, items, settings, hidden={g.item for g in test})
-    groups.attach_prompts(test, reviews, items, settings)
+    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in [*test, *valid]}, scale=scale)
+    groups.attach_prompts(valid, reviews, items, settings, hidden={g.item for g in test}, scale=scale)
+    groups.attach_prompts(test, reviews, items, settings, scale=scale)
     rows = {
         split: [
-            r for g in tqdm(part, desc=f"{split} rows", disable=None) for r in groups.group_rows(g, items, args.domain)
+            r
+            for g in tqdm(part, desc=f"{split} rows", disable=None)
+            for r in groups.group_rows(g, items, args.domain, scale)
         ]
         for split, part in (("train", train), ("valid", valid), ("test", test))
     }
@@ -82,11 +92,10 @@ def main() -> None:
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
     summary["valid_groups"] = len(valid)
+    summary["rating_scale"] = scale or [1.0, 5.0, 1.0]
     with output_set(out, "perrecbench data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
-        for task in [*TASKS, "mix"]:
-            keep = [i for i, r in enumerate(rows["train"]) if task in (r.task, "mix")]
-            if task == "mix":
-                random.Random(args.seed).shuffle(keep)
+        for task in TASKS:
+            keep = [i for i, r in enumerate(rows["train"]) if r.task == task]
             sft = (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep)
             write_jsonl(staging / f"train_sft_{task}.jsonl", sft)
             write_jsonl(staging / f"train_rft_{task}.jsonl", (rft[i] for i in keep))

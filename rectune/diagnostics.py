@@ -91,7 +91,9 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
         constant = values(f"rewards/{name}/zero_std_groups")
         positive = values(f"rewards/{name}/positive_share")
         if constant and min(constant) == 1.0:
-            lines.append(f"  warning: {name} never varied within a group in {len(steps)} steps: it gave GRPO no gradient")
+            lines.append(
+                f"  warning: {name} never varied within a group in {len(steps)} steps: it gave GRPO no gradient"
+            )
         elif positive and max(positive) == 0.0:
             lines.append(f"  warning: {name} never scored above 0 in {len(steps)} steps")
     if values("frac_reward_zero_std") and min(values("frac_reward_zero_std")) == 1.0:

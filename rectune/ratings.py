@@ -7,10 +7,11 @@ Three source formats, recognised per file (``.gz`` files are read compressed):
 * **Amazon reviews 2014/2018** (one JSON object per line; 2014 metadata lines are Python
   literals): reviews ``{reviewerID, asin, overall, unixReviewTime (s), summary, reviewText}``;
   metadata ``{asin, title, category|categories, description}``.
-* **MovieLens** ``.dat``: ``ratings.dat`` ``user::item::rating::timestamp`` (s),
-  ``movies.dat`` ``id::title::genre|genre`` and ``users.dat`` ``user::gender::age::occupation::zip``.
+* **MovieLens**, every release as distributed (ml-100k, ML-1M/10M, ml-latest/20M/25M/32M; see
+  :mod:`rectune.movielens`), a release folder or one of its files.
 
-Every record is checked; a bad one raises :class:`DataError` naming the file, line and key.
+The format is recognised from the file's content, not its name. Every record is checked; a bad one
+raises :class:`DataError` naming the file, line and key.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rectune import movielens
 from rectune.cli import add_output_arguments
 from rectune.io import DataError, read_text
 from rectune.titles import CatalogItem
@@ -145,13 +147,14 @@ def _text(value: object) -> str:
 
 
 def read_reviews(path: str | os.PathLike) -> list[Review]:
-    """Reviews from any of the three formats, in file order; an empty file is an error."""
-    path = Path(path)
+    """Reviews from any of the formats (a MovieLens release folder too), in file order; an empty file is an error."""
+    path = movielens.release_folder_file(path, "ratings")
     reviews: list[Review] = []
-    if ".dat" in path.suffixes:
-        for line, fields in dat_fields(path, 4):
-            rating = rating_value(fields[2], path, line, "rating", MOVIELENS_SCALE)
-            reviews.append(Review(fields[0], fields[1], rating, timestamp_value(fields[3], path, line, "timestamp")))
+    if path.suffix != ".gz" and movielens.sniff(path) != "json":
+        for record in movielens.read_ratings(path):
+            rating = rating_value(record.rating, path, record.line, "rating", MOVIELENS_SCALE)
+            timestamp = timestamp_value(record.timestamp, path, record.line, "timestamp")
+            reviews.append(Review(record.user, record.item, rating, timestamp))
     else:
         for line, record in _records(path):
             if "user_id" in record:  # 2023 release, timestamps in milliseconds
@@ -176,13 +179,33 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
     return reviews
 
 
+@dataclass(frozen=True)
+class RatingScale:
+    """The ratings a source uses: lowest, highest and the smallest step between them (1, or 0.5 for half stars)."""
+
+    low: float
+    high: float
+    step: float
+
+    @classmethod
+    def of(cls, reviews: list[Review]) -> RatingScale:
+        values = {r.rating for r in reviews}
+        step = 1.0 if all(v.is_integer() for v in values) else 0.5
+        # the release's scale, not just the values seen: MovieLens half stars run 0.5-5, whole stars 1-5
+        return cls(min(min(values), step if step < 1 else 1.0), max(max(values), 5.0), step)
+
+    def as_list(self) -> list[float]:
+        return [self.low, self.high, self.step]
+
+
 def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
-    """Item id -> title, categories and description, from metadata, ``movies.dat`` or ``items.jsonl``."""
-    path = Path(path)
+    """Item id -> title, categories and description, from Amazon metadata, any MovieLens movies file
+    (or release folder) or ``items.jsonl``."""
+    path = movielens.release_folder_file(path, "items")
     items: dict[str, CatalogItem] = {}
-    if ".dat" in path.suffixes:
-        for _, fields in dat_fields(path, 3):
-            items[fields[0]] = _item(fields[0], fields[1].strip(), [g for g in fields[2].split("|") if g], "")
+    if path.suffix != ".gz" and movielens.sniff(path) != "json":
+        for movie in movielens.read_movies(path).values():
+            items[movie.id] = _item(movie.id, movie.title, movie.genres, "")
         return items
     for line, record in _records(path):
         item_id = _string(record, ("parent_asin", "asin", "id"), path, line)
@@ -204,19 +227,25 @@ def _item(item_id: str, title: str, categories: list[str], description: str) -> 
 
 
 def read_users(path: str | os.PathLike) -> dict[str, dict]:
-    """MovieLens ``users.dat``: user -> ``{"gender", "age", "occupation"}`` (the zip code is dropped)."""
-    return {
-        fields[0]: {"gender": fields[1], "age": fields[2], "occupation": fields[3]} for _, fields in dat_fields(path, 4)
-    }
+    """User -> ``{"gender", "age", "occupation"}`` with names (ML-1M codes mapped), from ml-100k ``u.user``,
+    ML-1M ``users.dat`` or a release folder; the zip code is dropped."""
+    return movielens.read_users(movielens.release_folder_file(path, "users"))
 
 
-_RATING = re.compile(r"(?<![\d.])([1-5](?:\.\d+)?)(?![\d.])")
+_RATING = re.compile(r"(?<![\d.])(0\.5|[1-5](?:\.\d+)?)(?![\d.])")
 
 
 def parse_rating(text: str) -> float | None:
-    """The first 1-5 rating written in a model's answer (``"4"``, ``"3.5 stars"``), else None."""
+    """The first rating on the widest scale we read (MovieLens 0.5-5, half stars) in a model's answer
+    (``"4"``, ``"3.5 stars"``, ``"0.5"``), else None."""
     match = _RATING.search(text)
     return float(match.group(1)) if match else None
+
+
+def scale_text(scale: list[float] | None) -> str:
+    """How a prompt states a rating scale: ``1-5``, or ``0.5-5 in half stars``."""
+    low, high, step = scale or (1.0, 5.0, 1.0)
+    return f"{low:g}-{high:g}" + (" in half stars" if step == 0.5 else f" in steps of {step:g}" if step != 1 else "")
 
 
 def item_title(items: dict[str, CatalogItem], item_id: str) -> str:

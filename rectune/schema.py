@@ -81,6 +81,20 @@ class RowChecker:
                     raise self.fail(name, f"entry {index} has no {key!r}")
         return value
 
+    def scale(self, name: str = "scale") -> list[float] | None:
+        """An optional rating scale ``[lowest, highest, step]`` (``[0.5, 5, 0.5]``: half stars)."""
+        value = self.raw.get(name)
+        if value is None:
+            return None
+        numbers = (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        )
+        if not numbers or not (0 <= value[0] < value[1] and value[2] > 0):
+            raise self.fail(name, f"must be [lowest, highest, step] with lowest < highest, got {value!r}")
+        return [float(v) for v in value]
+
     def object(self, name: str, required_keys: tuple[str, ...] = (), optional: bool = False) -> dict | None:
         value = self.raw.get(name)
         if value is None and optional:

@@ -2,9 +2,13 @@
 
 A user's first review of an item counts once; users and items are filtered to the
 ``min_interactions``-core (5 by default: repeated until every user and item has at least 5);
-each user's reviews are ordered by time and split leave-one-out: the last one is the test
+each user's reviews are ordered by time (equal timestamps by numeric item id, see
+:func:`rectune.movielens.chronological`) and split leave-one-out: the last one is the test
 target, the one before it the training target, each with the reviews before it as history
 (the last ``history`` of them in the prompt).
+
+Ratings-only sources (MovieLens: no review text) give the rating, sequential and direct tasks,
+with rows marked ``feedback: ratings``; rows carry the source's rating scale when it is not 1-5.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
-from rectune.ratings import Review, item_title
+from rectune.movielens import chronological
+from rectune.ratings import RatingScale, Review, item_title
 from rectune.titles import CatalogItem
 
 
@@ -25,12 +30,14 @@ class BuildSettings:
     num_candidates: int = 20
     sequential_candidates: bool = False
     max_review_words: int = 64
+    scale: list[float] | None = None  # set from the data by build_rows (None: 1-5)
+    feedback: str | None = None  # "ratings" when the source has no review text
 
 
 def k_core(reviews: list[Review], k: int) -> list[Review]:
     """First review per (user, item), then drop users and items with fewer than ``k`` until none is left."""
     seen, unique = set(), []
-    for review in sorted(reviews, key=lambda r: (r.timestamp, r.user, r.item)):
+    for review in chronological(reviews):
         if (review.user, review.item) not in seen:
             seen.add((review.user, review.item))
             unique.append(review)
@@ -75,7 +82,8 @@ def user_rows(
         return [{"id": i, "title": item_title(items, i)} for i in chosen]
 
     def row(task: str, answer: str, **extra) -> LLMRecRow:
-        return LLMRecRow(f"{task}/{user}", NAME, domain, task, user, history, item, answer, **extra)
+        return LLMRecRow(f"{task}/{user}", NAME, domain, task, user, history, item, answer, **extra,
+                         scale=settings.scale, feedback=settings.feedback)  # fmt: skip
 
     rows = [
         row("rating", str(int(target.rating)) if target.rating.is_integer() else str(target.rating)),
@@ -92,7 +100,12 @@ def user_rows(
 def build_rows(
     reviews: list[Review], items: dict[str, CatalogItem], domain: str, settings: BuildSettings, seed: int
 ) -> tuple[list[LLMRecRow], list[LLMRecRow], list[Review]]:
-    """Training rows (second-to-last review), test rows (last review) and the k-core reviews."""
+    """Training rows (second-to-last review), test rows (last review) and the k-core reviews.
+
+    ``settings.scale`` and ``settings.feedback`` are set from the reviews."""
+    scale = RatingScale.of(reviews).as_list()
+    settings.scale = None if scale == [1.0, 5.0, 1.0] else scale
+    settings.feedback = None if any(r.text.strip() for r in reviews) else "ratings"
     kept = k_core(reviews, settings.min_interactions)
     by_user: dict[str, list[Review]] = {}
     for review in kept:
@@ -106,6 +119,14 @@ def build_rows(
         train += user_rows(user, events[:-1], items, domain, settings, rng, all_items, reviewed)
         test += user_rows(user, events, items, domain, settings, rng, all_items, reviewed)
     return train, test, kept
+
+
+def tied_targets(reviews: list[Review]) -> int:
+    """Users whose last two reviews share a timestamp: their test target was picked by the tie rule."""
+    by_user: dict[str, list[Review]] = {}
+    for review in reviews:
+        by_user.setdefault(review.user, []).append(review)
+    return sum(len(e) >= 2 and e[-1].timestamp == e[-2].timestamp for e in by_user.values())
 
 
 def catalog(reviews: list[Review], items: dict[str, CatalogItem]) -> list[CatalogItem]:

@@ -15,6 +15,9 @@
 ``target``          the reference answer: the rating, the item's title, the review
                     text or the review title
 ``review``          optional: the held-out review's text (explanation, summarisation)
+``scale``           optional: the rating scale ``[lowest, highest, step]`` (absent: 1-5)
+``feedback``        optional: ``ratings`` when the source has ratings only (MovieLens):
+                    prompts then speak of rated movies, not reviews
 ==================  ===============================================================
 """
 
@@ -29,6 +32,7 @@ NAME = "llmrec"
 TASKS = ("rating", "sequential", "direct", "explanation", "summarization")
 RANKING_TASKS = ("sequential", "direct")
 TEXT_TASKS = ("explanation", "summarization")
+FEEDBACK = ("reviews", "ratings")
 
 
 @dataclass
@@ -43,6 +47,8 @@ class LLMRecRow:
     target: str
     candidates: list[dict] | None = None
     review: str | None = None
+    scale: list[float] | None = None
+    feedback: str | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -61,6 +67,8 @@ class LLMRecRow:
             target=check.string("target"),
             candidates=check.objects("candidates", ("id", "title"), optional=True),
             review=check.string("review", optional=True),
+            scale=check.scale(),
+            feedback=check.string("feedback", FEEDBACK, optional=True),
         )
         if row.task == "rating":
             try:

@@ -6,11 +6,16 @@ Construction (:func:`find_groups`, :func:`attach_prompts`), following the paper 
 * eligible users have at least ``min_history`` (20) other rated items;
 * a group is a set of eligible users who rated the same item within ``window_days`` (7) of
   the group's first rating, whose relative ratings differ pairwise by more than ``min_gap``
-  (0.6), of 2 to ``max_size`` (4) users. Per item, ratings are taken in time order: the first
+  (0.6, compared with a 1e-9 tolerance so that 4.6 - 4.0 is not "more than 0.6"), of 2 to
+  ``max_size`` (4) users. Per item, ratings are taken in time order: the first
   unused rating opens a window, the users in it join greedily in time order while they keep
   every pairwise gap above ``min_gap``, and the window's users that joined are used up;
-* each user's history in the prompt is the top-``k`` (4) of their other items by BM25 against
-  the shared item's title and categories (IDF over all items), most recent first on ties;
+* each user's history in the prompt is the top-``k`` (4) of the items they rated *before* the
+  shared item (``past_only``; otherwise any other item) by BM25 against the shared item's title
+  and categories (IDF over all items), most recent first on ties. Retrieval text leaves the
+  title's year out: a year token is rare, so it would outscore every shared genre. The profile
+  summarises the same earlier ratings; the shown mean is over all the user's other ratings, the
+  mean the relative rating is defined by;
 * difficulty: one point per user beyond two, plus one when the closest two relative ratings
   are less than ``close_gap`` (1.0) apart; 0 points = ``easy``, 1 = ``medium``, 2+ = ``hard``.
   Group size is what the paper found drives difficulty (τ 0.20 → 0.06 at 4+ users); the
@@ -36,8 +41,9 @@ from itertools import combinations
 from rectune.benchmarks.perrec.prompts import LABELS, rating_text
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, NAME, PerRecRow
 from rectune.io import RecTuneError
+from rectune.movielens import chronological, tied_events
 from rectune.ratings import Review, item_title
-from rectune.titles import CatalogItem
+from rectune.titles import CatalogItem, split_title
 
 
 @dataclass
@@ -49,6 +55,10 @@ class GroupSettings:
     close_gap: float = 1.0
     k: int = 4
     profile: bool = True
+    past_only: bool = True
+
+
+GAP_TOLERANCE = 1e-9  # ratings are decimals: 4.6 - 4.0 = 0.5999999999999996 must not pass or fail by rounding
 
 
 @dataclass
@@ -73,7 +83,10 @@ def _tokens(text: str) -> list[str]:
 
 
 def _item_text(info: CatalogItem | None, item_id: str) -> str:
-    return f"{info.title} {' '.join(info.categories)}" if info else item_id
+    if info is None:
+        return item_id
+    main, alternates, _year = split_title(info.title)
+    return " ".join([main, *alternates, *info.categories])
 
 
 class BM25:
@@ -105,7 +118,7 @@ def difficulty(relatives: list[float], close_gap: float) -> str:
 def _dedupe(reviews: list[Review]) -> dict[str, dict[str, Review]]:
     """user -> item -> the user's first review of it."""
     by_user: dict[str, dict[str, Review]] = {}
-    for review in sorted(reviews, key=lambda r: (r.timestamp, r.user, r.item)):
+    for review in chronological(reviews):
         by_user.setdefault(review.user, {}).setdefault(review.item, review)
     return by_user
 
@@ -137,7 +150,7 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
                     other.user not in used
                     and other is not first
                     and first.timestamp <= other.timestamp <= first.timestamp + window
-                    and all(abs(other.relative - m.relative) > settings.min_gap for m in chosen)
+                    and all(abs(other.relative - m.relative) > settings.min_gap + GAP_TOLERANCE for m in chosen)
                 ):
                     chosen.append(other)
             used.add(first.user)  # a rating that cannot open a group is in no later window either
@@ -149,14 +162,15 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
     return groups
 
 
-def _profile(others: list[Review], items: dict[str, CatalogItem]) -> str:
+def _profile(others: list[Review], items: dict[str, CatalogItem], scale: list[float] | None) -> str:
     """A template summary of a user's other ratings: volume, mean, top categories, likes, dislikes."""
     mean = sum(r.rating for r in others) / len(others)
     categories = Counter(c for r in others for c in (items[r.item].categories if r.item in items else []))
     ranked = sorted(others, key=lambda r: (-r.rating, -r.timestamp))
     liked = "; ".join(item_title(items, r.item) for r in ranked[:2])
     disliked = "; ".join(item_title(items, r.item) for r in ranked[::-1][:2])
-    parts = [f"Rated {len(others)} items, {mean:.1f}/5 on average."]
+    top = scale[1] if scale else 5
+    parts = [f"Rated {len(others)} items, {mean:.1f}/{top:g} on average."]
     if categories:
         parts.append(f"Most rated categories: {', '.join(c for c, _ in categories.most_common(3))}.")
     parts.append(f"Rated highest: {liked}. Rated lowest: {disliked}.")
@@ -169,11 +183,13 @@ def attach_prompts(
     items: dict[str, CatalogItem],
     settings: GroupSettings,
     hidden: set[str] | frozenset[str] = frozenset(),
+    scale: list[float] | None = None,
 ) -> None:
     """Fill each group's user blocks (history by BM25, profile, shown mean), labels in a seeded order.
 
     ``hidden`` items never appear in these blocks: the training split's prompts must not show a user's
-    rating of a held-out item, which is what the test asks for.
+    rating of a held-out item, which is what the test asks for. With ``settings.past_only`` the history
+    and profile come from the items the user rated before the shared item only.
     """
     by_user = _dedupe(reviews)
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
@@ -185,7 +201,8 @@ def attach_prompts(
         group.users = []
         for label, member in zip(LABELS, members, strict=False):
             others = [r for i, r in by_user[member.user].items() if i != group.item and i not in hidden]
-            ranked = sorted(others, key=lambda r: (-bm25.score(query, r.item), -r.timestamp))[: settings.k]
+            shown = [r for r in others if r.timestamp < member.timestamp] if settings.past_only else others
+            ranked = sorted(shown, key=lambda r: (-bm25.score(query, r.item), -r.timestamp))[: settings.k]
             # with every other item hidden, the mean behind the relative rating is all that can be shown
             mean = sum(r.rating for r in others) / len(others) if others else member.rating - member.relative
             group.users.append(
@@ -194,7 +211,7 @@ def attach_prompts(
                     "user": member.user,
                     "mean_rating": round(mean, 3),
                     "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
-                    "profile": _profile(others, items) if settings.profile and others else None,
+                    "profile": _profile(shown, items, scale) if settings.profile and shown else None,
                     "rating": member.rating,
                     "relative_rating": round(member.relative, 4),
                 }
@@ -205,7 +222,9 @@ def _relabel(users: list[dict]) -> list[dict]:
     return [{**u, "label": label} for label, u in zip(LABELS, users, strict=False)]
 
 
-def group_rows(group: Group, items: dict[str, CatalogItem], domain: str) -> list[PerRecRow]:
+def group_rows(
+    group: Group, items: dict[str, CatalogItem], domain: str, scale: list[float] | None = None
+) -> list[PerRecRow]:
     """The group's pointwise, pairwise and listwise rows."""
     info = items.get(group.item) or CatalogItem(group.item, item_title(items, group.item))
     item = {"id": info.id, "title": info.title, "categories": info.categories, "description": info.description}
@@ -213,7 +232,7 @@ def group_rows(group: Group, items: dict[str, CatalogItem], domain: str) -> list
     def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
         row_id = f"{group.id}/{task}" + (f"/{suffix}" if suffix else "")
         return PerRecRow(row_id, NAME, domain, task, group.id, len(group.users), group.difficulty, item,
-                         users, answer)  # fmt: skip
+                         users, answer, scale)  # fmt: skip
 
     rows = [row("pointwise", str(i), _relabel([u]), rating_text(u["rating"])) for i, u in enumerate(group.users)]
     for a, b in combinations(group.users, 2):
@@ -244,9 +263,15 @@ def stats(train: list[Group], test: list[Group], reviews: list[Review], settings
             "by_difficulty": {d: sum(g.difficulty == d for g in groups) for d in DIFFICULTIES},
         }
 
+    by_user = _dedupe(reviews)
     return {
         "reviews": len(reviews),
-        "users": len({r.user for r in reviews}),
+        "users": len(by_user),
+        # users with min_history other ratings: the only ones a group may hold
+        "eligible_users": sum(len(items) - 1 >= settings.min_history for items in by_user.values()),
+        "users_in_groups": len({m.user for g in [*train, *test] for m in g.members}),
+        # ratings sharing their second with another of the same user's (ordered by numeric item id)
+        "tied_ratings": sum(tied_events(list(items.values())) for items in by_user.values()),
         "settings": vars(settings),
         "train": counts(train),
         "test": counts(test),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from rectune.benchmarks.perrec.rows import PerRecRow
+from rectune.ratings import scale_text
 
 LABELS = "ABCDEFGH"
 SYSTEM_PROMPT = (
@@ -12,7 +13,7 @@ SYSTEM_PROMPT = (
     "usual taste, from their profiles and their ratings of related items."
 )
 INSTRUCTIONS = {
-    "pointwise": "How would the user rate the item on a 1-5 scale? Answer with the rating only.",
+    "pointwise": "How would the user rate the item on a {scale} scale? Answer with the rating only.",
     "pairwise": "Which user liked the item more, relative to their own average rating? Answer with A or B only.",
     "listwise": (
         "Rank the users from the one who liked the item most, relative to their own average rating, to the one "
@@ -46,7 +47,7 @@ def build_messages(row: PerRecRow) -> list[dict]:
     text = "\n".join(lines) + "\n\n" + "\n\n".join(_user_block(u) for u in row.users)
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{text}\n\n{INSTRUCTIONS[row.task]}"},
+        {"role": "user", "content": f"{text}\n\n{INSTRUCTIONS[row.task].format(scale=scale_text(row.scale))}"},
     ]
 
 

@@ -13,6 +13,8 @@
                     "mean_rating", "history": [{"title", "rating"}], "profile",
                     "rating", "relative_rating"}``; the last two are the truth
 ``answer``          the reference answer (SFT target)
+``scale``           optional: the source's rating scale ``[lowest, highest, step]``
+                    (``[0.5, 5, 0.5]`` for MovieLens half stars; absent: 1-5 whole stars)
 ==================  ===============================================================
 """
 
@@ -40,9 +42,10 @@ class PerRecRow:
     item: dict
     users: list[dict]
     answer: str
+    scale: list[float] | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
     def from_dict(cls, raw: dict, *, path: str | os.PathLike = "<row>", line: int | None = None) -> PerRecRow:
@@ -64,4 +67,5 @@ class PerRecRow:
             item=check.object("item", ("id", "title")),
             users=users,
             answer=check.string("answer"),
+            scale=check.scale(),
         )

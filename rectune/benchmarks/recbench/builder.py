@@ -5,7 +5,11 @@ user's items in time order, and users' demographics. Output: records in the RecB
 formats, so ``data_prep/recbench.py`` reads the result unchanged.
 
 * **Shared relations**: for each user, sets of 1-4 (relation, value) conditions that at least two
-  items of the user's history share.
+  items of the user's history share and that hold at least one *anchor* relation
+  (``anchor_relations``: Director, Starring, Composer by default; a MovieLens build anchors on
+  Year and Tag). The search grows sets one condition at a time from the anchors and drops a set
+  as soon as fewer than two history items share it (adding a condition can only shrink that),
+  keeping at most ``max_search`` candidate sets per size, so a heavy user costs a bounded time.
 * **Ground truth**: every catalog item meeting all the conditions (``movieSubset``); the history
   used for prompts is then the user's items minus that ground truth.
 * **Explicit** queries state the conditions. **Implicit** queries replace one person by a
@@ -24,19 +28,26 @@ a condition's value or a referenced title is discarded in favour of the template
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from rectune.catalog import read_item_file
+from rectune.io import RecTuneError
 from rectune.titles import CatalogItem
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
-PHRASES = {"Director": "directed by {}", "Starring": "starring {}", "Composer": "with music by {}"}
-ROLE_NOUNS = {"Director": "director", "Starring": "lead actor", "Composer": "composer"}
+# relations an implicit or misinformed query can hide or falsify ("the director of X", "X, from 1990")
+HIDDEN_RELATIONS = (*PERSON_RELATIONS, "Year")
+PHRASES = {
+    "Director": "directed by {}", "Starring": "starring {}", "Composer": "with music by {}", "Year": "from {}",
+    "Tag": "tagged '{}'",
+}  # fmt: skip
+ROLE_NOUNS = {"Director": "director", "Starring": "lead actor", "Composer": "composer", "Year": "release year"}
 AGE_GROUPS = {"1": "Under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45": "45-49", "50": "50-55", "56": "56+"}
 
 
@@ -61,6 +72,9 @@ class BuildSettings:
     min_consecutive_users: int = 3
     min_group_users: int = 5
     top_items: int = 10
+    anchor_relations: tuple[str, ...] = PERSON_RELATIONS
+    max_search: int = 400  # candidate condition sets kept per size and user
+    allow_tied_pairs: bool = False  # interest pairs from events that share a timestamp
 
 
 class BenchmarkBuilder:
@@ -80,38 +94,67 @@ class BenchmarkBuilder:
     def ground_truth(self, conditions: list[tuple[str, str]]) -> set[str]:
         return set.intersection(*(self.holders[c] for c in conditions))
 
+    def check_anchors(self) -> None:
+        """Stop before searching when no item holds an anchor relation: no condition query could be built."""
+        present = sorted({relation for relation, _ in self.holders})
+        if not any(relation in self.settings.anchor_relations for relation in present):
+            raise RecTuneError(
+                f"no item has an anchor relation ({', '.join(self.settings.anchor_relations)}), so no condition "
+                f"query can be built; the KG's relations are: {', '.join(present) or 'none'} "
+                "(choose anchors among them with --anchor-relations)"
+            )
+
     def shared_conditions(self, history: list[str]) -> list[tuple[tuple[str, str], ...]]:
-        """Condition sets (1-4 pairs) that at least two history items share, with a small ground truth."""
-        counts = Counter(
+        """Condition sets (1-4 pairs, one an anchor) that two history items share, with a small ground truth."""
+        items = list(dict.fromkeys(history))
+        history_set = set(items)
+        anchors = sorted(
+            pair for pair, n in self._pair_counts(items).items() if n >= 2 and pair[0] in self.settings.anchor_relations
+        )
+        # each candidate: (conditions sorted, ground truth, the history items sharing them)
+        level = [((pair,), self.holders[pair], self.holders[pair] & history_set) for pair in anchors]
+        found, seen = [], set()
+        for size in range(1, self.settings.max_conditions + 1):
+            if len(level) > self.settings.max_search:
+                level = self.rng.sample(level, self.settings.max_search)
+            following = []
+            for combo, truth, sharing in level:
+                natural = size == 1 or len({r for r, _ in combo}) >= 2 or combo[0][0] == "Starring"
+                if natural and len(truth) <= self.settings.max_ground_truth:
+                    found.append(combo)
+                if size == self.settings.max_conditions:
+                    continue
+                for pair, n in self._pair_counts(sharing).items():
+                    if n < 2 or pair in combo:
+                        continue
+                    key = tuple(sorted((*combo, pair)))
+                    if key not in seen:
+                        seen.add(key)
+                        narrowed = truth & self.holders[pair]
+                        following.append((key, narrowed, sharing & narrowed))
+            if len(found) > 200 or not following:
+                break
+            level = sorted(following, key=lambda candidate: candidate[0])
+        return found
+
+    def _pair_counts(self, items) -> Counter:
+        return Counter(
             (relation, value)
-            for item in dict.fromkeys(history)
+            for item in items
             for relation, values in self.items[item].attributes.items()
             for value in values
         )
-        shared = sorted(pair for pair, n in counts.items() if n >= 2)
-        found = []
-        history_set = set(history)
-        for size in range(1, self.settings.max_conditions + 1):
-            for combo in itertools.combinations(shared, size):
-                if size > 1 and len({r for r, _ in combo}) < 2 and combo[0][0] != "Starring":
-                    continue  # two genres (or directors) at once: rarely a natural request
-                truth = self.ground_truth(list(combo))
-                shared_by_history = len(truth & history_set) >= 2 and len(truth) <= self.settings.max_ground_truth
-                if shared_by_history and any(r in PERSON_RELATIONS for r, _ in combo):
-                    found.append(combo)
-            if len(found) > 200:
-                break
-        return found
 
-    def condition_queries(self, histories: dict[str, list[str]]) -> dict[str, list[dict]]:
+    def condition_queries(self, histories: dict[str, list[str]], progress: bool = False) -> dict[str, list[dict]]:
         records: dict[str, list[dict]] = {"explicit": [], "implicit": [], "misinformed": []}
         used: set[tuple] = set()
-        for user in sorted(histories):
+        for user in tqdm(sorted(histories), desc="condition queries", unit="user", disable=not progress or None):
             options = [c for c in self.shared_conditions(histories[user]) if c not in used]
             self.rng.shuffle(options)
             for conditions in options[: self.settings.queries_per_user]:
                 used.add(conditions)
-                task = ("explicit", "implicit", "misinformed")[len(used) % 3]
+                hideable = any(r in HIDDEN_RELATIONS for r, _ in conditions)
+                task = ("explicit", "implicit", "misinformed")[len(used) % 3] if hideable else "explicit"
                 record = getattr(self, f"_{task}")(user, list(conditions), histories[user])
                 if record is not None:
                     record["data_idx"] = len(records[task])
@@ -139,7 +182,7 @@ class BenchmarkBuilder:
         return record
 
     def _implicit(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict | None:
-        people = [c for c in conditions if c[0] in PERSON_RELATIONS]
+        people = [c for c in conditions if c[0] in HIDDEN_RELATIONS]
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
         # only items whose first-listed value is the hidden one: "the lead actor of X" names one person
@@ -162,7 +205,7 @@ class BenchmarkBuilder:
         return record
 
     def _misinformed(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict | None:
-        people = [c for c in conditions if c[0] in PERSON_RELATIONS]
+        people = [c for c in conditions if c[0] in HIDDEN_RELATIONS]
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
         subject = self.rng.choice(sorted(self.holders[(relation, value)]))
@@ -196,13 +239,27 @@ class BenchmarkBuilder:
 
     # -- profile-based queries -----------------------------------------------------------------
 
-    def interest_queries(self, histories: dict[str, list[str]]) -> list[dict]:
+    def interest_queries(
+        self, histories: dict[str, list[str]], times: dict[str, list[int]] | None = None
+    ) -> list[dict]:
+        """Queries from item pairs users consumed back to back. With ``times`` (each history's timestamps),
+        a pair or its follow-up counts only when strictly later (unless ``allow_tied_pairs``): the order of
+        events in the same second is the tie rule's, not the user's."""
         followers: dict[tuple[str, str], list[str]] = defaultdict(list)
         next_items: dict[tuple[str, str], Counter] = defaultdict(Counter)
+        strict = times is not None and not self.settings.allow_tied_pairs
         for user, items in sorted(histories.items()):
-            for a, b, after in zip(items[:-1], items[1:], [*items[2:], None], strict=True):
+            stamps = times[user] if strict else [0] * len(items)
+            for index, (a, b) in enumerate(zip(items[:-1], items[1:], strict=False)):
+                if strict and stamps[index] == stamps[index + 1]:
+                    continue
                 followers[(a, b)].append(user)
-                if after is not None and after not in (a, b):
+                after = items[index + 2] if index + 2 < len(items) else None
+                if (
+                    after is not None
+                    and after not in (a, b)
+                    and not (strict and stamps[index + 2] == stamps[index + 1])
+                ):
                     next_items[(a, b)][after] += 1
         records = []
         for pair, users in sorted(followers.items(), key=lambda kv: (-len(kv[1]), kv[0])):

@@ -18,6 +18,7 @@ from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
 from rectune.catalog import KnowledgeGraph
 from rectune.io import DataError, RecTuneError, numbered_jsonl, read_text
+from rectune.movielens import chronological
 from rectune.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
 from rectune.titles import CatalogItem, TitleMatcher, title_key
 
@@ -168,14 +169,14 @@ def load_movies(path: Path) -> list[CatalogItem]:
 
 
 def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
-    """``user::item::rating::timestamp`` -> user -> [(timestamp, item)] sorted by time."""
+    """``user::item::rating::timestamp`` -> user -> [(timestamp, item)] by time (ties: numeric item id)."""
     by_user: dict[str, list[tuple[int, str]]] = {}
     for line, fields in dat_fields(path, 4):
         rating_value(fields[2], path, line, "rating", MOVIELENS_SCALE)
         by_user.setdefault(fields[0], []).append((timestamp_value(fields[3], path, line, "timestamp"), fields[1]))
-    for events in by_user.values():
-        events.sort()
-    return by_user
+    return {
+        user: chronological(events, timestamp=lambda e: e[0], item=lambda e: e[1]) for user, events in by_user.items()
+    }
 
 
 def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg: str | Path | None = None) -> Release:
