@@ -11,7 +11,7 @@ reward, every logged step:
   ``recall``, the share of completions with at least one hit).
 
 :func:`summary` reads a finished run's log history and says, in its last lines, which rewards
-never varied within a group (so never produced a gradient) and which never scored above 0.
+never varied within a group (so never produced a gradient).
 """
 
 from __future__ import annotations
@@ -89,13 +89,10 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
     )
     for name in reward_names:
         constant = values(f"rewards/{name}/zero_std_groups")
-        positive = values(f"rewards/{name}/positive_share")
         if constant and min(constant) == 1.0:
             lines.append(
                 f"  warning: {name} never varied within a group in {len(steps)} steps: it gave GRPO no gradient"
             )
-        elif positive and max(positive) == 0.0:
-            lines.append(f"  warning: {name} never scored above 0 in {len(steps)} steps")
     if values("frac_reward_zero_std") and min(values("frac_reward_zero_std")) == 1.0:
         lines.append("  warning: no group's total reward ever varied: the adapter did not learn from the rewards")
     return "\n".join(lines)

@@ -22,9 +22,11 @@ item can be named.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import os
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,17 +66,38 @@ ACCEPTED = (
 
 
 def lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Non-blank lines with their numbers, UTF-8 or Latin-1 (ml-100k's u.item is Latin-1)."""
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
-        if line.strip():
-            yield number, line
+    """Non-blank lines with their numbers, each UTF-8 or else Latin-1 (ml-100k's u.item is Latin-1,
+    older MovieLens and Amazon dumps mix them); ``.gz`` files are read compressed."""
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    if path.suffix != ".gz":
+        for number, line in enumerate(read_text(path).splitlines(), start=1):
+            if line.strip():
+                yield number, line
+        return
+    number = 0
+    try:
+        with gzip.open(path, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                line = _decode(raw).rstrip("\r\n")
+                if line.strip():
+                    yield number, line
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise DataError(path, f"not a readable gzip file ({err})", line=number or None) from None
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def sniff(path: Path) -> str:
     """The layout of one file from its first line: ``json``, ``dat``, ``tsv``, ``pipe`` or ``csv``."""
-    first = next((line for _, line in lines(path)), None) if path.is_file() else None
+    first = next((line for _, line in lines(path)), None)
     if first is None:
-        raise DataError(path, "file not found" if not path.exists() else "empty file")
+        raise DataError(path, "empty file")
     text = first.lstrip("\ufeff").strip()
     if text.startswith("{"):
         return "json"
@@ -119,22 +142,23 @@ class Rating:
 def read_ratings(path: Path) -> Iterator[Rating]:
     """Raw rating records of a MovieLens ratings file in any layout, in file order (values unchecked)."""
     layout = sniff(path)
-    if layout == "dat":
-        rows = ((n, line.split("::")) for n, line in lines(path))
-    elif layout == "tsv":
-        rows = ((n, line.split("\t")) for n, line in lines(path))
-    elif layout == "csv":
+    separator = {"dat": "::", "tsv": "\t", "csv": ","}.get(layout)
+    if separator is None:
+        raise DataError(path, f"not a MovieLens ratings file ({layout}); accepted: {ACCEPTED}")
+    if layout == "csv":
         rows = _csv_rows(path, ("userId", "movieId", "rating", "timestamp"))
     else:
-        raise DataError(path, f"not a MovieLens ratings file ({layout}); accepted: {ACCEPTED}")
+        rows = ((n, line.split(separator)) for n, line in lines(path))
     for number, fields in rows:
         if len(fields) < 4:
-            raise DataError(path, f"expected 4 fields (user, item, rating, timestamp), got {len(fields)}", line=number)
+            raise DataError(path, f"expected 4 {separator!r}-separated fields (user, item, rating, timestamp), "
+                            f"got {len(fields)}", line=number)  # fmt: skip
         yield Rating(fields[0].strip(), fields[1].strip(), fields[2].strip(), fields[3].strip(), number)
 
 
 def _csv_rows(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    text = read_text(path).lstrip("\ufeff")
+    text = read_text(path) if path.suffix != ".gz" else "\n".join(line for _, line in lines(path))
+    text = text.lstrip("\ufeff")
     reader = csv.reader(io.StringIO(text))
     first = next(reader, None)
     if first is None or tuple(f.strip() for f in first[: len(header)]) != header:

@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import json
 import os
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rectune import movielens
 from rectune.cli import add_output_arguments
-from rectune.io import DataError, read_text
+from rectune.io import DataError
 from rectune.titles import CatalogItem
 
 
@@ -43,34 +41,9 @@ class Review:
     text: str = ""
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    if not path.is_file():
-        raise DataError(path, "file not found")
-    if path.suffix == ".gz":
-        line_no = 0
-        try:
-            with gzip.open(path, "rb") as handle:
-                for line_no, raw in enumerate(handle, start=1):
-                    yield line_no, _decode(raw)
-        except (gzip.BadGzipFile, EOFError, zlib.error) as err:
-            raise DataError(path, f"not a readable gzip file ({err})", line=line_no or None) from None
-    else:
-        yield from enumerate(read_text(path).splitlines(), start=1)
-
-
-def _decode(raw: bytes) -> str:
-    """A line in UTF-8, or Latin-1 where it is not (older MovieLens and Amazon dumps mix them)."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
-
-
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
     """JSON objects, one per line; Python-literal lines (Amazon 2014 metadata) are accepted too."""
-    for line_no, line in _lines(path):
-        if not line.strip():
-            continue
+    for line_no, line in movielens.lines(path):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
@@ -86,10 +59,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
 def dat_fields(path: str | os.PathLike, count: int) -> Iterator[tuple[int, list[str]]]:
     """``::``-separated fields of each non-blank line of a MovieLens ``.dat`` file (UTF-8 or Latin-1)."""
     path = Path(path)
-    for line_no, line in _lines(path):
-        if not line.strip():
-            continue
-        fields = line.rstrip("\n").split("::")
+    for line_no, line in movielens.lines(path):
+        fields = line.split("::")
         if len(fields) < count:
             raise DataError(path, f"expected {count} '::'-separated fields, got {len(fields)}", line=line_no)
         yield line_no, fields
@@ -150,7 +121,7 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
     """Reviews from any of the formats (a MovieLens release folder too), in file order; an empty file is an error."""
     path = movielens.release_folder_file(path, "ratings")
     reviews: list[Review] = []
-    if path.suffix != ".gz" and movielens.sniff(path) != "json":
+    if movielens.sniff(path) != "json":
         for record in movielens.read_ratings(path):
             rating = rating_value(record.rating, path, record.line, "rating", MOVIELENS_SCALE)
             timestamp = timestamp_value(record.timestamp, path, record.line, "timestamp")
@@ -203,7 +174,7 @@ def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
     (or release folder) or ``items.jsonl``."""
     path = movielens.release_folder_file(path, "items")
     items: dict[str, CatalogItem] = {}
-    if path.suffix != ".gz" and movielens.sniff(path) != "json":
+    if movielens.sniff(path) != "json":
         for movie in movielens.read_movies(path).values():
             items[movie.id] = _item(movie.id, movie.title, movie.genres, "")
         return items

@@ -46,7 +46,8 @@ def test_perrec_test_items_are_never_trained_on(tmp_path):
         "--domain", "movies", "--min-history", "2", "--k", "3", "--test-size", "0.5", "--out", out,
     )  # fmt: skip
     test_titles = {row["item"]["title"] for row in read_jsonl(out / "test.jsonl")}
-    train = read_jsonl(out / "train_sft_mix.jsonl") + read_jsonl(out / "train_rft_mix.jsonl")
+    train = [row for kind in ("sft", "rft") for task in ("pointwise", "pairwise", "listwise")
+             for row in read_jsonl(out / f"train_{kind}_{task}.jsonl")]  # fmt: skip
     assert len(test_titles) == 1 and train  # the split really split: one film on each side
     for example in train:
         assert not any(title in user_text(example) for title in test_titles), user_text(example)

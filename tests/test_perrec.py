@@ -36,7 +36,8 @@ from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
 FIXTURES = ROOT / "tests" / "fixtures" / "ratings"
-SETTINGS = grouping.GroupSettings(min_history=2, k=1)
+# the fixture's users rated their other items after X: history retrieval is tested with any-history
+SETTINGS = grouping.GroupSettings(min_history=2, k=1, past_only=False)
 ML_USERS = {str(i): f"u{i}" for i in range(1, 7)}
 ML_ITEMS = {"1": "X", "2": "F1", "3": "F2"}
 
@@ -123,6 +124,11 @@ def test_bm25_history_and_rows():
     assert "Item: Rose Face Cream" in prompt and "Rose Lip Balm: 2" in prompt and 'e.g. "B > A > C"' in prompt
     assert "Rated 2 items" in prompt  # the template profile
     assert PerRecRow.from_dict(listwise.to_dict()) == listwise
+    # by default only items rated before X may be shown: every user here rated F1 and F2 after X
+    past_only = grouping.GroupSettings(min_history=2, k=1)
+    grouping.attach_prompts(groups, reviews, items, past_only)
+    assert all(u["history"] == [] and u["profile"] is None for u in groups[0].users)
+    assert by_user["u3"]["mean_rating"] == 4.5  # the shown mean is still over all other items
 
 
 def test_tau_b_with_ties_by_hand():
@@ -241,15 +247,16 @@ def perrec_data(tmp_path_factory):
     return out
 
 
-def test_data_prep_writes_every_format_and_the_mix(perrec_data):
+def test_data_prep_writes_every_format(perrec_data):
     counts = {}
-    for task in ("pointwise", "pairwise", "listwise", "mix"):
+    for task in ("pointwise", "pairwise", "listwise"):
         sft = read_jsonl(perrec_data / f"train_sft_{task}.jsonl")
         rft = read_jsonl(perrec_data / f"train_rft_{task}.jsonl")
         assert len(sft) == len(rft)
         counts[task] = len(sft)
     # group sizes 3 and 2: pointwise 3 + 2 rows, pairwise 3 + 1, listwise 1 + 1
-    assert counts == {"pointwise": 5, "pairwise": 4, "listwise": 2, "mix": 11}
+    assert counts == {"pointwise": 5, "pairwise": 4, "listwise": 2}
+    assert not list(perrec_data.glob("*_mix.jsonl"))  # recipes list the three files; no duplicated copy
     rft = read_jsonl(perrec_data / "train_rft_pointwise.jsonl")
     for example in rft:
         assert example["group_relative"][example["position"]] == example["relative"][0]
@@ -294,7 +301,7 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
         ('{"user_id": "u1", "rating": 4, "timestamp": 1}\n', "reviews.json:1: missing key 'parent_asin' or 'asin'"),
         ('{"reviewerID": "u1", "asin": "X", "overall": 5, "unixReviewTime": 1}\n{oops\n', "reviews.json:2: malformed"),
         ('{"who": "u1"}\n', "reviews.json:1: not an Amazon review"),
-        ("", "reviews.json: no reviews in file"),
+        ("", "reviews.json: empty file"),
         (
             '{"reviewerID": "u1", "asin": "X", "overall": 17, "unixReviewTime": 1}\n',
             "reviews.json:1: key 'overall': rating 17 is outside the scale 1-5",
@@ -370,11 +377,14 @@ def test_canonical_perrec_rows_are_validated(tmp_path):
 
 
 def test_grpo_with_the_ranking_reward(tmp_path, tiny_model, perrec_data):
-    data_file = perrec_data / "train_rft_mix.jsonl"
-    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data_file, tmp_path / "rft", max_completion_length=6)
+    files = [str(perrec_data / f"train_rft_{task}.jsonl") for task in ("pointwise", "pairwise", "listwise")]
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, files[0], tmp_path / "rft", max_completion_length=6,
+        datasets=[{"path": "json", "data_files": files}],
+    )  # fmt: skip
     result = run_script("train/grpo.py", recipe)
     assert "rewards/ranking/mean" in result.stdout + result.stderr
-    bad = one_step_grpo_recipe(tmp_path / "b.yaml", tiny_model, data_file, tmp_path / "o", reward_funcs=["recall"])
+    bad = one_step_grpo_recipe(tmp_path / "b.yaml", tiny_model, files[0], tmp_path / "o", reward_funcs=["recall"])
     result = run_script("train/grpo.py", bad, check=False)
     assert "unknown perrecbench reward 'recall'; choose from ranking, format" in result.stderr
 

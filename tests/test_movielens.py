@@ -1,0 +1,182 @@
+"""MovieLens releases as distributed: every layout read by content, ties, half stars, duplicate titles,
+names for ML-1M codes, and the builders on them (no future history, the early stop, ratings-only LLMRec)."""
+
+import json
+
+import pytest
+from conftest import read_jsonl, run_script
+
+from perf.movielens_world import LAYOUTS, World, synthetic, write
+from rectune import movielens
+from rectune.benchmarks.perrec import groups as grouping
+from rectune.benchmarks.perrec.prompts import build_messages
+from rectune.benchmarks.perrec.rows import PerRecRow
+from rectune.io import DataError
+from rectune.ratings import RatingScale, Review, parse_rating, read_items, read_reviews, read_users
+
+# Two users, four films; user 1 rated films 759 and 1274 in the same second (file order: 1274 first)
+SMALL = World(
+    movies=[
+        ("1", "Toy Story (1995)", ["Animation", "Comedy"]),
+        ("759", "Fear of a Black Hat (1993)", ["Comedy"]),
+        ("1274", "Hamlet (1996)", ["Drama"]),
+        ("1275", "Hamlet (1996)", ["Drama"]),
+    ],
+    ratings=[("1", "1274", 4.0, 1000), ("1", "759", 3.0, 1000), ("1", "1", 5.0, 900), ("2", "1275", 2.0, 500)],
+    users={"1": ("F", 24, "programmer"), "2": ("M", 61, "retired")},
+    tags=[("1", "1", "pixar", 1500), ("2", "1", "Pixar", 1600), ("2", "759", "mockumentary", 1700)],
+)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_reads_the_same_ratings_and_titles(tmp_path, layout):
+    folder = write(tmp_path, layout, SMALL)
+    for source in (folder, *(f for f in folder.iterdir() if f.name in ("u.data", "ratings.dat", "ratings.csv"))):
+        reviews = read_reviews(source)  # the folder, or its ratings file: decided by content
+        assert [(r.user, r.item, r.rating, r.timestamp) for r in reviews] == list(SMALL.ratings)
+    items = read_items(folder)
+    assert [items[i].title for i in ("1", "759", "1274", "1275")] == [
+        "Toy Story (1995)", "Fear of a Black Hat (1993)", "Hamlet (1996)", "Hamlet (1996) [movie 1275]",
+    ]  # fmt: skip
+    assert items["1"].categories == ["Animation", "Comedy"]
+
+
+@pytest.mark.parametrize("layout", ["ml-100k", "ml-1m"])
+def test_users_come_with_names_not_codes(tmp_path, layout):
+    users = read_users(write(tmp_path, layout, SMALL))
+    # ML-1M writes age band 18 and occupation code 12; ml-100k the real age 24 and the name
+    assert users["1"] == {"gender": "F", "age": "18-24", "occupation": "programmer"}
+    assert users["2"] == {"gender": "M", "age": "56+", "occupation": "retired"}
+
+
+def test_unknown_formats_fail_naming_the_accepted_ones(tmp_path):
+    path = tmp_path / "ratings.txt"
+    path.write_text("1 2 3 4\n")
+    with pytest.raises(DataError, match=r"ratings.txt: unknown format .*ml-100k \(u.data"):
+        read_reviews(path)
+    with pytest.raises(DataError, match=r"no ratings file in this folder \(looked for u.data, ratings.dat"):
+        read_reviews(tmp_path)
+
+
+def test_csv_titles_with_commas_and_tags(tmp_path):
+    world = World(movies=[("5", '"Great Escape, The (1963)"', ["War"])], ratings=[("1", "5", 4.5, 10)])
+    folder = write(tmp_path, "ml-latest", world)
+    assert read_items(folder)["5"].title == '"Great Escape, The (1963)"'
+    write(tmp_path / "tagged", "ml-latest", SMALL)
+    tags = movielens.read_tags(tmp_path / "tagged" / "tags.csv")
+    assert tags["1"] == {"pixar": 2} and tags["759"] == {"mockumentary": 1}
+
+
+def test_ties_are_ordered_by_numeric_item_id():
+    events = [Review("1", "1274", 4.0, 1000), Review("1", "759", 3.0, 1000), Review("1", "1", 5.0, 900)]
+    # as text "759" > "1274"; as numbers 759 < 1274
+    assert [e.item for e in movielens.chronological(events)] == ["1", "759", "1274"]
+    assert movielens.tied_events(events) == 2
+
+
+def test_half_star_scale_is_read_and_parsed():
+    reviews = [Review("1", "a", 0.5, 1), Review("1", "b", 4.5, 2)]
+    assert RatingScale.of(reviews).as_list() == [0.5, 5.0, 0.5]
+    assert RatingScale.of([Review("1", "a", 2.0, 1)]).as_list() == [1.0, 5.0, 1.0]
+    assert [parse_rating(t) for t in ("0.5", "4.5 stars", "I'd say 3", "0", "6")] == [0.5, 4.5, 3.0, None, None]
+
+
+def test_perrec_pointwise_prompt_states_the_real_scale():
+    row = PerRecRow("g/pointwise/0", "perrecbench", "movies", "pointwise", "g", 2, "easy",
+                    {"id": "1", "title": "Toy Story (1995)"}, [
+                        {"label": "A", "user": "1", "mean_rating": 3.2, "history": [], "rating": 4.5,
+                         "relative_rating": 1.3}], "4.5", [0.5, 5.0, 0.5])  # fmt: skip
+    assert "on a 0.5-5 in half stars scale" in build_messages(row)[1]["content"]
+    row.scale = None
+    assert "on a 1-5 scale" in build_messages(row)[1]["content"]
+
+
+def test_gap_of_exactly_the_threshold_does_not_pass():
+    settings = grouping.GroupSettings(min_history=0, min_gap=0.6)
+    # a: x 4.6, z 4.0 (mean 4.3); b: x 4.0, z 4.6 (mean 4.3): relative ratings of x +0.3 and -0.3, a gap
+    # of exactly 0.6 on paper and 0.5999999999999996 in floats; the same on z
+    reviews = [
+        Review("a", "x", 4.6, 10),
+        Review("a", "z", 4.0, 11),
+        Review("b", "x", 4.0, 20),
+        Review("b", "z", 4.6, 21),
+    ]
+    assert grouping.find_groups(reviews, settings) == []
+    reviews[0].rating = 4.7  # a's mean 4.35: gaps 0.65 on x and on z
+    assert sorted(g.item for g in grouping.find_groups(reviews, settings)) == ["x", "z"]
+
+
+def test_perrec_history_is_rated_before_the_shared_item(tmp_path):
+    folder = write(tmp_path / "ml", "ml-latest", synthetic(40, 60, 1600, half_stars=True, seed=2))
+    out = tmp_path / "out"
+    run_script("data_prep/perrecbench.py", "--reviews", folder, "--domain", "movies", "--min-history", "5",
+               "--test-size", "0.3", "--out", out)  # fmt: skip
+    when = {(r.user, r.item): r.timestamp for r in read_reviews(folder)}
+    titles = {item.title: item.id for item in read_items(folder).values()}
+    rows = read_jsonl(out / "test.jsonl")
+    shown = 0
+    for row in rows:
+        assert row["scale"] == [0.5, 5.0, 0.5]
+        for user in row["users"]:
+            for entry in user["history"]:
+                shown += 1
+                assert when[(user["user"], titles[entry["title"]])] < when[(user["user"], row["item"]["id"])]
+    assert shown > 0
+    assert not list(out.glob("*_mix.jsonl"))  # recipes mix the three formats' files; no duplicate copies
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["rating_scale"] == [0.5, 5.0, 0.5] and stats["eligible_users"] == 40
+    assert 0 < stats["users_in_groups"] <= 40 and stats["tied_ratings"] > 0
+
+
+def test_llmrec_on_ratings_only_builds_three_tasks_and_says_why(tmp_path):
+    folder = write(tmp_path / "ml", "ml-1m", synthetic(12, 30, 240, seed=3))
+    out = tmp_path / "out"
+    result = run_script("data_prep/llmrec.py", "--reviews", folder, "--domain", "movies", "--out", out)
+    assert "explanation skipped: the source has ratings only, no review text" in result.stderr
+    assert {r["task"] for r in read_jsonl(out / "test.jsonl")} == {"rating", "sequential", "direct"}
+    assert not (out / "train_sft_explanation.jsonl").exists()
+    stats = json.loads((out / "stats.json").read_text())
+    assert set(stats["skipped_tasks"]) == {"explanation", "summarization"}
+    prompt = read_jsonl(out / "train_sft_rating.jsonl")[0]["messages"]
+    text = prompt[0]["content"] + prompt[1]["content"]
+    assert "recommender system for movies" in text and "earlier ratings" in text
+    assert "online shop" not in text and "review" not in text
+
+
+def test_build_benchmark_from_a_movielens_release(tmp_path):
+    folder = write(tmp_path / "ml", "ml-latest", synthetic(60, 300, 3000, half_stars=True, tagged=0.5, seed=4))
+    out = tmp_path / "release"
+    result = run_script("data_prep/build_benchmark.py", "--movielens", folder, "--out", out)
+    assert "no user file: no demographics-based queries" in result.stderr  # ml-latest has no users
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["anchor_relations"] == ["Year", "Tag"] and stats["tied_events"] > 0
+    assert stats["queries"]["explicit"] > 0 and stats["queries"]["implicit"] > 0
+    kg = read_jsonl(out / "kg.jsonl")
+    assert {t["relation"] for t in kg} == {"Genre", "Year", "Tag"}
+    explicit = json.loads((out / "data/movie/ExplicitQuery.json").read_text())
+    titles = {item.id: item.title for item in read_items(folder).values()}
+    for record in explicit:
+        assert any(relation in ("Year", "Tag") for relation, _ in record["sharedRelationships"])
+        assert record["movieSubset"] == [titles[str(i)] for i in record["movieSubsetId"]]
+    prepared = tmp_path / "prepared"
+    run_script("data_prep/recbench.py", "--src", out, "--domain", "movie", "--kg", out / "kg.jsonl", "--out", prepared)
+    assert read_jsonl(prepared / "test.jsonl")
+
+
+def test_build_without_an_anchor_relation_stops_before_searching(tmp_path):
+    folder = write(tmp_path / "ml", "ml-1m", synthetic(10, 30, 200, seed=5))
+    out = tmp_path / "release"
+    result = run_script("data_prep/build_benchmark.py", "--movielens", folder, "--anchor-relations", "Director",
+                        "--out", out, check=False)  # fmt: skip
+    assert result.returncode == 2
+    assert "no item has an anchor relation (Director)" in result.stderr and "Genre, Year" in result.stderr
+    assert not out.exists()
+
+
+def test_ml1m_demographics_queries_use_occupation_names(tmp_path):
+    folder = write(tmp_path / "ml", "ml-1m", synthetic(80, 120, 2400, seed=6))
+    out = tmp_path / "release"
+    run_script("data_prep/build_benchmark.py", "--movielens", folder, "--out", out)
+    groups = json.loads((out / "data/movie/UserBasedQuery.json").read_text())
+    summaries = [g["summary"] for g in groups if g["group_type"] == "occupation"]
+    assert summaries and all(not s.split("working as ")[1][0].isdigit() for s in summaries)
