@@ -72,7 +72,7 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
 
     def average(key: str) -> str:
         found = values(key)
-        return f"{sum(found) / len(found):.3f}" if found else "-"
+        return f"{sum(found) / len(found):.3g}" if found else "-"
 
     lines = [f"GRPO diagnostics over {len(steps)} logged steps (averages):"]
     for name in reward_names:

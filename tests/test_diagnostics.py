@@ -45,8 +45,8 @@ def test_summary_names_a_reward_that_never_varied():
     history = [entry(1.0, 0.0, 1), entry(1.0, 0.0, 2), {"train_runtime": 3.0, "step": 2}]
     text = summary(history, ["recall", "format"])
     assert "over 2 logged steps" in text
-    assert "format: mean 0.500, std 0.200, above 0 in 0.750 of completions, constant in 0.250 of groups" in text
-    assert "KL 0.010" in text
+    assert "format: mean 0.5, std 0.2, above 0 in 0.75 of completions, constant in 0.25 of groups" in text
+    assert "KL 0.01;" in text
     lines = text.splitlines()
     assert lines[-1] == "  warning: recall never varied within a group in 2 steps: it gave GRPO no gradient"
     assert not any("format never" in line for line in lines)
@@ -55,7 +55,7 @@ def test_summary_names_a_reward_that_never_varied():
 def test_summary_is_quiet_when_rewards_vary():
     text = summary([entry(1.0, 0.0, 1), entry(0.5, 0.25, 2)], ["recall", "format"])
     assert "warning" not in text
-    assert "recall: mean 0.000, std 0.000, above 0 in 0.125 of completions, constant in 0.750 of groups" in text
+    assert "recall: mean 0, std 0, above 0 in 0.125 of completions, constant in 0.75 of groups" in text
 
 
 def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_model, train_data):
