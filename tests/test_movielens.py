@@ -180,3 +180,43 @@ def test_ml1m_demographics_queries_use_occupation_names(tmp_path):
     groups = json.loads((out / "data/movie/UserBasedQuery.json").read_text())
     summaries = [g["summary"] for g in groups if g["group_type"] == "occupation"]
     assert summaries and all(not s.split("working as ")[1][0].isdigit() for s in summaries)
+
+
+def test_interest_pairs_use_strictly_ordered_events_only():
+    from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings
+    from rectune.titles import CatalogItem
+
+    items = [CatalogItem(str(i), f"Film {i} (1990)", {"Genre": ["Drama"]}) for i in range(1, 5)]
+    # three users watch 1, 2, 3, 4 in that order; for user c, 1 and 2 share a second
+    histories = {user: ["1", "2", "3", "4"] for user in "abc"}
+    times = {"a": [10, 20, 30, 40], "b": [10, 20, 30, 40], "c": [10, 10, 30, 40]}
+
+    def pairs(settings, with_times=True):
+        records = BenchmarkBuilder(items, settings).interest_queries(histories, times if with_times else None)
+        return {tuple(r["Shared consecutive movies"]): sorted(r["source_users"]) for r in records}
+
+    # (3, 4) has no follow-up in anyone's history, so it makes no query
+    strict = pairs(BuildSettings(min_consecutive_users=2))
+    assert strict == {
+        ("Film 1 (1990)", "Film 2 (1990)"): ["a", "b"],
+        ("Film 2 (1990)", "Film 3 (1990)"): ["a", "b", "c"],
+    }
+    tied = pairs(BuildSettings(min_consecutive_users=2, allow_tied_pairs=True))
+    assert tied[("Film 1 (1990)", "Film 2 (1990)")] == ["a", "b", "c"]  # c's tied pair counts when asked
+
+
+def test_perrec_retrieval_text_leaves_the_year_out():
+    from rectune.titles import CatalogItem
+
+    item = CatalogItem("1", "Heat (1995)", {"categories": ["Crime", "Thriller"]})
+    assert grouping._tokens(grouping._item_text(item, "1")) == ["heat", "crime", "thriller"]
+
+
+def test_llmrec_rating_prompt_states_half_stars():
+    from rectune.benchmarks.llmrec.prompts import build_messages as llmrec_messages
+    from rectune.benchmarks.llmrec.rows import LLMRecRow
+
+    row = LLMRecRow("rating/1", "llmrec", "movies", "rating", "1", [], {"id": "1", "title": "Heat (1995)"}, "4.5",
+                    scale=[0.5, 5.0, 0.5], feedback="ratings")  # fmt: skip
+    assert "Answer with a single number from 0.5 to 5 in half stars." in llmrec_messages(row)[1]["content"]
+    assert LLMRecRow.from_dict(row.to_dict()) == row
