@@ -175,20 +175,26 @@ rft-after-sft: sft
 	$(LAUNCH) train/grpo.py $(GRPO_RECIPE) --recipe_name $(RUN) --init_adapter outputs/$(RUN)/sft \
 		--output_dir outputs/$(RUN)/sft_rft $(RFT_ARGS)
 
+# Steps 2-6 of `demo` and `experiment`: score the base model, train SFT, RFT and SFT->RFT with
+# recipes/RUN(_grpo).yaml, score the three checkpoints. Arguments: RUN, eval command, reports folder, steps in all.
+define train_and_score
+@echo "== [2/$(4) $$(date +%T)] score the base model" && $(2) --model embedded:smollm2 --out $(3)/base
+@echo "== [3/$(4) $$(date +%T)] SFT" && $(MAKE) -s sft RECIPE=recipes/$(1).yaml
+@echo "== [4/$(4) $$(date +%T)] RFT from the base model" && $(MAKE) -s rft RECIPE=recipes/$(1).yaml
+@echo "== [5/$(4) $$(date +%T)] RFT after SFT" && $(MAKE) -s rft-after-sft RECIPE=recipes/$(1).yaml
+@echo "== [6/$(4) $$(date +%T)] score the three checkpoints" && \
+	$(2) --model outputs/$(1)/sft --out $(3)/sft && \
+	$(2) --model outputs/$(1)/rft --out $(3)/rft && \
+	$(2) --model outputs/$(1)/sft_rft --out $(3)/sft_rft
+endef
+
 # The whole toolkit on the embedded model and the demo world, on CPU (about 15 minutes on 2 cores):
 # build the benchmark, score the base model, train SFT, RFT and SFT->RFT, score each, compare.
 # W&B logs offline unless WANDB_MODE says otherwise.
 demo: export WANDB_MODE ?= offline
 demo: install
 	@echo "== [1/7 $$(date +%T)] build the demo benchmark -> data/demo_movie" && $(MAKE) -s data-demo
-	@echo "== [2/7 $$(date +%T)] score the base model" && $(DEMO_EVAL) --model embedded:smollm2 --out reports/demo/base
-	@echo "== [3/7 $$(date +%T)] SFT" && $(MAKE) -s sft RECIPE=recipes/$(DEMO_RUN).yaml
-	@echo "== [4/7 $$(date +%T)] RFT from the base model" && $(MAKE) -s rft RECIPE=recipes/$(DEMO_RUN).yaml
-	@echo "== [5/7 $$(date +%T)] RFT after SFT" && $(MAKE) -s rft-after-sft RECIPE=recipes/$(DEMO_RUN).yaml
-	@echo "== [6/7 $$(date +%T)] score the three checkpoints" && \
-		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/sft --out reports/demo/sft && \
-		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/rft --out reports/demo/rft && \
-		$(DEMO_EVAL) --model outputs/$(DEMO_RUN)/sft_rft --out reports/demo/sft_rft
+	$(call train_and_score,$(DEMO_RUN),$(DEMO_EVAL),reports/demo,7)
 	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft \
 		reports/demo/sft_rft --out reports/demo/comparison
 
@@ -210,14 +216,7 @@ data-experiment: install
 experiment: export WANDB_MODE ?= offline
 experiment: install
 	@echo "== [1/8 $$(date +%T)] build the experiment's benchmark -> $(EXP_DATA)" && $(MAKE) -s data-experiment
-	@echo "== [2/8 $$(date +%T)] score the base model" && $(EXP_EVAL) --model embedded:smollm2 --out reports/experiment/base
-	@echo "== [3/8 $$(date +%T)] SFT" && $(MAKE) -s sft RECIPE=recipes/$(EXP_RUN).yaml
-	@echo "== [4/8 $$(date +%T)] RFT from the base model" && $(MAKE) -s rft RECIPE=recipes/$(EXP_RUN).yaml
-	@echo "== [5/8 $$(date +%T)] RFT after SFT" && $(MAKE) -s rft-after-sft RECIPE=recipes/$(EXP_RUN).yaml
-	@echo "== [6/8 $$(date +%T)] score the three checkpoints" && \
-		$(EXP_EVAL) --model outputs/$(EXP_RUN)/sft --out reports/experiment/sft && \
-		$(EXP_EVAL) --model outputs/$(EXP_RUN)/rft --out reports/experiment/rft && \
-		$(EXP_EVAL) --model outputs/$(EXP_RUN)/sft_rft --out reports/experiment/sft_rft
+	$(call train_and_score,$(EXP_RUN),$(EXP_EVAL),reports/experiment,8)
 	@echo "== [7/8 $$(date +%T)] compare with the base model" && $(PY) evaluate/compare.py reports/experiment/base \
 		reports/experiment/sft reports/experiment/rft reports/experiment/sft_rft --baseline base \
 		--out reports/experiment/vs_base

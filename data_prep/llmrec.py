@@ -24,7 +24,7 @@ from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
 from rectune.catalog import catalog_rows
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
-from rectune.ratings import add_source_arguments, read_items, read_reviews
+from rectune.ratings import WHOLE_STARS, add_source_arguments, read_reviews, source_items
 from rectune.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def main() -> None:
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
     reviews = read_reviews(args.reviews)
-    items = read_items(args.items or args.reviews) if args.items or Path(args.reviews).is_dir() else {}
+    items = source_items(args.reviews, args.items)
     train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
     skipped = {}
     if settings.feedback == "ratings":
@@ -89,7 +89,7 @@ def main() -> None:
         "valid": dict(Counter(r.task for r in valid)),
         "test": dict(Counter(r.task for r in test)),
         "skipped_tasks": skipped,
-        "rating_scale": settings.scale or [1.0, 5.0, 1.0],
+        "rating_scale": settings.scale or WHOLE_STARS.as_list(),
         # users whose last two ratings share a second: the later by numeric item id is their test target
         "tied_test_targets": build.tied_targets(kept),
     }

@@ -24,7 +24,7 @@ from rectune.benchmarks.perrec.prompts import LABELS
 from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, output_set, write_json, write_jsonl
-from rectune.ratings import RatingScale, add_source_arguments, read_items, read_reviews
+from rectune.ratings import RatingScale, add_source_arguments, read_reviews, source_items
 from rectune.sharing import write_dataset_card
 
 
@@ -62,9 +62,9 @@ def main() -> None:
     if not 2 <= settings.max_size <= len(LABELS):
         raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
     reviews = read_reviews(args.reviews)
-    items = read_items(args.items or args.reviews) if args.items or Path(args.reviews).is_dir() else {}
-    scale = RatingScale.of(reviews).as_list()
-    scale = None if scale == [1.0, 5.0, 1.0] else scale
+    items = source_items(args.reviews, args.items)
+    rating_scale = RatingScale.of(reviews)
+    scale = rating_scale.for_rows()
 
     found = groups.find_groups(reviews, settings)
     if not found:
@@ -92,7 +92,7 @@ def main() -> None:
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
     summary["valid_groups"] = len(valid)
-    summary["rating_scale"] = scale or [1.0, 5.0, 1.0]
+    summary["rating_scale"] = rating_scale.as_list()
     with output_set(out, "perrecbench data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
         for task in TASKS:
             keep = [i for i, r in enumerate(rows["train"]) if r.task == task]

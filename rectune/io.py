@@ -189,11 +189,11 @@ def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
     try:
-        os.kill(pid, 0)  # PermissionError: alive, but another user's
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass
+        return True  # alive, but another user's
     return True
 
 

@@ -168,6 +168,21 @@ class RatingScale:
     def as_list(self) -> list[float]:
         return [self.low, self.high, self.step]
 
+    def for_rows(self) -> list[float] | None:
+        """What rows carry: the scale, or None for whole stars 1-5 (rows and prompts without one)."""
+        return None if self == WHOLE_STARS else self.as_list()
+
+
+WHOLE_STARS = RatingScale(1.0, 5.0, 1.0)
+
+
+def source_items(reviews: str | os.PathLike, items: str | os.PathLike | None) -> dict[str, CatalogItem]:
+    """The ``--items`` file's items, else those of a MovieLens release folder given as ``--reviews``,
+    else none (items then go by id)."""
+    if items is None and not Path(reviews).is_dir():
+        return {}
+    return read_items(items or reviews)
+
 
 def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
     """Item id -> title, categories and description, from Amazon metadata, any MovieLens movies file

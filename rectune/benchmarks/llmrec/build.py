@@ -103,8 +103,7 @@ def build_rows(
     """Training rows (second-to-last review), test rows (last review) and the k-core reviews.
 
     ``settings.scale`` and ``settings.feedback`` are set from the reviews."""
-    scale = RatingScale.of(reviews).as_list()
-    settings.scale = None if scale == [1.0, 5.0, 1.0] else scale
+    settings.scale = RatingScale.of(reviews).for_rows()
     settings.feedback = None if any(r.text.strip() for r in reviews) else "ratings"
     kept = k_core(reviews, settings.min_interactions)
     by_user: dict[str, list[Review]] = {}
