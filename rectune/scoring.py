@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
-from rectune.io import DataError, numbered_jsonl, write_json
+from rectune.io import DataError, RecTuneError, numbered_jsonl, write_json
 from rectune.schema import load_rows
 
 
@@ -55,6 +55,10 @@ def score_benchmark(rows: list, predictions: dict[str, str], resources: Resource
     many had reasoning removed or were cut by a cap.
     """
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
+    if resources.convention not in benchmark.conventions:
+        raise RecTuneError(
+            f"{benchmark.name} has no {resources.convention!r} metrics; it has: {', '.join(benchmark.conventions)}"
+        )
     answers = {row_id: answer_text(text, resources.limits) for row_id, text in predictions.items()}
     scored = benchmark.score(rows, {row_id: a.text for row_id, a in answers.items()}, resources)
     report = {"benchmark": benchmark.name, **scored.report}

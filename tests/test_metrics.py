@@ -1,5 +1,7 @@
 """Metric values below are computed by hand from the rows, catalog and KG in this file."""
 
+import math
+
 import pytest
 
 from rectune.benchmarks.recbench.metrics import aggregate, format_table, score_query
@@ -76,6 +78,15 @@ def test_query_with_hallucination_and_duplicate():
     assert s.cmr == pytest.approx(1 / 3)
     assert s.ftr == 0.0
     assert (s.n_resolved, s.n_kg_covered) == (2, 1)
+    # Heat (a hit) is named first: DCG 1 / IDCG (1 + 1/log2 3)
+    assert s.ndcg == pytest.approx(1 / (1 + 1 / math.log2(3)))
+
+
+def test_ndcg_counts_the_rank_of_hits():
+    late = score_query(DE_NIRO, MATCHER.extract("Casino [SEP] Toy Story [SEP] Ronin"), MATCHER, KG)
+    # Ronin hits at rank 3: (1/log2 4) / (1 + 1/log2 3)
+    assert late.ndcg == pytest.approx(0.5 / (1 + 1 / math.log2(3)))
+    assert late.recall == pytest.approx(1 / 2)
 
 
 def test_empty_answer_convention():
@@ -96,13 +107,16 @@ def test_unresolvable_ground_truth_can_still_be_hit_by_name():
 
 
 def test_aggregate_macro_averages():
-    report = aggregate([score(r) for r in (DE_NIRO, EMPTY, SINGER, INTEREST)])
+    report = aggregate([vars(score(r)) for r in (DE_NIRO, EMPTY, SINGER, INTEREST)])
     overall = report["overall"]
     assert overall["n"] == 4
     assert overall["precision"] == pytest.approx((1 / 3 + 0 + 1 + 1 / 2) / 4)
     assert overall["recall"] == pytest.approx((1 / 2 + 0 + 1 + 1 / 2) / 4)
     assert overall["cmr"] == pytest.approx((1 / 3 + 0 + 1) / 3)  # condition-based queries only
     assert overall["ftr"] == pytest.approx(1 / 4)
+    ideal_two = 1 + 1 / math.log2(3)  # two ground-truth items
+    # hits at rank 1 for a (of 2 truths), c (of 1) and d (of 2); none for b
+    assert overall["ndcg"] == pytest.approx((1 / ideal_two + 0 + 1 + 1 / ideal_two) / 4)
     assert overall["kg_coverage"] == pytest.approx((1 + 1) / (2 + 1))  # covered / resolved items
     explicit = report["by_task"]["explicit"]
     assert explicit["n"] == 2
@@ -115,11 +129,12 @@ def test_aggregate_macro_averages():
     assert report["by_task_conditions"]["explicit"]["1"]["ftr"] == 1.0
     assert "interest" not in report["by_task_conditions"]
     table = format_table(report)
-    assert "| explicit | 2 | 0.167 | 0.250 | 0.167 | 0.500 |" in table
-    assert "| interest | 1 | 0.500 | 0.500 | - | 0.000 | - |" in table
+    assert table.splitlines()[0] == "| task | n | P | R | NDCG | CMR | FTR | KG cov. |"
+    assert "| explicit | 2 | 0.167 | 0.250 | 0.307 | 0.167 | 0.500 |" in table
+    assert "| interest | 1 | 0.500 | 0.500 | 0.613 | - | 0.000 | - |" in table
 
 
 def test_condition_buckets():
     four = row("e", "explicit", ["Heat (1995)"], ["1"], [("a", "b")] * 4)
-    report = aggregate([score_query(four, MATCHER.extract("Heat"), MATCHER, KG)])
+    report = aggregate([vars(score_query(four, MATCHER.extract("Heat"), MATCHER, KG))])
     assert list(report["by_task_conditions"]["explicit"]) == ["3-4"]

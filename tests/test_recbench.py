@@ -102,16 +102,21 @@ def test_prompts_with_history_and_targets(tmp_path):
     assert example["prompt"][0]["content"].startswith(
         "You are a movie recommender system. You are given a user's watched movies and a query"
     )
-    assert "Please output 5 recommended movies directly" in example["prompt"][0]["content"]
+    assert example["prompt"][0]["content"] == (
+        "You are a movie recommender system. You are given a user's watched movies and a query from the user. "
+        "You need to recommend movies that satisfy the user's query and user preferences. Please output  5 "
+        "recommended movies directly, do not output other content."
+    )  # the authors' fixed-K prompt with history has the two spaces
     assert example["prompt"][1]["content"] == (
-        "Watched movies: Taxi Driver (1976); The Usual Suspects (1995); GoodFellas (1990); Casino (1995); "
-        "Raging Bull (1980)\nQuery: I'm in the mood for a tense thriller with Robert De Niro in it."
+        "The user has watched the following movies:['Taxi Driver (1976)', 'Usual Suspects, The (1995)', "
+        "'GoodFellas (1990)', 'Casino (1995)', 'Raging Bull (1980)']\nQuery: I'm in the mood for a tense "
+        "thriller with Robert De Niro in it.\nRecommended movies (separated by [SEP]):"
     )
     assert example["ground_truth_ids"] == ["1", "2"]
     assert example["conditions"] == [["Starring", "Robert De Niro"], ["Genre", "Thriller"]]
     sft = read_jsonl(tmp_path / "train_sft.jsonl")
     answers = {m["content"] for r in sft for m in r["messages"] if m["role"] == "assistant"}
-    assert "The Godfather (1972)\nThe Godfather: Part II (1974)" in answers  # natural spelling, one per line
+    assert "The Godfather (1972) [SEP] The Godfather: Part II (1974)" in answers  # natural spelling, [SEP]
 
 
 def test_book_domain_builds_catalog_from_titles(tmp_path):
@@ -207,7 +212,7 @@ def test_bad_release_fails_clearly_and_writes_nothing(tmp_path, name, content, m
 
 
 def test_missing_domain_folder(tmp_path):
-    with pytest.raises(DataError, match="not a RecBench\\+ domain folder"):
+    with pytest.raises(DataError, match="no movie folder \\(looked in .*dataset/movie and .*data/movie\\)"):
         read_release(tmp_path, "movie")
 
 

@@ -78,9 +78,14 @@ class Resources:
         kg: str | os.PathLike | None = None,
         fuzzy_cutoff: float = 90.0,
         limits: CompletionLimits = DEFAULT_LIMITS,
+        convention: str = "default",
+        top_k: int | None = None,
     ):
         self.data, self.catalog_path, self.kg_path, self.fuzzy_cutoff = data, catalog, kg, fuzzy_cutoff
         self.limits = limits
+        # which metric definitions to score with: "default", or a benchmark's named alternative (RecBench+'s
+        # "official", the authors' evaluator); top_k is the fixed-K prompt's K where that convention uses it
+        self.convention, self.top_k = convention, top_k
         self._matcher = self._kg = None
 
     @classmethod
@@ -129,6 +134,7 @@ class Benchmark(ABC):
     label_columns: ClassVar[tuple[str, ...]]  # RFT columns the rewards read
     # metric -> function applied to the mean of the unit values (RMSE: the root of the mean squared error)
     metric_transforms: ClassVar[dict[str, Callable[[float], float]]] = {}
+    conventions: ClassVar[tuple[str, ...]] = ("default",)  # metric conventions :meth:`score` knows
 
     def load_row(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> Any:
         """Validate one raw row; errors name file, line and field."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.recbench import metrics as scoring
-from rectune.benchmarks.recbench import prompts
+from rectune.benchmarks.recbench import official, prompts
 from rectune.benchmarks.recbench import rewards as reward_functions
 from rectune.benchmarks.recbench.rows import NAME, TASKS, RecBenchRow
 
@@ -21,6 +21,7 @@ class RecBenchPlus(Benchmark):
     metrics = {
         "precision": MetricSpec("P"),
         "recall": MetricSpec("R"),
+        "ndcg": MetricSpec("NDCG"),
         "cmr": MetricSpec("CMR"),
         "ftr": MetricSpec("FTR", higher_is_better=False),  # except on misinformed queries, where refusing is right
         "kg_coverage": MetricSpec("KG cov."),
@@ -28,6 +29,7 @@ class RecBenchPlus(Benchmark):
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "ground_truth", "ground_truth_ids", "conditions")
+    conventions = ("default", official.NAME)
 
     def messages(self, row: RecBenchRow, variant: dict) -> list[dict]:
         return prompts.build_messages(row, variant.get("with_history", False), variant.get("k"))
@@ -47,10 +49,23 @@ class RecBenchPlus(Benchmark):
         ]
 
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
-        scores, table = scoring.score_all(rows, predictions, resources.matcher(), resources.kg())
-        report = {"metrics": list(self.metrics), **scoring.aggregate(scores)}
-        report["per_query"] = [vars(s).copy() for s in scores]
+        if resources.convention == official.NAME:
+            entries, table = official.score_all(rows, predictions, resources.matcher(), resources.kg(), resources.top_k)
+            report = {"metrics": list(official.METRICS), **scoring.aggregate(entries, official.summarize)}
+            report["convention"] = (
+                "official: the authors' evaluator (SequenceMatcher >= 0.8, books 0.65; FTR = no [SEP])"
+            )
+        else:
+            scores, table = scoring.score_all(rows, predictions, resources.matcher(), resources.kg())
+            entries = [vars(s).copy() for s in scores]
+            report = {"metrics": list(self.metrics), **scoring.aggregate(entries)}
+            report["convention"] = "default: catalog-grounded (titles resolved to catalog items)"
+        report["per_query"] = entries
         return Scored(report, table)
+
+    def unit_values(self, record: dict) -> dict[str, float | None]:
+        # the official convention's CMR is -1 where no recommended item is in the KG: left out, as theirs
+        return {m: None if m == "cmr" and record.get(m) == official.NOT_FOUND else record.get(m) for m in self.metrics}
 
     def format_table(self, report: dict) -> str:
         return scoring.format_table(report)

@@ -12,8 +12,18 @@ Conventions, per query:
   against their true conditions); items the KG knows nothing about count as not matching,
   and ``kg_coverage`` (share of resolved recommended items whose every condition relation
   the KG covers) is reported beside CMR so a low coverage flags an unreliable CMR;
-* an empty answer has P = R = CMR = 0 and FTR = 1. FTR is lower-is-better except on
+* NDCG = sum of 1/log2(i + 2) over the positions of hits in the recommended list (in the
+  order named, duplicates collapsed) / the same sum over |ground truth| positions, as the paper;
+* an empty answer has P = R = NDCG = CMR = 0 and FTR = 1. FTR is lower-is-better except on
   misinformed queries, where refusing is the right answer.
+
+How these differ from the authors' evaluator (:mod:`~rectune.benchmarks.recbench.official`, which
+``--metrics official`` reproduces): titles are resolved to catalog items (alternate titles,
+``Usual Suspects, The``, years that only disambiguate) instead of a 0.8 string similarity against
+the ground-truth spelling, so a correct short title such as ``Casablanca`` counts; FTR means no
+title was recognised, where theirs means no ``[SEP]`` in the answer; a title the catalog lacks is a
+wrong recommendation (it lowers precision and CMR), where theirs leaves it out of CMR; duplicates
+count once.
 
 Aggregates are macro averages over queries: overall, per task and per condition count
 (``1``, ``2``, ``3-4``) within each task. Overall CMR averages condition-based queries only.
@@ -21,13 +31,15 @@ Aggregates are macro averages over queries: overall, per task and per condition 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.catalog import KnowledgeGraph
 from rectune.titles import Extraction, TitleMatcher, split_title, title_key
 
-METRICS = ("precision", "recall", "cmr", "ftr")
+METRICS = ("precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage")
 
 
 @dataclass
@@ -37,6 +49,7 @@ class QueryScore:
     condition_bucket: str | None
     precision: float
     recall: float
+    ndcg: float
     cmr: float | None
     ftr: float
     n_recommended: int
@@ -64,6 +77,8 @@ def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher,
     recommended = extraction.item_ids + extraction.unresolved
     hits = sum(1 for item in recommended if item in truth)
     n_rec = len(recommended)
+    ideal = sum(1 / math.log2(i + 2) for i in range(len(truth)))
+    gain = sum(1 / math.log2(i + 2) for i, item in enumerate(extraction.ranked) if item in truth)
     cmr = None
     covered = 0
     if row.is_condition_based:
@@ -76,6 +91,7 @@ def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher,
         condition_bucket=condition_bucket(row),
         precision=hits / n_rec if n_rec else 0.0,
         recall=hits / len(truth) if truth else 0.0,
+        ndcg=gain / ideal if ideal else 0.0,
         cmr=cmr,
         ftr=0.0 if n_rec else 1.0,
         n_recommended=n_rec,
@@ -108,6 +124,7 @@ def score_all(
                 "unresolved": "\n".join(extraction.unresolved),
                 "precision": score.precision,
                 "recall": score.recall,
+                "ndcg": score.ndcg,
                 "cmr": score.cmr,
                 "ftr": score.ftr,
             }
@@ -115,31 +132,31 @@ def score_all(
     return scores, table
 
 
-def summarize(scores: list[QueryScore]) -> dict:
-    """Macro averages of one group of query scores."""
+def summarize(scores: list[dict]) -> dict:
+    """Macro averages of one group of per-query entries."""
     n = len(scores)
     summary: dict = {"n": n}
-    for metric in ("precision", "recall", "ftr"):
-        summary[metric] = sum(getattr(s, metric) for s in scores) / n if n else None
-    with_cmr = [s for s in scores if s.cmr is not None]
-    summary["cmr"] = sum(s.cmr for s in with_cmr) / len(with_cmr) if with_cmr else None
-    resolved = sum(s.n_resolved for s in with_cmr)
-    summary["kg_coverage"] = sum(s.n_kg_covered for s in with_cmr) / resolved if resolved else None
-    summary["avg_recommended"] = sum(s.n_recommended for s in scores) / n if n else None
+    for metric in ("precision", "recall", "ndcg", "ftr"):
+        summary[metric] = sum(s[metric] for s in scores) / n if n else None
+    with_cmr = [s for s in scores if s["cmr"] is not None]
+    summary["cmr"] = sum(s["cmr"] for s in with_cmr) / len(with_cmr) if with_cmr else None
+    resolved = sum(s["n_resolved"] for s in with_cmr)
+    summary["kg_coverage"] = sum(s["n_kg_covered"] for s in with_cmr) / resolved if resolved else None
+    summary["avg_recommended"] = sum(s["n_recommended"] for s in scores) / n if n else None
     return summary
 
 
-def aggregate(scores: list[QueryScore]) -> dict:
-    """Report with ``overall``, ``by_task`` and ``by_task_conditions`` summaries."""
-    by_task: dict[str, list[QueryScore]] = {}
+def aggregate(scores: list[dict], summarize: Callable[[list[dict]], dict] = summarize) -> dict:
+    """Report with ``overall``, ``by_task`` and ``by_task_conditions`` summaries of per-query entries."""
+    by_task: dict[str, list[dict]] = {}
     for score in scores:
-        by_task.setdefault(score.task, []).append(score)
+        by_task.setdefault(score["task"], []).append(score)
     by_conditions: dict[str, dict[str, dict]] = {}
     for task, task_scores in by_task.items():
-        buckets: dict[str, list[QueryScore]] = {}
+        buckets: dict[str, list[dict]] = {}
         for score in task_scores:
-            if score.condition_bucket is not None:
-                buckets.setdefault(score.condition_bucket, []).append(score)
+            if score["condition_bucket"] is not None:
+                buckets.setdefault(score["condition_bucket"], []).append(score)
         if buckets:
             by_conditions[task] = {b: summarize(s) for b, s in sorted(buckets.items())}
     return {
@@ -149,15 +166,22 @@ def aggregate(scores: list[QueryScore]) -> dict:
     }
 
 
+LABELS = {"precision": "P", "recall": "R", "ndcg": "NDCG", "cmr": "CMR", "ftr": "FTR", "kg_coverage": "KG cov."}
+
+
 def format_table(report: dict) -> str:
-    """Plain-text (Markdown) table of a report's per-task and overall rows."""
-    lines = ["| task | n | P | R | CMR | FTR | KG cov. |", "|---|---|---|---|---|---|---|"]
+    """Plain-text (Markdown) table of a report's per-task and overall rows, in the report's metrics."""
+    metrics = report.get("metrics", METRICS)
+    lines = [
+        "| task | n | " + " | ".join(LABELS.get(m, m) for m in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
 
     rows = list(report["by_task"].items()) + [("overall", report["overall"])]
     for name, summary in rows:
-        values = " | ".join(cell(summary[m]) for m in (*METRICS, "kg_coverage"))
+        values = " | ".join(cell(summary.get(m)) for m in metrics)
         lines.append(f"| {name} | {summary['n']} | {values} |")
     return "\n".join(lines)

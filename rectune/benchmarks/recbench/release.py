@@ -1,13 +1,12 @@
-"""Convert a RecBench+ release (``<root>/data/<domain>/...``) into RecTune's files.
+"""Convert a RecBench+ release (``<root>/dataset/<domain>/`` or the earlier ``<root>/data/<domain>/``)
+into catalog, KG and canonical rows.
 
 The release layout and record formats are described in the README ("Data: RecBench+ → RecTune
-files"). Every record is checked; a malformed one raises :class:`DataError` naming the file and
-the record's position.
+files"); :mod:`~rectune.benchmarks.recbench.records` reads and checks the query files.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections import Counter
@@ -15,22 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rectune.benchmarks.recbench.metrics import condition_bucket
-from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
+from rectune.benchmarks.recbench.records import QUERY_FILES, domain_folder, load_records, parse_records, query_file
+from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.catalog import KnowledgeGraph
-from rectune.io import DataError, RecTuneError, numbered_jsonl, read_text
+from rectune.io import DataError, RecTuneError, numbered_jsonl
 from rectune.movielens import chronological
 from rectune.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
 from rectune.titles import CatalogItem, TitleMatcher, title_key
 
 log = logging.getLogger(__name__)
-
-QUERY_FILES = {
-    "explicit": "ExplicitQuery.json",
-    "implicit": "ImplicitQuery.json",
-    "misinformed": "MisinformedQuery.json",
-    "interest": "InterestBasedQuery.json",
-    "demographics": "UserBasedQuery.json",
-}
 
 
 @dataclass
@@ -43,121 +35,6 @@ class Release:
     rows: list[RecBenchRow]
     unresolved_titles: Counter = field(default_factory=Counter)
     missing_files: list[str] = field(default_factory=list)
-
-
-def _require(record: object, keys: tuple[str, ...], path: Path, index: int) -> dict:
-    if not isinstance(record, dict):
-        raise DataError(path, f"record {index}: expected an object, got {type(record).__name__}")
-    for key in keys:
-        if key not in record:
-            raise DataError(path, f"record {index}: missing key {key!r}")
-    return record
-
-
-def _string_list(value: object, path: Path, index: int, key: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
-        raise DataError(path, f"record {index}: key {key!r} must be a list of strings")
-    return [str(v) for v in value]
-
-
-def _pairs(value: object, path: Path, index: int, key: str) -> list[list[str]]:
-    if not isinstance(value, list) or not all(
-        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, (str, int)) for x in p) for p in value
-    ):
-        raise DataError(path, f"record {index}: key {key!r} must be a list of [relation, value] pairs")
-    return [[str(r), str(v)] for r, v in value]
-
-
-def _load_records(path: Path) -> list:
-    try:
-        records = json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
-    if not isinstance(records, list):
-        raise DataError(path, f"expected a JSON list of records, got {type(records).__name__}")
-    return records
-
-
-def parse_records(task: str, records: list, domain: str, path: Path) -> list[dict]:
-    """Turn release records into canonical row fields (ground-truth ids and history come later)."""
-    subset_key = f"{domain}Subset"
-    rows = []
-    for index, record in enumerate(records):
-        base = {"benchmark": NAME, "domain": domain, "task": task}
-        if task in ("explicit", "implicit", "misinformed"):
-            query_keys = ("query",) if task == "misinformed" else ()
-            record = _require(record, (subset_key, *query_keys), path, index)
-            if task == "misinformed":
-                query = record["query"]
-            else:
-                query = record.get("situational_description_query") or record.get("direct_description_query")
-            if not isinstance(query, str) or not query.strip():
-                raise DataError(path, f"record {index}: no query text")
-            conditions = _pairs(record.get("sharedRelationships", []), path, index, "sharedRelationships")
-            row = {
-                **base,
-                "id": f"{domain}/{task}/{index}",
-                "query": query,
-                "conditions": conditions,
-                "condition_num": _count(record.get("condition_num", len(conditions)), path, index),
-                "ground_truth": _string_list(record[subset_key], path, index, subset_key),
-                "source_user": str(record["source_user"]) if record.get("source_user") is not None else None,
-                "_ids": _string_list(record.get(f"{subset_key}Id", []), path, index, f"{subset_key}Id"),
-            }
-            if task == "implicit" and record.get("multihop_info"):
-                fields = {"item": domain, "relation": "relation", "value": "person"}
-                row["multihop"] = _facts(record["multihop_info"], fields, path, index, "multihop_info")
-            if task == "misinformed":
-                fields = {"item": domain, "relation": "relation", "claimed": "person", "true": "original person"}
-                row["misinformation"] = _facts(record.get("misinformed", []), fields, path, index, "misinformed")
-            rows.append(row)
-        else:
-            record = _require(record, ("query & ground true",), path, index)
-            if task == "interest":
-                profile = {"source_users": _string_list(record.get("source_users", []), path, index, "source_users")}
-            else:
-                profile = {k: record[k] for k in ("group_type", "group", "summary") if k in record}
-            for j, entry in enumerate(_dicts(record["query & ground true"], path, index, "query & ground true")):
-                subset = entry.get(f"{domain} subset")
-                if not isinstance(entry.get("query"), str) or subset is None:
-                    raise DataError(path, f"record {index}, query {j}: needs 'query' and '{domain} subset'")
-                rows.append(
-                    {
-                        **base,
-                        "id": f"{domain}/{task}/{index}-{j}",
-                        "query": entry["query"],
-                        "ground_truth": _string_list(subset, path, index, f"{domain} subset"),
-                        "profile": {**profile, **({"reason": entry["reason"]} if entry.get("reason") else {})},
-                        "_ids": [],
-                    }
-                )
-    return rows
-
-
-def _count(value: object, path: Path, index: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DataError(path, f"record {index}: key 'condition_num' must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _facts(value: object, fields: dict[str, str], path: Path, index: int, key: str) -> list[dict]:
-    """Entries of ``value`` with ``fields`` renamed (ours -> the release's); each a string or absent."""
-    facts = []
-    for j, entry in enumerate(_dicts(value, path, index, key)):
-        for name in fields.values():
-            if not isinstance(entry.get(name, ""), str):
-                found = type(entry[name]).__name__
-                raise DataError(
-                    path, f"record {index}: key {key!r}, entry {j}, field {name!r}: must be a string, got {found}"
-                )
-        facts.append({ours: entry.get(theirs, "") for ours, theirs in fields.items()})
-    return facts
-
-
-def _dicts(value: object, path: Path, index: int, key: str) -> list[dict]:
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise DataError(path, f"record {index}: key {key!r} must be a list of objects")
-    return value
 
 
 def load_movies(path: Path) -> list[CatalogItem]:
@@ -181,17 +58,15 @@ def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
 
 def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg: str | Path | None = None) -> Release:
     """Read one domain of a RecBench+ checkout into catalog, KG and canonical rows."""
-    folder = Path(root) / "data" / domain
-    if not folder.is_dir():
-        raise DataError(folder, "not a RecBench+ domain folder (expected <root>/data/<domain>/)")
+    folder = domain_folder(root, domain)
     parsed: list[dict] = []
     missing = []
-    for task, name in QUERY_FILES.items():
-        path = folder / name
-        if not path.is_file():
-            missing.append(name)
+    for task in QUERY_FILES:
+        path = query_file(folder, task)
+        if path is None:
+            missing.append(" or ".join(QUERY_FILES[task]))
             continue
-        records = _load_records(path)
+        records = load_records(path)
         if not records:
             log.warning("%s: holds no records: no %s queries", path, task)
         parsed.extend(parse_records(task, records, domain, path))
