@@ -13,7 +13,8 @@ interest pairs use strictly ordered events only (--allow-tied-pairs to use tied 
 
 The KG holds one item per line: {"id", "title", "relations": {relation: [values]}}. ratings.dat and
 users.dat are MovieLens-style (user::item::rating::timestamp, user::gender::age::occupation::zip).
-ROOT gets the RecBench+ release layout (data/movie/*Query.json, movies.dat, ratings.dat, users.dat)
+ROOT gets the current RecBench+ release layout (dataset/movie/*Query.json with data_idx ids,
+DemographicsBasedQuery.json, movies.dat, ratings.dat, users.dat)
 plus kg.jsonl with every triple, for CMR. --rewrite-model rephrases condition queries with a local
 chat model (names and titles must survive, else the template text stays).
 """
@@ -25,13 +26,12 @@ from pathlib import Path
 
 from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
+from rectune.benchmarks.recbench.records import QUERY_FILES
 from rectune.cli import add_output_arguments, run
 from rectune.io import DataError, RecTuneError, atomic_write, output_set, write_json, write_jsonl
 from rectune.ratings import Review, read_reviews, read_users
 
 log = logging.getLogger(__name__)
-
-QUERY_FILES = {"explicit": "ExplicitQuery", "implicit": "ImplicitQuery", "misinformed": "MisinformedQuery"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -105,12 +105,11 @@ def main() -> None:
     info["anchor_relations"] = list(anchors)
     info["queries"] = {task: len(recs) for task, recs in records.items()}
 
-    names = {**QUERY_FILES, "interest": "InterestBasedQuery", "demographics": "UserBasedQuery"}
-    writes = ("data", "kg.jsonl", "stats.json")
+    writes = ("dataset", "data", "kg.jsonl", "stats.json")  # data/: the earlier layout, of earlier builds
     with output_set(args.out, "recbench+ release", overwrite=args.overwrite, writes=writes) as root:
-        folder = root / "data" / "movie"
-        for task, name in names.items():
-            with atomic_write(folder / f"{name}.json") as handle:
+        folder = root / "dataset" / "movie"
+        for task, (name, *_) in QUERY_FILES.items():  # the current release's names
+            with atomic_write(folder / name) as handle:
                 json.dump(records[task], handle, ensure_ascii=False, indent=1)
         with atomic_write(folder / "movies.dat") as handle:
             handle.writelines(f"{i.id}::{i.title}::{'|'.join(i.attributes.get('Genre', []))}\n" for i in items)
@@ -126,7 +125,7 @@ def main() -> None:
         write_jsonl(root / "kg.jsonl", triples)
         info.pop("ratings")
         write_json(root / "stats.json", info)
-    folder = Path(args.out) / "data" / "movie"
+    folder = Path(args.out) / "dataset" / "movie"
     counts = ", ".join(f"{task} {len(recs)}" for task, recs in records.items())
     print(f"{len(items)} items, {len(histories)} users -> {counts} records in {folder}")
 

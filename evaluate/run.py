@@ -10,6 +10,16 @@ files were built with (recorded by data_prep), unless --with-history/--k say oth
 A rerun with the same --out resumes: finished queries are not generated again, provided the same
 checkpoint (weights), data, prompt and generation settings made them; otherwise it refuses
 (--overwrite starts afresh).
+
+OpenAI Batch API, the way the RecBench+ authors ran their models (--model is the API model name):
+
+    python evaluate/run.py --backend openai-batch --model gpt-4o --data D/test.jsonl --out reports/gpt4o
+    # upload reports/gpt4o/batch_requests.jsonl to the provider, download its output file, then:
+    python evaluate/run.py --backend openai-batch --model gpt-4o --data D/test.jsonl --out reports/gpt4o \
+        --batch-output batch_output.jsonl
+
+The requests carry the authors' messages byte for byte, max_tokens 2000 unless --max-new-tokens says
+otherwise. --metrics official scores as the authors' evaluator (RecBench+ only).
 """
 
 import argparse
@@ -17,10 +27,12 @@ import logging
 from functools import partial
 from pathlib import Path
 
-from rectune.checkpoints import STAGES, load_for_generation, resolve_checkpoint
+from rectune.answer_files import load_answers
+from rectune.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.cli import add_limit_arguments, limits, run
-from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant
+from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant, write_batch_file
 from rectune.generation import GenerationSettings, generate, generate_vllm
+from rectune.io import RecTuneError
 from rectune.provenance import git_commit
 
 
@@ -43,13 +55,22 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="default: 256 (hf, vllm); 2000 (openai-batch, as the authors)"
+    )
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
-    parser.add_argument("--backend", choices=["hf", "vllm"], default="hf", help="vllm: GPU only")
+    parser.add_argument(
+        "--backend",
+        choices=["hf", "vllm", "openai-batch"],
+        default="hf",
+        help="vllm: GPU only; openai-batch: see above",
+    )
+    parser.add_argument("--batch-output", default=None, help="openai-batch: the provider's output file to score")
+    parser.add_argument("--metrics", choices=["default", "official"], default="default", help="official: the authors'")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
     add_limit_arguments(parser)
@@ -61,14 +82,30 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    checkpoint = resolve_checkpoint(args.model, args.stage)
+    batch = args.backend == "openai-batch"
+    if args.batch_output and not batch:
+        raise RecTuneError("--batch-output goes with --backend openai-batch")
     variant = prompt_variant(args.data, args.with_history, args.k)
+    max_new_tokens = args.max_new_tokens or (2000 if batch else 256)
     settings = GenerationSettings(
-        args.batch_size, args.max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed
+        args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed
     )
+    answers = None
+    generate_batches = None
+    if batch:
+        checkpoint = Checkpoint(kind="openai-batch", path=f"openai-batch:{args.model}", base_model=args.model)
+        if not args.batch_output:
+            path = write_batch_file(
+                checkpoint, args.data, args.out, variant, settings, limit=args.limit, overwrite=args.overwrite
+            )
+            print(f"wrote {path}: upload it as an OpenAI batch, then rerun with --batch-output OUTPUT_FILE")
+            return
+        answers = (args.batch_output, load_answers(args.batch_output))
+    else:
+        checkpoint = resolve_checkpoint(args.model, args.stage)
     if args.backend == "vllm":
         generate_batches = partial(generate_vllm, checkpoint, settings=settings)
-    else:
+    elif args.backend == "hf":
         model, tokenizer = load_for_generation(checkpoint)
         generate_batches = partial(generate, model, tokenizer, settings=settings, desc=Path(args.out).name)
 
@@ -85,6 +122,8 @@ def main() -> None:
         commit=git_commit(),
         overwrite=args.overwrite,
         limits=limits(args),
+        answers=answers,
+        convention=args.metrics,
     )
     print(report["table"])
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")

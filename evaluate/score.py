@@ -2,8 +2,12 @@
 
     python evaluate/score.py --data DIR/test.jsonl --predictions P.jsonl --out report.json
 
-Predictions are JSONL rows {"id": ..., "completion": "raw model text"}. The catalog and KG, where
-the benchmark needs them, are read from beside the data file unless --catalog/--kg say otherwise.
+--predictions takes RecTune's {"id", "completion"} rows, the RecBench+ authors' {"id", "response"}
+answer files (JSONL, also named .json, or one JSON list) and OpenAI Batch API output files; a separate
+reasoning field is never scored. --task scores one task, and bare release ids ("3862", "0-1") resolve
+within it. --metrics official scores RecBench+ as the authors' evaluator does (the paper's tables);
+the default is RecTune's catalog-grounded scoring. The catalog and KG, where the benchmark needs them,
+are read from beside the data file unless --catalog/--kg say otherwise.
 Each completion is scored on its answer: <think> blocks removed, then capped (--max-chars,
 --max-mentions); report.json's "completions" counts how often that happened.
 """
@@ -11,13 +15,21 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 
 from rectune.cli import add_limit_arguments, limits, run
+from rectune.evaluation import prompt_variant
 from rectune.scoring import score_files
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="canonical rows (test.jsonl)")
-    parser.add_argument("--predictions", required=True, help="JSONL of {id, completion}")
+    parser.add_argument("--predictions", required=True, help="answer file: RecTune, the authors' or OpenAI batch")
+    parser.add_argument("--task", default=None, help="score this task only; bare release ids resolve within it")
+    parser.add_argument(
+        "--metrics", choices=["default", "official"], default="default", help="official: the authors' evaluator"
+    )
+    parser.add_argument(
+        "--k", type=int, default=None, help="fixed K the answers were asked for (default: as data_prep)"
+    )
     parser.add_argument("--out", required=True, help="JSON report to write")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
@@ -40,6 +52,9 @@ def main() -> None:
         allow_subset=args.allow_subset,
         fuzzy_cutoff=args.fuzzy_cutoff,
         limits=limits(args),
+        task=args.task,
+        convention=args.metrics,
+        top_k=prompt_variant(args.data, None, args.k)["k"],
     )
     print(report["table"])
     print(f"wrote {args.out}")

@@ -18,6 +18,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from rectune.answer_files import batch_request, resolve_ids, write_batch_requests
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.checkpoints import Checkpoint
 from rectune.completions import DEFAULT_LIMITS, CompletionLimits
@@ -33,7 +34,7 @@ from rectune.io import (
     write_marker,
 )
 from rectune.schema import load_rows
-from rectune.scoring import score_benchmark
+from rectune.scoring import check_coverage, score_benchmark
 from rectune.stages import finished_stage, wandb_run_record
 
 log = logging.getLogger(__name__)
@@ -139,12 +140,15 @@ def evaluate_checkpoint(
     commit: str = "unknown",
     overwrite: bool = False,
     limits: CompletionLimits = DEFAULT_LIMITS,
+    answers: tuple[str, dict[str, str]] | None = None,
+    convention: str = "default",
 ) -> tuple[dict, list[dict]]:
     """Generate (resuming), score and write the report folder ``out``.
 
     ``out`` must be new, empty or an earlier report folder; predictions already in it are reused only
     when the same checkpoint, data, prompt and generation settings made them, else this refuses.
-    ``overwrite`` starts afresh (removing only the files evaluation writes).
+    ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
+    they came from, and row id -> text, e.g. a batch output file) stand in for generation.
     """
     out = Path(out)
     all_rows = load_rows(data)
@@ -163,14 +167,72 @@ def evaluate_checkpoint(
     }
     write_json(out / "config.json", config)
     known = {r.id for r in all_rows}
-    predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
-    report, table = score_benchmark(rows, predictions, Resources(data, catalog, kg, limits=limits))
+    if answers is None:
+        predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
+    else:
+        predictions = record_answers(rows, all_rows, answers[1], answers[0], out / "predictions.jsonl")
+    resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
+    report, table = score_benchmark(rows, predictions, resources)
     report["config"] = config
     write_json(out / "report.json", report, line_per_item=("per_query",))
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
     return report, table
+
+
+def record_answers(rows: list, all_rows: list, answers: dict[str, str], source: str, path: Path) -> dict[str, str]:
+    """Write the answers (read from ``source``) of ``rows`` as ``predictions.jsonl``; each row needs one."""
+    answers = resolve_ids(answers, all_rows, source, task=None)
+    check_coverage(all_rows, answers, source, allow_subset=True)  # answers to other data are refused
+    missing = [row.id for row in rows if row.id not in answers]
+    if missing:
+        raise DataError(source, f"{len(missing)} queries have no answer: {', '.join(missing[:10])}")
+    predictions = {row.id: answers[row.id] for row in rows}
+    with atomic_write(path) as handle:
+        handle.writelines(
+            json.dumps({"id": row_id, "completion": text}, ensure_ascii=False) + "\n"
+            for row_id, text in predictions.items()
+        )
+    return predictions
+
+
+def write_batch_file(
+    checkpoint: Checkpoint,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    variant: dict,
+    settings,
+    *,
+    limit: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """The OpenAI Batch requests for the rows, in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
+    out = Path(out)
+    rows = load_rows(data)[:limit] if limit is not None else load_rows(data)
+    key = predictions_key(checkpoint, data, variant, settings)
+    claim_report_folder(out, key, overwrite)
+    write_json(
+        out / "config.json",
+        {
+            **checkpoint.describe(),
+            "data": str(data),
+            "queries": len(rows),
+            "prompt": variant,
+            "generation": asdict(settings),
+            "predictions_key": key,
+        },
+    )
+    benchmark = get_benchmark(rows[0].benchmark if rows else None)
+    requests = [
+        batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)
+        for row in rows
+    ]
+    if settings.do_sample:
+        for request in requests:
+            request["body"].update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
+    write_batch_requests(out / "batch_requests.jsonl", requests)
+    return out / "batch_requests.jsonl"
 
 
 def training_run(checkpoint: Checkpoint) -> dict | None:
@@ -195,7 +257,7 @@ def eval_run_name(config: dict) -> str:
 
 
 REPORT_KIND = "eval report"
-REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md")
+REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "batch_requests.jsonl")
 
 
 def predictions_key(

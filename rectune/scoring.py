@@ -10,24 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 
+from rectune.answer_files import load_answers, resolve_ids
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
-from rectune.io import DataError, RecTuneError, numbered_jsonl, write_json
+from rectune.io import DataError, RecTuneError, write_json
 from rectune.schema import load_rows
-
-
-def load_predictions(path: str | os.PathLike) -> dict[str, str]:
-    """``{"id": str, "completion": str}`` rows; a duplicate id is an error."""
-    predictions: dict[str, str] = {}
-    for line, raw in numbered_jsonl(path):
-        if not isinstance(raw.get("id"), str):
-            raise DataError(path, "field 'id': must be a string", line=line)
-        if not isinstance(raw.get("completion"), str):
-            raise DataError(path, f"row {raw['id']!r}, field 'completion': must be a string", line=line)
-        if raw["id"] in predictions:
-            raise DataError(path, f"field 'id': duplicate prediction for {raw['id']!r}", line=line)
-        predictions[raw["id"]] = raw["completion"]
-    return predictions
 
 
 def check_coverage(rows: list, predictions: dict[str, str], path: str | os.PathLike, allow_subset: bool) -> list:
@@ -83,13 +70,27 @@ def score_files(
     allow_subset: bool = False,
     fuzzy_cutoff: float = 90.0,
     limits: CompletionLimits = DEFAULT_LIMITS,
+    task: str | None = None,
+    convention: str = "default",
+    top_k: int | None = None,
 ) -> dict:
+    """Score an answer file (any shape :func:`~rectune.answer_files.load_answers` reads) against ``data``.
+
+    ``task`` keeps that task's rows only, and bare release ids resolve within it.
+    """
     rows = load_rows(data)
-    predictions = load_predictions(predictions_path)
+    if task is not None:
+        rows = [row for row in rows if row.task == task]
+        if not rows:
+            raise DataError(data, f"no rows of task {task!r}")
+    predictions = resolve_ids(load_answers(predictions_path), rows, predictions_path, task)
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
-    report, _ = score_benchmark(scored, predictions, Resources(data, catalog, kg, fuzzy_cutoff, limits))
+    resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k)
+    report, _ = score_benchmark(scored, predictions, resources)
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
+    if task is not None:
+        report["task"] = task
     if out is not None:
         write_json(out, report, line_per_item=("per_query",))
     return report

@@ -287,6 +287,6 @@ def test_rewrite_with_a_local_model_keeps_names(tmp_path, tiny_model):
             *extra,
         )
         assert ("rewriting:" in result.stderr) == bool(extra)  # the model really generated a rewrite per query
-        outputs[name] = json.loads((tmp_path / name / "data/movie/ExplicitQuery.json").read_text())
+        outputs[name] = json.loads((tmp_path / name / "dataset/movie/ExplicitQuery.json").read_text())
     assert outputs["plain"]  # same seed, same records: the random model's rewrites all lost a name
     assert outputs["rewritten"] == outputs["plain"]

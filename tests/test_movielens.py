@@ -180,7 +180,7 @@ def test_build_benchmark_from_a_movielens_release(tmp_path):
     assert stats["queries"]["explicit"] > 0 and stats["queries"]["implicit"] > 0
     kg = read_jsonl(out / "kg.jsonl")
     assert {t["relation"] for t in kg} == {"Genre", "Year", "Tag"}
-    explicit = json.loads((out / "data/movie/ExplicitQuery.json").read_text())
+    explicit = json.loads((out / "dataset/movie/ExplicitQuery.json").read_text())
     titles = {item.id: item.title for item in read_items(folder).values()}
     for record in explicit:
         assert any(relation in ("Year", "Tag") for relation, _ in record["sharedRelationships"])
@@ -204,7 +204,7 @@ def test_ml1m_demographics_queries_use_occupation_names(tmp_path):
     folder = write(tmp_path / "ml", "ml-1m", synthetic(80, 120, 2400, seed=6))
     out = tmp_path / "release"
     run_script("data_prep/build_benchmark.py", "--movielens", folder, "--out", out)
-    groups = json.loads((out / "data/movie/UserBasedQuery.json").read_text())
+    groups = json.loads((out / "dataset/movie/DemographicsBasedQuery.json").read_text())
     summaries = [g["summary"] for g in groups if g["group_type"] == "occupation"]
     assert summaries and all(not s.split("working as ")[1][0].isdigit() for s in summaries)
 

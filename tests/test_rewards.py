@@ -21,8 +21,13 @@ LABELS = {
 
 COMPLETIONS = {
     # text: (recall, precision, f1, cmr, format, hallucination)
-    "Heat (1995)\nCasino (1995)\nInvented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 1.0, -1 / 3),
-    "Heat\nRonin": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),
+    "Heat (1995)\nCasino (1995)\nInvented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 0.5, -1 / 3),  # no [SEP]: 0.5
+    "Heat (1995) [SEP] Casino (1995) [SEP] Invented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 1.0, -1 / 3),
+    "Heat\nRonin": (1.0, 1.0, 1.0, 1.0, 0.5, 0.0),
+    "Heat [SEP] Ronin [SEP] ": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # a trailing separator is still clean
+    "'Heat'[SEP]\"Ronin (1998)\"": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # quotes, no spaces
+    "Heat [SEP] Here are more films you will like: Ronin": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # intro dropped
+    "Heat [SEP] Ronin\nThese films all feature great heists.": (1.0, 1.0, 1.0, 1.0, 0.5, 0.0),  # prose after
     "Sure! Here you go:\nHeat": (1 / 2, 1.0, 2 / 3, 1.0, 0.5, 0.0),
     "": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     "@@##!!": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),

@@ -108,3 +108,25 @@ def test_split_and_display():
 
 def test_parse_without_matcher_cuts_descriptions():
     assert parse_mentions("1. Heat (1995) - great\n2. Ronin: a spy thriller") == ["Heat (1995)", "Ronin"]
+
+
+@pytest.mark.parametrize(
+    "answer, mentions",
+    [
+        ("The Breakfast Club [SEP] Ferris Bueller's Day Off [SEP] The Goonies",
+         ["The Breakfast Club", "Ferris Bueller's Day Off", "The Goonies"]),
+        ("Heat (1995)[SEP]Ronin (1998)[SEP]", ["Heat (1995)", "Ronin (1998)"]),  # no spaces, trailing separator
+        ("\"Heat\" [SEP] 'Ronin' [sep] Casino", ["Heat", "Ronin", "Casino"]),  # quotes, lower-case separator
+        ("Usual Suspects, The (1995) [SEP] Heat", ["Usual Suspects, The (1995)", "Heat"]),  # commas stay in a title
+        ("Here are my picks: Heat [SEP] Ronin\n\nThese films all star Robert De Niro.", ["Heat", "Ronin"]),
+        ("Heat", ["Heat"]),  # one title, no separator: still a mention
+    ],
+)  # fmt: skip
+def test_parse_sep_answers(answer, mentions):
+    assert parse_mentions(answer) == mentions
+
+
+def test_sep_answers_resolve_and_keep_their_order(matcher):
+    extraction = matcher.extract("Heat [SEP] Usual Suspects, The [SEP] Invented Film [SEP] Heat (1995) [SEP]")
+    assert extraction.item_ids == ["3", "1"]
+    assert extraction.ranked == ["3", "1", "invented film"]  # the repeated Heat counts once

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from rectune.benchmarks import Resources
 from rectune.benchmarks.recbench.metrics import QueryScore, score_query
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
+from rectune.mentions import SEP, parse_mentions
 from rectune.rewards import completion_text
-from rectune.titles import Extraction, parse_mentions
+from rectune.titles import Extraction
 
 
 @dataclass
@@ -58,7 +59,7 @@ def judge(completions, ground_truth, ground_truth_ids, task, conditions, resourc
 
 
 def recall(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
-    """Hits / ground-truth items. ``"1. Heat\\n2. Jaws"`` hits Heat of {Heat, Alien}: 1/2 = 0.5."""
+    """Hits / ground-truth items. ``"Heat [SEP] Jaws"`` hits Heat of {Heat, Alien}: 1/2 = 0.5."""
     return [j.score.recall for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)]
 
 
@@ -110,9 +111,11 @@ def conditions_met(
 
 
 def format(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
-    """1.0 for a clean list of titles, 0.5 with prose mixed in, 0.0 when nothing parses.
+    """1.0 for the paper's answer form, titles separated by ``[SEP]`` with nothing else; 0.5 for titles
+    in another form or with prose mixed in; 0.0 when nothing parses.
 
-    ``"1. Heat\\n2. Jaws"`` = 1.0; ``"Here are two films you will enjoy:\\nHeat"`` = 0.5; ``"Sorry."`` = 0.0.
+    ``"Heat [SEP] Jaws"`` = 1.0; ``"1. Heat\\n2. Jaws"`` = 0.5; ``"Here are two films:\\nHeat"`` = 0.5;
+    ``"Sorry."`` = 0.0. The authors' scorer counts an answer without ``[SEP]`` as a failure to recommend.
     """
     matcher = resources.matcher()
     values = []
@@ -120,8 +123,11 @@ def format(completions, ground_truth, ground_truth_ids, task, conditions, *, res
         if j.extraction.count == 0:
             values.append(0.0)
             continue
-        lines = [line for line in j.text.splitlines() if line.strip()]
-        values.append(1.0 if all(parse_mentions(line, matcher) for line in lines) else 0.5)
+        pieces = [piece for piece in j.text.split(SEP) if piece.strip()]
+        clean = SEP in j.text and all(
+            "\n" not in piece.strip() and len(parse_mentions(piece, matcher)) == 1 for piece in pieces
+        )
+        values.append(1.0 if clean else 0.5)
     return values
 
 
