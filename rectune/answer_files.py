@@ -56,7 +56,7 @@ def _answer(raw: object, path: Path, line: int) -> tuple[str, str, bool]:
     """(id, answer text, failed request) of one answer object in any of the shapes above."""
     if not isinstance(raw, dict):
         raise DataError(path, f"expected a JSON object, got {type(raw).__name__}", line=line)
-    row_id = raw.get("id", raw.get("custom_id"))
+    row_id = raw["custom_id"] if "custom_id" in raw else raw.get("id")  # a batch output's "id" is the provider's
     if isinstance(row_id, bool) or not isinstance(row_id, (str, int)):
         raise DataError(path, "field 'id' (or 'custom_id'): must be a string or an integer", line=line)
     if "completion" in raw:
