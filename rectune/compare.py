@@ -22,7 +22,8 @@ def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
     specs: dict[str, MetricSpec] = {}
     for report in reports.values():
         known = get_benchmark(report.get("benchmark")).metrics
-        for metric in report.get("metrics", known):
+        # reports written before they listed their metrics: the known ones their summaries hold
+        for metric in report.get("metrics") or [m for m in known if m in report.get("overall", {})]:
             if metric not in specs and metric != "kg_coverage":
                 specs[metric] = known.get(metric, MetricSpec(metric))
     return specs

@@ -11,10 +11,13 @@ here only keeps commas and colons that belong to catalog titles.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from rectune.titles import TitleMatcher
+
+class TitleMatcher(Protocol):
+    """What parsing asks of a :class:`rectune.titles.TitleMatcher`: an exact catalog lookup."""
+
+    def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None: ...
 
 SEP = "[SEP]"
 _SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)

@@ -77,10 +77,13 @@ def test_missing_and_unknown_predictions(movie_data, tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"id": "movie/explicit/0"}\n', "field 'completion': must be a string"),
-        ('{"id": 3, "completion": "x"}\n', "field 'id': must be a string"),
+        ('{"id": "movie/explicit/0"}\n', "p.jsonl:1: answer 'movie/explicit/0': needs 'completion', 'response'"),
+        ('{"id": "movie/explicit/0", "completion": 3}\n', "needs 'completion', 'response'"),
+        ('{"id": [3], "completion": "x"}\n', "field 'id' (or 'custom_id'): must be a string or an integer"),
+        ('{"id": 99, "response": "x"}\n', "1 predictions for ids not in the data: 99"),
         ("not json\n", "p.jsonl:1: malformed JSON"),
-        ("", "file is empty"),
+        ('[{"id": "a", "response": "x"}', "p.jsonl:1: malformed JSON"),
+        ("", "file holds no answers"),
     ],
 )
 def test_bad_predictions(movie_data, tmp_path, content, message):
