@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rectune.benchmarks import MetricSpec, get_benchmark
 from rectune.bootstrap import paired_differences
+from rectune.escaping import csv_cell, markdown_cell
 from rectune.io import DataError, atomic_write, read_json
 
 
@@ -110,7 +111,7 @@ def markdown(rows: list[dict], specs: dict[str, MetricSpec]) -> str:
     header = ["task", "checkpoint", "n", *(_label(m, specs) for m in metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        values = [_cell(row["task"]), _cell(row["checkpoint"]), _cell(row["n"])]
+        values = [markdown_cell(row["task"]), markdown_cell(row["checkpoint"]), _cell(row["n"])]
         lines.append("| " + " | ".join([*values, *(_with_difference(row, m) for m in metrics)]) + " |")
     if any("diff" in row for row in rows):
         lines += ["", DIFFERENCE_NOTE]
@@ -134,7 +135,7 @@ def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | 
     writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *metrics, *extra])
     writer.writeheader()
     for row in rows:
-        flat = {key: value for key, value in row.items() if key != "diff"}
+        flat = {key: csv_cell(value) for key, value in row.items() if key != "diff"}
         for metric, diff in row.get("diff", {}).items():
             flat.update({f"{metric}_delta": diff.delta, f"{metric}_low": diff.low, f"{metric}_high": diff.high})
         writer.writerow(flat)

@@ -19,6 +19,7 @@ class TitleMatcher(Protocol):
 
     def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None: ...
 
+
 SEP = "[SEP]"
 _SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")

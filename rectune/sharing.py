@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
 
+from rectune.escaping import markdown_cell, markdown_text, shell_word
 from rectune.io import DataError, RecTuneError, atomic_write, read_json, write_json
 from rectune.models import EMBEDDED, EMBEDDED_HUB_ID, embedded_model_path, is_embedded_path
+
+_CODE_UNSAFE = re.compile(r"[^\w.-]+")  # what may not reach a command line in a code block
 
 CHAIN = "base_chain.json"
 
@@ -94,7 +98,7 @@ def model_card(metadata: dict, base_model: str, wandb_url: str | None = None) ->
         yaml.safe_dump(front, sort_keys=False).strip(),
         "---",
         "",
-        f"# {metadata['recipe']} — {stage}",
+        f"# {markdown_text(metadata['recipe'])} — {stage}",
         "",
         f"A LoRA adapter for `{base_model}`, trained with RecTune ({_stage_words(stage)}).",
         "",
@@ -115,14 +119,14 @@ def model_card(metadata: dict, base_model: str, wandb_url: str | None = None) ->
     lines += [
         "| | |",
         "|---|---|",
-        *(f"| {key} | {value} |" for key, value in metadata.items()),
-        *([f"| W&B run | {wandb_url} |"] if wandb_url else []),
+        *(f"| {markdown_cell(key)} | {markdown_cell(value)} |" for key, value in metadata.items()),
+        *([f"| W&B run | {markdown_cell(wandb_url)} |"] if wandb_url else []),
         "",
         "Score it on a held-out split (from a RecTune checkout):",
         "",
         "```bash",
-        f"python evaluate/run.py --model PATH/TO/THIS/FOLDER --data DIR/test.jsonl --out reports/"
-        f"{metadata['recipe']}-{stage}",
+        "python evaluate/run.py --model PATH/TO/THIS/FOLDER --data DIR/test.jsonl --out "
+        + shell_word(f"reports/{_CODE_UNSAFE.sub('_', str(metadata['recipe']))}-{stage}"),
         "```",
         "",
         "The resolved recipe is in `recipe.yaml`: `python train/"

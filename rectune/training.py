@@ -165,7 +165,11 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
         raise DataError(recipe, f"malformed YAML: {err}") from None
     if not isinstance(config, dict):
         raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
-    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)} | {"env"}
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)}
+    if "env" in config:
+        # TRL copies a recipe's env: into os.environ over the user's own settings: a shared recipe could
+        # point W&B at another server with the user's key, or make git run a command
+        raise DataError(recipe, "key 'env': a recipe cannot set environment variables; set them in your shell")
     for key in config:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
