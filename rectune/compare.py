@@ -77,7 +77,7 @@ def comparison_rows(
                 continue
             row = {"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}}
             if name in differences:
-                row["diff"] = differences[name].get(task, {})
+                row["diff"] = {m: d for m, d in differences[name].get(task, {}).items() if m in metrics}
             rows.append(row)
     return rows
 
