@@ -96,7 +96,14 @@ def main() -> None:
         checkpoint = Checkpoint(kind="openai-batch", path=f"openai-batch:{args.model}", base_model=args.model)
         if not args.batch_output:
             path = write_batch_file(
-                checkpoint, args.data, args.out, variant, settings, limit=args.limit, overwrite=args.overwrite
+                checkpoint,
+                args.data,
+                args.out,
+                variant,
+                settings,
+                limit=args.limit,
+                overwrite=args.overwrite,
+                commit=git_commit(),
             )
             print(f"wrote {path}: upload it as an OpenAI batch, then rerun with --batch-output OUTPUT_FILE")
             return

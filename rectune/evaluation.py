@@ -153,19 +153,7 @@ def evaluate_checkpoint(
     out = Path(out)
     all_rows = load_rows(data)
     rows = all_rows[:limit] if limit is not None else all_rows
-    key = predictions_key(checkpoint, data, variant, settings)
-    claim_report_folder(out, key, overwrite)
-    config = {
-        **checkpoint.describe(),
-        "data": str(data),
-        "queries": len(rows),
-        "prompt": variant,
-        "generation": asdict(settings),
-        "predictions_key": key,
-        "trained_by": training_run(checkpoint),
-        "git_commit": commit,
-    }
-    write_json(out / "config.json", config)
+    config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     known = {r.id for r in all_rows}
     if answers is None:
         predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
@@ -181,13 +169,32 @@ def evaluate_checkpoint(
     return report, table
 
 
+def start_report_folder(
+    out: Path, checkpoint: Checkpoint, data, queries: int, variant: dict, settings, commit: str, overwrite: bool
+) -> dict:
+    """Claim ``out`` for this run and write its ``config.json``; returns the config."""
+    key = predictions_key(checkpoint, data, variant, settings)
+    claim_report_folder(out, key, overwrite)
+    config = {
+        **checkpoint.describe(),
+        "data": str(data),
+        "queries": queries,
+        "prompt": variant,
+        "generation": asdict(settings),
+        "predictions_key": key,
+        "trained_by": training_run(checkpoint),
+        "git_commit": commit,
+    }
+    write_json(out / "config.json", config)
+    return config
+
+
 def record_answers(rows: list, all_rows: list, answers: dict[str, str], source: str, path: Path) -> dict[str, str]:
     """Write the answers (read from ``source``) of ``rows`` as ``predictions.jsonl``; each row needs one."""
     answers = resolve_ids(answers, all_rows, source, task=None)
     check_coverage(all_rows, answers, source, allow_subset=True)  # answers to other data are refused
-    missing = [row.id for row in rows if row.id not in answers]
-    if missing:
-        raise DataError(source, f"{len(missing)} queries have no answer: {', '.join(missing[:10])}")
+    ids = {row.id for row in rows}
+    check_coverage(rows, {k: v for k, v in answers.items() if k in ids}, source, allow_subset=False)
     predictions = {row.id: answers[row.id] for row in rows}
     with atomic_write(path) as handle:
         handle.writelines(
@@ -206,23 +213,12 @@ def write_batch_file(
     *,
     limit: int | None = None,
     overwrite: bool = False,
+    commit: str = "unknown",
 ) -> Path:
     """The OpenAI Batch requests for the rows, in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
     out = Path(out)
     rows = load_rows(data)[:limit] if limit is not None else load_rows(data)
-    key = predictions_key(checkpoint, data, variant, settings)
-    claim_report_folder(out, key, overwrite)
-    write_json(
-        out / "config.json",
-        {
-            **checkpoint.describe(),
-            "data": str(data),
-            "queries": len(rows),
-            "prompt": variant,
-            "generation": asdict(settings),
-            "predictions_key": key,
-        },
-    )
+    start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
     requests = [
         batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)

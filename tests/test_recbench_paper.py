@@ -279,3 +279,15 @@ def test_batch_output_is_scored(paper_data, tmp_path):
     assert entries["movie/interest/0-1"]["ftr"] == 1.0
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert {p["id"]: p["completion"] for p in predictions}["movie/explicit/3862"] == "Heat [SEP] Ronin"
+
+
+def test_batch_output_missing_an_answer_is_refused(paper_data, tmp_path):
+    out = tmp_path / "batch"
+    data = paper_data["movie"] / "test.jsonl"
+    base = ("evaluate/run.py", "--backend", "openai-batch", "--model", "gpt-4o", "--data", data, "--out", out)
+    output = tmp_path / "output.jsonl"
+    output.write_text(json.dumps({"custom_id": "movie/explicit/17", "response": {"body": {"choices": []}}}) + "\n")
+    result = run_script(*base, "--batch-output", output, "--no-wandb", check=False)
+    assert result.returncode == 2
+    assert "output.jsonl: 4 test ids have no prediction: movie/explicit/3862" in result.stderr
+    assert not (out / "predictions.jsonl").exists()
