@@ -16,7 +16,7 @@ from rectune.io import DataError, RecTuneError, write_jsonl
 from rectune.rewards import completion_text, resolve_rewards, rft_rewards
 from rectune.schema import RowChecker, load_rows
 from rectune.scoring import score_files
-from rectune.training import check_examples
+from rectune.training_data import check_examples
 
 
 # 1. The row: a dataclass with from_dict (validated through RowChecker) and to_dict.

@@ -8,7 +8,7 @@ from conftest import one_step_grpo_recipe, run_script
 from safetensors.torch import load_file
 
 from rectune.io import DataError
-from rectune.training import check_examples
+from rectune.training_data import check_examples
 
 
 def logged(out) -> list[dict]:

@@ -9,7 +9,7 @@ from conftest import ROOT
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.benchmarks import get_benchmark
-from rectune.training import RftArguments, RunArguments, parse_recipe
+from rectune.recipes import RftArguments, RunArguments, parse_recipe
 
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -12,8 +12,8 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 from rectune import provenance
 from rectune.escaping import csv_cell, markdown_cell, markdown_text, shell_word
 from rectune.io import DataError
+from rectune.recipes import RunArguments, parse_recipe
 from rectune.sharing import model_card
-from rectune.training import RunArguments, parse_recipe
 
 
 def test_a_recipe_cannot_set_the_environment(tmp_path, monkeypatch):

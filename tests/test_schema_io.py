@@ -108,7 +108,7 @@ def test_write_json_puts_one_item_per_line_where_asked(tmp_path):
 def test_rows_written_before_rows_named_their_benchmark_still_load(tmp_path):
     """Earlier versions wrote RecBench+ test rows and RFT examples without ``benchmark``: still valid."""
     from rectune.rewards import rft_rewards
-    from rectune.training import check_examples
+    from rectune.training_data import check_examples
 
     legacy = {k: v for k, v in GOOD.items() if k != "benchmark"}
     (row,) = load_rows(write_rows(tmp_path / "t.jsonl", [legacy]))

@@ -10,7 +10,7 @@ from conftest import run_script, wandb_run, write_recipe
 from safetensors.torch import load_file
 
 from rectune.io import DataError
-from rectune.training import check_examples
+from rectune.training_data import check_examples
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -77,7 +77,7 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
 def test_loss_is_on_the_answer_only(tmp_path, tiny_model, train_data):
     from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
 
-    from rectune.training import load_examples
+    from rectune.training_data import load_examples
 
     mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
     dataset = load_examples(mixture, "sft", None, 0)
@@ -210,7 +210,7 @@ def test_packed_batches_give_the_padded_loss(tmp_path, tiny_model, train_data):
     """Padding-free packing must not let examples attend to each other: same examples, same loss."""
     from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
 
-    from rectune.training import load_examples
+    from rectune.training_data import load_examples
 
     mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
     dataset = load_examples(mixture, "sft", None, 0).select(range(4))
@@ -239,7 +239,7 @@ def test_data_mixture_with_weights(tmp_path, train_data):
     from trl import DatasetMixtureConfig
 
     from rectune.io import DataError
-    from rectune.training import load_examples
+    from rectune.training_data import load_examples
 
     rows = (train_data / "train_sft.jsonl").read_text().splitlines()
     (tmp_path / "a.jsonl").write_text("\n".join(rows[:6]) + "\n")
@@ -265,7 +265,7 @@ def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rectune.training import merged_model
+    from rectune.sft_base import merged_model
 
     def save_adapter(fill: float) -> None:
         model = get_peft_model(

@@ -19,25 +19,13 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 from rectune.cli import run
 from rectune.diagnostics import DIAGNOSTICS, DiagnosedGRPOTrainer, summary
 from rectune.models import resolve_model_name
+from rectune.recipes import RftArguments, RunArguments, parse_recipe
 from rectune.rewards import rft_rewards
+from rectune.sft_base import merged_model
 from rectune.stages import already_finished, fault_callbacks, last_checkpoint
-from rectune.training import (
-    RftArguments,
-    RunArguments,
-    data_files,
-    describe_setup,
-    early_stopping,
-    eval_examples,
-    finish,
-    init_tracking,
-    load_examples,
-    merged_model,
-    parse_recipe,
-    run_metadata,
-    save_stage,
-    set_model_init,
-    use_train_data,
-)
+from rectune.tracking import init_tracking, run_metadata
+from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
+from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
 
 
 def main() -> None:

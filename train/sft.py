@@ -14,22 +14,11 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 
 from rectune.cli import run
 from rectune.models import resolve_model_name
+from rectune.recipes import RunArguments, parse_recipe
 from rectune.stages import already_finished, fault_callbacks, last_checkpoint
-from rectune.training import (
-    RunArguments,
-    data_files,
-    describe_setup,
-    early_stopping,
-    eval_examples,
-    finish,
-    init_tracking,
-    load_examples,
-    parse_recipe,
-    run_metadata,
-    save_stage,
-    set_model_init,
-    use_train_data,
-)
+from rectune.tracking import init_tracking, run_metadata
+from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
+from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
 
 
 def main() -> None:
