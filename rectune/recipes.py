@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     if recipe is not None:
         _check_recipe(recipe, dataclass_types)
         args = ["--config", str(recipe), *args]
+    secrets = _take_secrets(args)
     if not torch.cuda.is_available():
         # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
@@ -112,7 +114,42 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"
+    if argv is None:
+        _use_secrets(secrets)
     return (*parsed, recipe)
+
+
+# Arguments that hold credentials. Transformers pickles its arguments into training_args.bin (in the run
+# folder and every checkpoint, which push_to_hub uploads) and W&B records the command line, so a secret
+# never stays in either: the Hub token moves to this process's HF_TOKEN, where huggingface_hub finds it.
+SECRETS = {"hub_token": "HF_TOKEN"}
+SECRET_KWARGS = ("token", "use_auth_token", "api_key", "hub_token")  # inside model_init_kwargs and the like
+
+
+def _take_secrets(args: list[str]) -> dict[str, str]:
+    """Remove ``--hub_token VALUE`` (or ``=VALUE``) from ``args`` and from ``sys.argv``; return the values."""
+    found: dict[str, str] = {}
+    for source in (args, sys.argv):
+        index = 0
+        while index < len(source):
+            flag, equals, value = source[index].partition("=")
+            name = flag.removeprefix("--")
+            if not flag.startswith("--") or name not in SECRETS:
+                index += 1
+                continue
+            if not equals:
+                if index + 1 >= len(source):
+                    raise RecTuneError(f"--{name} needs a value")
+                value = source[index + 1]
+                del source[index + 1]
+            del source[index]
+            found[name] = value
+    return found
+
+
+def _use_secrets(secrets: dict[str, str]) -> None:
+    for name, value in secrets.items():
+        os.environ[SECRETS[name]] = value  # this process and its children only; never written anywhere
 
 
 def short_help(dataclass_types: tuple[type, ...]) -> str:
@@ -156,7 +193,14 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
         # TRL copies a recipe's env: into os.environ over the user's own settings: a shared recipe could
         # point W&B at another server with the user's key, or make git run a command
         raise DataError(recipe, "key 'env': a recipe cannot set environment variables; set them in your shell")
-    for key in config:
+    for key, value in config.items():
+        if key in SECRETS:
+            raise DataError(
+                recipe, f"key {key!r}: a recipe cannot hold a secret; pass --{key} or set {SECRETS[key]} in your shell"
+            )
+        if isinstance(value, dict) and set(value) & set(SECRET_KWARGS):
+            secret = sorted(set(value) & set(SECRET_KWARGS))[0]
+            raise DataError(recipe, f"key {key!r}: a recipe cannot hold a secret ({secret!r}); use `hf auth login`")
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -169,9 +213,6 @@ def _plain(value: Any) -> Any:
         return dataclasses.asdict(item) if dataclasses.is_dataclass(item) else str(item)
 
     return json.loads(json.dumps(value, default=encode))
-
-
-SECRETS = ("hub_token",)  # left out of recipe.yaml (transformers would mask them, which no rerun accepts)
 
 
 def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> dict[str, Any]:

@@ -4,9 +4,11 @@ import csv
 import json
 import os
 import shutil
+import sys
 
 import pytest
-from conftest import ROOT, run_script
+import yaml
+from conftest import ROOT, run_script, write_recipe
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
 from rectune import provenance
@@ -70,3 +72,44 @@ def test_model_card_fields_cannot_inject():
     command = next(line for line in card.splitlines() if line.startswith("python evaluate/run.py"))
     assert command.endswith("--out reports/evil_Injected_heading_script_alert_1_script_rm_-rf_-sft")
     assert card.count("```") == 2  # the one code block the card writes, opened and closed
+
+
+PLANTED_CLI = "hf_plantedOnTheCommandLine0123456789"
+PLANTED_ENV = "plantedInTheEnvironment0123456789abcdefgh"  # 40 characters, the shape of a W&B key
+
+
+def test_no_secret_reaches_any_output_file(tmp_path, tiny_model, train_data, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", PLANTED_ENV)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_SERVICE", raising=False)
+    run = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(run / "sft"), max_steps=2,
+        save_steps=1, per_device_train_batch_size=2, max_length=256, report_to=["wandb"], use_peft=True, lora_r=2,
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    run_script("train/sft.py", recipe, "--hub_token", PLANTED_CLI)
+    files = [path for path in run.rglob("*") if path.is_file()]
+    assert any(path.name == "training_args.bin" for path in files) and any("wandb" in str(p) for p in files)
+    for path in files:
+        data = path.read_bytes()
+        assert PLANTED_CLI.encode() not in data and PLANTED_ENV.encode() not in data, path
+    saved = yaml.safe_load((run / "sft" / "recipe.yaml").read_text())
+    assert "hub_token" not in saved and saved["max_steps"] == 2
+
+
+def test_a_recipe_cannot_hold_a_secret(tmp_path):
+    for key, value in [("hub_token", PLANTED_CLI), ("model_init_kwargs", {"token": PLANTED_CLI})]:
+        recipe = write_recipe(tmp_path / "shared.yaml", output_dir=str(tmp_path / "out"), **{key: value})
+        with pytest.raises(DataError, match=f"key '{key}': a recipe cannot hold a secret") as caught:
+            parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])
+        assert PLANTED_CLI not in str(caught.value)
+
+
+def test_the_hub_token_moves_out_of_the_arguments(monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    argv = ["sft.py", "--output_dir", "out", f"--hub_token={PLANTED_CLI}", "--report_to", "none"]
+    monkeypatch.setattr(sys, "argv", argv)
+    training_args, *_ = parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments))
+    assert training_args.hub_token is None and os.environ["HF_TOKEN"] == PLANTED_CLI
+    assert sys.argv == ["sft.py", "--output_dir", "out", "--report_to", "none"]  # what W&B records
