@@ -37,6 +37,28 @@ def last_checkpoint(training_args: Any) -> str | None:
     return None
 
 
+def train(trainer: Any, checkpoint: str | None) -> None:
+    """Train from ``checkpoint`` (or from the start) up to the stage's last step, and no further.
+
+    A run killed while saving its final result left a checkpoint that already holds the last step;
+    transformers would resume from it and train one step more, so its weights are loaded instead.
+    """
+    if checkpoint is not None and _holds_the_last_step(trainer.args, Path(checkpoint)):
+        from transformers import TrainerState
+
+        log.info("%s holds the last step: loading it, nothing left to train", checkpoint)
+        trainer._load_from_checkpoint(checkpoint)
+        trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+        return
+    trainer.train(resume_from_checkpoint=checkpoint)
+
+
+def _holds_the_last_step(training_args: Any, checkpoint: Path) -> bool:
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    last = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
+    return 0 < last <= state["global_step"]
+
+
 def _step(checkpoint: Path) -> str:
     return checkpoint.name.removeprefix("checkpoint-")
 

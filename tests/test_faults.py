@@ -4,6 +4,7 @@ recover; folders RecTune did not write are never deleted.
 """
 
 import hashlib
+import json
 import signal
 
 from conftest import RELEASE, read_jsonl, run_script, write_recipe
@@ -199,3 +200,19 @@ def test_a_finished_stage_is_final(tmp_path, tiny_model, train_data):
     assert "finished at step 3; nothing to do" in result.stdout
     assert snapshot(out) == before
     assert not (out / "checkpoint-4").exists()
+
+
+def test_a_run_killed_during_its_final_save_trains_no_step_more(tmp_path, tiny_model, train_data):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path, tiny_model, train_data, out)
+    flags = ("--max_steps", "1", "--save_steps", "1")
+    assert run_script("train/sft.py", recipe, *flags, fault="saved:checkpoint-1", check=False).returncode == KILLED
+    result = run_script("train/sft.py", recipe, *flags)
+    assert "holds the last step: loading it, nothing left to train" in result.stderr
+    assert json.loads((out / "finished.json").read_text())["global_step"] == 1
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    saved = load_file(out / "adapter_model.safetensors")
+    checkpoint = load_file(out / "checkpoint-1" / "adapter_model.safetensors")
+    assert saved.keys() == checkpoint.keys() and all(saved[k].equal(checkpoint[k]) for k in saved)

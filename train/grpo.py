@@ -22,7 +22,7 @@ from rectune.models import resolve_model_name
 from rectune.recipes import RftArguments, RunArguments, parse_recipe
 from rectune.rewards import rft_rewards
 from rectune.sft_base import merged_model
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, train
 from rectune.tracking import init_tracking, run_metadata
 from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
@@ -72,7 +72,7 @@ def main() -> None:
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
     trainer.accelerator.print(describe_setup(trainer))
-    trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
+    train(trainer, last_checkpoint(training_args))
 
     configs = (training_args, model_args, mixture, run_args, rft_args)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter)

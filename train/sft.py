@@ -15,7 +15,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.recipes import RunArguments, parse_recipe
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, train
 from rectune.tracking import init_tracking, run_metadata
 from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
@@ -49,7 +49,7 @@ def main() -> None:
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
     trainer.accelerator.print(describe_setup(trainer))
-    trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
+    train(trainer, last_checkpoint(training_args))
 
     configs = (training_args, model_args, mixture, run_args)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path)
