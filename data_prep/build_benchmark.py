@@ -28,10 +28,13 @@ from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
 from rectune.cli import add_output_arguments, run
-from rectune.io import DataError, RecTuneError, atomic_write, output_set, write_json, write_jsonl
+from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
+from rectune.outputs import claim_output, output_set
 from rectune.ratings import Review, read_reviews, read_users
 
 log = logging.getLogger(__name__)
+
+KIND = "recbench+ release"
 
 
 def parse_args() -> argparse.Namespace:
@@ -76,6 +79,7 @@ def make_rewriter(model_name: str):
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     if args.movielens:
         items, histories, times, info, users = movielens_source(Path(args.movielens))
         anchors = tuple(args.anchor_relations or MOVIELENS_ANCHORS)
@@ -105,8 +109,7 @@ def main() -> None:
     info["anchor_relations"] = list(anchors)
     info["queries"] = {task: len(recs) for task, recs in records.items()}
 
-    writes = ("dataset", "data", "kg.jsonl", "stats.json")  # data/: the earlier layout, of earlier builds
-    with output_set(args.out, "recbench+ release", overwrite=args.overwrite, writes=writes) as root:
+    with output_set(out, KIND, overwrite=args.overwrite) as root:
         folder = root / "dataset" / "movie"
         for task, (name, *_) in QUERY_FILES.items():  # the current release's names
             with atomic_write(folder / name) as handle:

@@ -12,7 +12,10 @@ from pathlib import Path
 
 from rectune.cli import add_output_arguments, run
 from rectune.demo_world import load_films, rate, reviews, simulate
-from rectune.io import atomic_write, output_set, write_jsonl
+from rectune.io import atomic_write, write_jsonl
+from rectune.outputs import claim_output, output_set
+
+KIND = "demo world"
 
 
 def main() -> None:
@@ -21,11 +24,11 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     items = load_films()
     histories, users = simulate(items, args.users, args.seed)
     ratings = rate(items, histories, users, args.seed)
-    out = Path(args.out)
-    with output_set(out, "demo world", overwrite=args.overwrite, writes=("*.jsonl", "*.json", "*.dat")) as staging:
+    with output_set(out, KIND, overwrite=args.overwrite) as staging:
         write_world(staging, items, histories, users, ratings, args.seed)
     print(f"{len(items)} films, {len(users)} users, {sum(map(len, histories.values()))} interactions -> {out}")
 

@@ -17,17 +17,19 @@ import argparse
 import logging
 import random
 from collections import Counter
-from pathlib import Path
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
 from rectune.catalog import catalog_rows
 from rectune.cli import fraction, run
-from rectune.io import RecTuneError, output_set, write_json, write_jsonl
+from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.outputs import claim_output, output_set
 from rectune.ratings import WHOLE_STARS, add_source_arguments, read_reviews, source_items
 from rectune.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
+
+KIND = "llmrec data"
 
 
 def parse_args() -> argparse.Namespace:
@@ -54,6 +56,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     settings = build.BuildSettings(
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
@@ -93,8 +96,7 @@ def main() -> None:
         # users whose last two ratings share a second: the later by numeric item id is their test target
         "tied_test_targets": build.tied_targets(kept),
     }
-    out = Path(args.out)
-    with output_set(out, "llmrec data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
+    with output_set(out, KIND, overwrite=args.overwrite) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
         for task in [*args.tasks, "mix"]:
             rows = [r for r in train if task in (r.task, "mix")]

@@ -15,7 +15,6 @@ the source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
 import argparse
 import logging
 import random
-from pathlib import Path
 
 from tqdm import tqdm
 
@@ -23,9 +22,12 @@ from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.prompts import LABELS
 from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
-from rectune.io import RecTuneError, output_set, write_json, write_jsonl
+from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.outputs import claim_output, output_set
 from rectune.ratings import RatingScale, add_source_arguments, read_reviews, source_items
 from rectune.sharing import write_dataset_card
+
+KIND = "perrecbench data"
 
 
 def parse_args() -> argparse.Namespace:
@@ -55,6 +57,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     settings = groups.GroupSettings(
         args.window_days, args.min_history, args.min_gap, args.max_group_size, args.close_gap, args.k,
         not args.no_profile, not args.any_history,
@@ -88,12 +91,11 @@ def main() -> None:
         for split, part in (("train", train), ("valid", valid), ("test", test))
     }
 
-    out = Path(args.out)
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
     summary["valid_groups"] = len(valid)
     summary["rating_scale"] = rating_scale.as_list()
-    with output_set(out, "perrecbench data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
+    with output_set(out, KIND, overwrite=args.overwrite) as staging:
         for task in TASKS:
             keep = [i for i, r in enumerate(rows["train"]) if r.task == task]
             sft = (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep)

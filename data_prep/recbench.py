@@ -9,15 +9,17 @@ into --out, built whole beside it and swapped in, so an interruption leaves the 
 
 import argparse
 import logging
-from pathlib import Path
 
 from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.catalog import catalog_rows, kg_rows
 from rectune.cli import add_output_arguments, fraction, run
-from rectune.io import RecTuneError, output_set, write_json, write_jsonl
+from rectune.io import RecTuneError, write_json, write_jsonl
+from rectune.outputs import claim_output, output_set
 from rectune.sharing import write_dataset_card
+
+KIND = "recbench+ data"
 
 
 def parse_args() -> argparse.Namespace:
@@ -41,6 +43,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
     rows = [r for r in release.rows if args.tasks is None or r.task in args.tasks]
     if not rows:
@@ -52,8 +55,7 @@ def main() -> None:
     summary = stats(train, test, release)
     summary["queries"]["valid"] = len(valid)
     summary["prompt"] = variant  # evaluate/run.py reuses these
-    out = Path(args.out)
-    with output_set(out, "recbench+ data", overwrite=args.overwrite, writes=("*.jsonl", "stats.json")) as staging:
+    with output_set(out, KIND, overwrite=args.overwrite) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(release.catalog))
         write_jsonl(staging / "kg.jsonl", kg_rows(release.kg))
         write_jsonl(staging / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))

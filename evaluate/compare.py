@@ -12,13 +12,17 @@ import argparse
 from pathlib import Path
 
 from rectune.cli import run
-from rectune.compare import comparison_rows, load_reports, markdown, metric_specs, write_outputs
+from rectune.compare import OUTPUT_SUFFIXES, comparison_rows, load_reports, markdown, metric_specs, write_outputs
+from rectune.owned_files import file_outputs, output_paths
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reports", nargs="+", help="report folders (or report.json files)")
     parser.add_argument("--out", default="reports/comparison", help="output prefix for .md, .csv and .png")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace those files even if RecTune did not write them"
+    )
     parser.add_argument(
         "--baseline", default=None, help="report name (folder name): differences to it with 95 %% intervals"
     )
@@ -31,8 +35,10 @@ def main() -> None:
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
     print(markdown(rows, specs))
-    written = write_outputs(rows, specs, args.out)
-    print("wrote " + ", ".join(str(p) for p in written))
+    paths = output_paths(args.out, OUTPUT_SUFFIXES)
+    with file_outputs(paths, overwrite=args.overwrite):
+        write_outputs(rows, specs, paths)
+    print("wrote " + ", ".join(str(p) for p in paths))
 
 
 if __name__ == "__main__":

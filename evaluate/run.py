@@ -11,6 +11,13 @@ A rerun with the same --out resumes: finished queries are not generated again, p
 checkpoint (weights), data, prompt and generation settings made them; otherwise it refuses
 (--overwrite starts afresh).
 
+Any OpenAI-compatible endpoint (OpenAI, DeepSeek, a vLLM or SGLang server, transformers serve); the key
+comes from OPENAI_API_KEY (or the variable --api-key-env names) and is never written anywhere:
+
+    python evaluate/run.py --backend openai --base-url https://api.openai.com/v1 --api-model gpt-4o \
+        --data D/test.jsonl --out reports/gpt4o --concurrency 8
+    python evaluate/run.py --backend openai --base-url http://127.0.0.1:8000/v1 --api-model Qwen/Qwen2.5-3B-Instruct ...
+
 OpenAI Batch API, the way the RecBench+ authors ran their models (--model is the API model name):
 
     python evaluate/run.py --backend openai-batch --model gpt-4o --data D/test.jsonl --out reports/gpt4o
@@ -24,22 +31,25 @@ otherwise. --metrics official scores as the authors' evaluator (RecBench+ only).
 
 import argparse
 import logging
+import os
 from functools import partial
 from pathlib import Path
 
 from rectune.answer_files import load_answers
 from rectune.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.cli import add_limit_arguments, limits, run
+from rectune.endpoint import Endpoint, generate_endpoint
 from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant, write_batch_file
 from rectune.generation import GenerationSettings, generate, generate_vllm
 from rectune.io import RecTuneError
+from rectune.outputs import lock_output
 from rectune.provenance import git_commit
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--model", required=True, help="checkpoint: model/adapter/run folder, hub id or embedded:smollm2"
+        "--model", default=None, help="checkpoint: model/adapter/run folder, hub id or embedded:smollm2"
     )
     parser.add_argument("--data", required=True, help="canonical rows, e.g. DIR/test.jsonl")
     parser.add_argument("--out", required=True, help="report folder (reports/NAME)")
@@ -56,19 +66,30 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument(
-        "--max-new-tokens", type=int, default=None, help="default: 256 (hf, vllm); 2000 (openai-batch, as the authors)"
+        "--max-new-tokens", type=int, default=None, help="default: 256 (hf, vllm); 2000 (openai*, as the authors)"
     )
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
     parser.add_argument(
         "--backend",
-        choices=["hf", "vllm", "openai-batch"],
+        choices=["hf", "vllm", "openai", "openai-batch"],
         default="hf",
-        help="vllm: GPU only; openai-batch: see above",
+        help="vllm: GPU only; openai and openai-batch: see above",
     )
+    endpoint = parser.add_argument_group("openai backend")
+    endpoint.add_argument(
+        "--base-url", default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+        help="the endpoint's /v1 URL (default: $OPENAI_BASE_URL, else OpenAI's)",
+    )  # fmt: skip
+    endpoint.add_argument("--api-model", default=None, help="model name the endpoint serves (gpt-4o, deepseek-chat)")
+    endpoint.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    endpoint.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    endpoint.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request attempt")
+    endpoint.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (with backoff)")
     parser.add_argument("--batch-output", default=None, help="openai-batch: the provider's output file to score")
     parser.add_argument("--metrics", choices=["default", "official"], default="default", help="official: the authors'")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
@@ -82,18 +103,28 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    lock_output(args.out)  # one run at a time per report folder, before any model is loaded
     batch = args.backend == "openai-batch"
     if args.batch_output and not batch:
         raise RecTuneError("--batch-output goes with --backend openai-batch")
+    if args.backend == "openai" and not args.api_model:
+        raise RecTuneError("--backend openai needs --api-model NAME (the model the endpoint serves)")
+    if batch and not (args.model or args.api_model):
+        raise RecTuneError("--backend openai-batch needs --api-model NAME")
+    if args.backend in ("hf", "vllm") and not args.model:
+        raise RecTuneError(f"--backend {args.backend} needs --model CHECKPOINT")
+    if args.concurrency < 1 or args.max_retries < 0 or args.request_timeout <= 0:
+        raise RecTuneError("--concurrency must be at least 1, --max-retries at least 0, --request-timeout positive")
     variant = prompt_variant(args.data, args.with_history, args.k)
-    max_new_tokens = args.max_new_tokens or (2000 if batch else 256)
+    max_new_tokens = args.max_new_tokens or (2000 if args.backend.startswith("openai") else 256)
     settings = GenerationSettings(
-        args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed
+        args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed, tuple(args.stop)
     )
     answers = None
     generate_batches = None
     if batch:
-        checkpoint = Checkpoint(kind="openai-batch", path=f"openai-batch:{args.model}", base_model=args.model)
+        api_model = args.api_model or args.model
+        checkpoint = Checkpoint(kind="openai-batch", path=f"openai-batch:{api_model}", base_model=api_model)
         if not args.batch_output:
             path = write_batch_file(
                 checkpoint,
@@ -108,6 +139,12 @@ def main() -> None:
             print(f"wrote {path}: upload it as an OpenAI batch, then rerun with --batch-output OUTPUT_FILE")
             return
         answers = (args.batch_output, load_answers(args.batch_output))
+    elif args.backend == "openai":
+        endpoint = Endpoint(
+            args.base_url, args.api_model, args.api_key_env, args.concurrency, args.request_timeout, args.max_retries
+        )
+        checkpoint = Checkpoint(kind="openai", path=f"{args.api_model} at {args.base_url}", base_model=args.api_model)
+        generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
     if args.backend == "vllm":

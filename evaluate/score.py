@@ -13,9 +13,11 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 """
 
 import argparse
+from pathlib import Path
 
 from rectune.cli import add_limit_arguments, limits, run
 from rectune.evaluation import prompt_variant
+from rectune.owned_files import file_outputs
 from rectune.scoring import score_files
 
 
@@ -31,6 +33,7 @@ def parse_args() -> argparse.Namespace:
         "--k", type=int, default=None, help="fixed K the answers were asked for (default: as data_prep)"
     )
     parser.add_argument("--out", required=True, help="JSON report to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out even if RecTune did not write it")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
     parser.add_argument("--allow-subset", action="store_true", help="score only the test ids that have predictions")
@@ -43,19 +46,20 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    report = score_files(
-        args.data,
-        args.predictions,
-        args.out,
-        catalog=args.catalog,
-        kg=args.kg,
-        allow_subset=args.allow_subset,
-        fuzzy_cutoff=args.fuzzy_cutoff,
-        limits=limits(args),
-        task=args.task,
-        convention=args.metrics,
-        top_k=prompt_variant(args.data, None, args.k)["k"],
-    )
+    with file_outputs([Path(args.out)], overwrite=args.overwrite):
+        report = score_files(
+            args.data,
+            args.predictions,
+            args.out,
+            catalog=args.catalog,
+            kg=args.kg,
+            allow_subset=args.allow_subset,
+            fuzzy_cutoff=args.fuzzy_cutoff,
+            limits=limits(args),
+            task=args.task,
+            convention=args.metrics,
+            top_k=prompt_variant(args.data, None, args.k)["k"],
+        )
     print(report["table"])
     print(f"wrote {args.out}")
 

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from rectune.io import DataError, RecTuneError, atomic_write
+from rectune.io import DataError, RecTuneError, atomic_write, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,11 @@ def _objects(path: Path) -> list[tuple[int, object]]:
     except UnicodeDecodeError as err:
         raise DataError(path, f"not UTF-8 text (byte {err.start + 1})") from None
     if text.lstrip().startswith("["):
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
-        return list(enumerate(values, start=1))
+        return list(enumerate(parse_json(text, path), start=1))
     objects = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            try:
-                objects.append((line_no, json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise DataError(path, f"malformed JSON: {err.msg}", line=line_no) from None
+            objects.append((line_no, parse_json(line, path, line_no)))
     return objects
 
 

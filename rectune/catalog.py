@@ -23,7 +23,7 @@ def read_item_file(
     a bad row fails with file, line and field."""
     items, seen = [], set()
     for line, raw in numbered_jsonl(path):
-        require_strings(raw, ("id", "title"), path, line)
+        require_strings(raw, ("id", "title"), path, line, one_line=True)
         value = raw.get(field, default)
         if not valid(value):
             raise DataError(path, f"field {field!r}: {expected}", line=line)

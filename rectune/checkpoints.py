@@ -45,7 +45,10 @@ class Checkpoint:
         }
 
     def identity(self) -> str:
-        """What decides its outputs: the base model and the adapters' weights (not where they lie)."""
+        """What decides its outputs: the base model and the adapters' weights (not where they lie); for an
+        endpoint, its address and model name."""
+        if self.kind == "openai":
+            return f"endpoint {self.path}"
         adapters = [*self.merged, *([self.adapter] if self.adapter else [])]
         return " + ".join([self.base_model, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
 

@@ -124,10 +124,13 @@ DIFFERENCE_NOTE = (
 )
 
 
-def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | os.PathLike) -> list[Path]:
-    """``PREFIX.md``, ``PREFIX.csv`` and ``PREFIX.png`` (grouped bars per metric and task)."""
-    prefix = Path(prefix)
-    with atomic_write(prefix.with_suffix(".md")) as handle:
+OUTPUT_SUFFIXES = (".md", ".csv", ".png")
+
+
+def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], paths: list[Path]) -> None:
+    """The table as Markdown and CSV, and a chart of grouped bars per metric and task (``OUTPUT_SUFFIXES``)."""
+    table, sheet, chart = paths
+    with atomic_write(table) as handle:
         handle.write(markdown(rows, specs) + "\n")
     buffer = io.StringIO()
     metrics = _metrics(rows)
@@ -139,10 +142,9 @@ def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], prefix: str | 
         for metric, diff in row.get("diff", {}).items():
             flat.update({f"{metric}_delta": diff.delta, f"{metric}_low": diff.low, f"{metric}_high": diff.high})
         writer.writerow(flat)
-    with atomic_write(prefix.with_suffix(".csv")) as handle:
+    with atomic_write(sheet) as handle:
         handle.write(buffer.getvalue())
-    _chart(rows, specs, prefix.with_suffix(".png"))
-    return [prefix.with_suffix(s) for s in (".md", ".csv", ".png")]
+    _chart(rows, specs, chart)
 
 
 def _has_diff(rows: list[dict]) -> bool:

@@ -22,17 +22,10 @@ from rectune.answer_files import batch_request, resolve_ids, write_batch_request
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.checkpoints import Checkpoint
 from rectune.completions import DEFAULT_LIMITS, CompletionLimits
+from rectune.endpoint import endpoint_usage
 from rectune.generation import GenerationSettings
-from rectune.io import (
-    DataError,
-    RecTuneError,
-    atomic_write,
-    check_output_folder,
-    fault_point,
-    read_json,
-    write_json,
-    write_marker,
-)
+from rectune.io import DataError, RecTuneError, atomic_write, fault_point, read_json, write_json
+from rectune.outputs import claim_output, write_marker
 from rectune.schema import load_rows
 from rectune.scoring import check_coverage, score_benchmark
 from rectune.stages import finished_stage, wandb_run_record
@@ -64,6 +57,7 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
     finished: dict[str, str] = {}
     kept: list[bytes] = []
     damaged: list[int] = []
+    refused = 0
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             row = _prediction(raw)
@@ -72,6 +66,9 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
                 continue
             if row["id"] not in known_ids:
                 raise DataError(path, f"prediction for id {row['id']!r}: not in this data (write elsewhere)", line_no)
+            if row.get("error"):  # a request the endpoint refused: asked again
+                refused += 1
+                continue
             if row["id"] not in finished:
                 finished[row["id"]] = row["completion"]
                 kept.append(raw)
@@ -80,6 +77,9 @@ def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
         log.warning(
             "%s: skipped %d damaged line(s) (line %s); their queries are generated again", path, len(damaged), shown
         )
+    if refused:
+        log.warning("%s: %d request(s) the endpoint refused last time are sent again", path, refused)
+    if damaged or refused:
         with atomic_write(path, "wb") as handle:
             handle.writelines(kept)
     return finished
@@ -91,7 +91,7 @@ def _prediction(raw: bytes) -> dict | None:
         return None  # every row is written with its newline: one without was cut by an interruption
     try:
         row = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("completion"), str):
         return None
@@ -116,10 +116,11 @@ def run_generation(
     predictions_path.parent.mkdir(parents=True, exist_ok=True)
     with predictions_path.open("a", encoding="utf-8") as handle:
         for batch in generate_batches(prompts):
-            for index, completion in batch:
+            for index, completion, *record in batch:  # an endpoint adds what it reported (tokens, latency)
                 row_id = todo[index].id
                 finished[row_id] = completion
-                handle.write(json.dumps({"id": row_id, "completion": completion}, ensure_ascii=False) + "\n")
+                line = {"id": row_id, "completion": completion, **(record[0] if record else {})}
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
             fault_point("eval:batch")
@@ -162,6 +163,8 @@ def evaluate_checkpoint(
     resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
     report, table = score_benchmark(rows, predictions, resources)
     report["config"] = config
+    if checkpoint.kind == "openai":
+        report["endpoint"] = endpoint_usage(out / "predictions.jsonl", {r.id for r in rows})
     write_json(out / "report.json", report, line_per_item=("per_query",))
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
@@ -249,6 +252,8 @@ def eval_run_name(config: dict) -> str:
     trained = config.get("trained_by") or {}
     if trained.get("recipe") and trained.get("stage"):
         return f"{trained['recipe']}-{trained['stage']}-{data}"
+    if config.get("kind") == "openai":
+        return f"{config['base_model']}-{data}"
     return f"{Path(config['checkpoint'].removeprefix('embedded:')).name}-{data}"
 
 
@@ -263,7 +268,7 @@ def predictions_key(
 
     The batch size is left out: it changes only the order of generation.
     """
-    generation = {k: v for k, v in asdict(settings).items() if k != "batch_size"}
+    generation = {k: v for k, v in asdict(settings).items() if k != "batch_size" and not (k == "stop" and not v)}
     data_hash = hashlib.sha256(Path(data).read_bytes()).hexdigest()
     return {"model": checkpoint.identity(), "data_sha256": data_hash, "prompt": variant, "generation": generation}
 
@@ -273,7 +278,7 @@ def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
 
     Refuses a folder with files evaluation did not write, and predictions made with another key.
     """
-    check_output_folder(out, REPORT_KIND, overwrite=overwrite, also_ours=(*REPORT_FILES, "wandb"))
+    claim_output(out, REPORT_KIND, overwrite=overwrite)
     if overwrite:
         for name in REPORT_FILES:
             (out / name).unlink(missing_ok=True)
@@ -305,6 +310,9 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
         tags=["eval"],
         dir=str(out),
     )
+    for name, value in (report.get("endpoint") or {}).items():
+        if isinstance(value, (int, float)):
+            run.summary[f"endpoint/{name}"] = value
     for task, summary in [*report["by_task"].items(), ("overall", report["overall"])]:
         for metric in report["metrics"]:
             if summary.get(metric) is not None:

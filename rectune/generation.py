@@ -17,6 +17,7 @@ class GenerationSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
+    stop: tuple[str, ...] = ()  # endpoints only
 
 
 def generate(

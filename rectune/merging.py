@@ -15,13 +15,11 @@ from pathlib import Path
 import torch
 
 from rectune.checkpoints import adapter_chain, load_merged
-from rectune.io import DataError, RecTuneError, check_output_folder, output_set
+from rectune.io import DataError, RecTuneError
+from rectune.outputs import claim_output, output_set
 from rectune.sharing import make_portable
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
-# what PEFT and the tokenizer save: merge folders written before outputs were marked count as ours
-WRITES = ("adapter_*", "model*.safetensors", "config.json", "generation_config.json", "tokenizer*", "vocab.json",
-          "merges.txt", "special_tokens_map.json", "chat_template.jinja", "README.md")  # fmt: skip
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
 
 
@@ -39,7 +37,7 @@ def merge_adapters(
     """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``).
 
     Each output folder is built whole beside its target and swapped in; a folder holding anything
-    but an earlier merge's files is refused unless ``overwrite``.
+    but an earlier merge's files (by its ``.rectune.json``) is refused unless ``overwrite``.
     """
     from peft import PeftModel
     from transformers import AutoTokenizer
@@ -54,9 +52,9 @@ def merge_adapters(
     if not all(math.isfinite(w) for w in weights) or not any(weights):
         raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
     out = Path(out)
-    check_output_folder(out, ADAPTER_KIND, overwrite=overwrite, also_ours=WRITES)
+    claim_output(out, ADAPTER_KIND, overwrite=overwrite)
     if full_model is not None:
-        check_output_folder(Path(full_model), MODEL_KIND, overwrite=overwrite, also_ours=WRITES)
+        claim_output(full_model, MODEL_KIND, overwrite=overwrite)
     if method in ("ties", "dare_ties") and density is None:
         density = 0.5
     chains = {(base, tuple(merged)) for base, merged in map(adapter_chain, adapters)}
@@ -79,7 +77,7 @@ def merge_adapters(
     has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
     tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
 
-    with output_set(out, ADAPTER_KIND, overwrite=overwrite, writes=WRITES) as staging:
+    with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
         peft_model.save_pretrained(staging, selected_adapters=["merged"])
         tokenizer.save_pretrained(staging)
         nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
@@ -91,7 +89,7 @@ def merge_adapters(
             make_portable(staging, base)
     if full_model is not None:
         merged = peft_model.merge_and_unload()
-        with output_set(full_model, MODEL_KIND, overwrite=overwrite, writes=WRITES) as staging:
+        with output_set(full_model, MODEL_KIND, overwrite=overwrite) as staging:
             merged.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
     return out

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from rectune.io import RecTuneError, staged_folder
+from rectune.io import RecTuneError
+from rectune.outputs import staged_folder
 
 log = logging.getLogger(__name__)
 

@@ -47,13 +47,29 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            try:
-                record = ast.literal_eval(line.strip())
-            except (ValueError, SyntaxError):
-                raise DataError(path, f"malformed JSON: {err.msg}", line=line_no) from None
+            record = _literal(line, path, line_no, err.msg)
+        except RecursionError:
+            raise DataError(path, "malformed JSON: nested too deeply", line=line_no) from None
+        except ValueError as err:  # an integer past Python's digit limit
+            raise DataError(path, f"malformed JSON: {err}", line=line_no) from None
         if not isinstance(record, dict):
             raise DataError(path, f"expected a JSON object, got {type(record).__name__}", line=line_no)
         yield line_no, record
+
+
+MAX_LITERAL_CHARS = 1 << 20  # Amazon 2014 metadata lines run to tens of kilobytes
+
+
+def _literal(line: str, path: Path, line_no: int, json_error: str) -> object:
+    """A Python-literal record (Amazon 2014), parsed with bounds: ``ast.literal_eval`` builds a syntax
+    tree first, so an outsized or deeply nested line could exhaust memory or the stack."""
+    text = line.strip()
+    if len(text) > MAX_LITERAL_CHARS:
+        raise DataError(path, f"malformed JSON: {json_error}; too long to read as a Python literal", line=line_no)
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise DataError(path, f"malformed JSON: {json_error}", line=line_no) from None
 
 
 def dat_fields(path: str | os.PathLike, count: int) -> Iterator[tuple[int, list[str]]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from rectune.checkpoints import adapter_chain, adapter_fingerprint, load_merged
-from rectune.io import staged_folder
+from rectune.outputs import staged_folder
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from rectune.io import fault_point, read_json, write_json
+from rectune.outputs import lock_output
 
 log = logging.getLogger(__name__)
+
+
+def own_output_dir(output_dir: str | os.PathLike) -> None:
+    """Hold ``output_dir``'s lock for the whole run (main process): a second run into it stops at once,
+    instead of both writing checkpoints that a resume would then mix."""
+    if int(os.environ.get("RANK", "0")) == 0:
+        lock_output(output_dir)
 
 
 def last_checkpoint(training_args: Any) -> str | None:

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 import yaml
 
-from rectune.io import RecTuneError, atomic_write, make_shareable
+from rectune.io import RecTuneError, atomic_write
+from rectune.outputs import make_shareable
 from rectune.recipes import RunArguments, resolved_recipe
 from rectune.sharing import make_portable, model_card, portable_name
 from rectune.stages import mark_finished, wandb_run_record

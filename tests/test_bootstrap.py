@@ -112,7 +112,7 @@ def test_compare_files_carry_the_intervals(tmp_path):
 
     reports = {"base": recbench_report([0.1, 0.2, 0.3]), "sft": recbench_report([0.2, 0.3, 0.4])}
     rows = comparison_rows(reports, baseline="base")
-    write_outputs(rows, metric_specs(reports), tmp_path / "comparison")
+    write_outputs(rows, metric_specs(reports), [tmp_path / f"comparison{s}" for s in (".md", ".csv", ".png")])
     table = list(csv.DictReader((tmp_path / "comparison.csv").open()))
     sft_overall = next(r for r in table if r["checkpoint"] == "sft" and r["task"] == "overall")
     assert float(sft_overall["recall_delta"]) == pytest.approx(0.1)

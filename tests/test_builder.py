@@ -199,6 +199,10 @@ def test_describe():
         ('{"id": "1", "title": "X", "relations": ["Genre"]}', "field 'relations'"),
         ('{"id": "1", "title": "X", "relations": {"Genre": "Drama"}}', "field 'relations'"),
         ("{broken", "malformed JSON"),
+        ('{"id": "1", "title": "Heat\\n# x", "relations": {}}', r"field 'title': holds a control character \('\\n'\)"),
+        ('{"id": "1", "title": "Heat\\u2028", "relations": {}}', "field 'title': holds a control character"),
+        ('{"id": "1\\t", "title": "Heat", "relations": {}}', "field 'id': holds a control character"),
+        ("[" * 100_000 + "]" * 100_000, "malformed JSON: nested too deeply"),
     ],
 )
 def test_bad_kg_rows_fail_clearly(tmp_path, line, message):

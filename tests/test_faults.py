@@ -9,7 +9,8 @@ import signal
 
 from conftest import RELEASE, read_jsonl, run_script, write_recipe
 
-from rectune.io import check_output_folder
+from rectune.locks import output_lock
+from rectune.outputs import check_output_folder
 
 KILLED = -signal.SIGKILL
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -55,7 +56,8 @@ def test_a_run_killed_between_the_two_renames_gets_the_old_set_back(tmp_path):
     before = snapshot(out)
     assert prepare(out, "--seed", "7", fault="swapped-out:data").returncode == KILLED
     assert not out.exists()  # moved aside, the new one not yet in place
-    check_output_folder(out, "recbench+ data", overwrite=False)  # what any later run does first
+    with output_lock(out):  # what any later run does first
+        check_output_folder(out, "recbench+ data", overwrite=False)
     assert snapshot(out) == before  # the earlier set is back, whole
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
 

@@ -405,4 +405,6 @@ def test_compare_shows_perrec_metrics(tmp_path):
     listwise = {r["checkpoint"]: r for r in compared if r["task"] == "listwise"}
     assert listwise["a"]["tau"] == 1.0 and listwise["b"]["tau"] == pytest.approx(1 / 3)
     assert "| task | checkpoint | n | τ | τ (parsed) | fail |" in markdown(compared, specs)
-    assert all(path.is_file() for path in write_outputs(compared, specs, tmp_path / "cmp"))
+    paths = [tmp_path / f"cmp{suffix}" for suffix in (".md", ".csv", ".png")]
+    write_outputs(compared, specs, paths)
+    assert all(path.is_file() for path in paths)

@@ -6,7 +6,8 @@ from conftest import read_jsonl
 import rectune.io as rectune_io
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.cli import run
-from rectune.io import DataError, RecTuneError, atomic_write, check_output_folder, output_set, write_json, write_jsonl
+from rectune.io import DataError, RecTuneError, atomic_write, numbered_jsonl, write_json, write_jsonl
+from rectune.outputs import check_output_folder, output_set
 from rectune.schema import load_rows
 
 GOOD = {
@@ -142,7 +143,7 @@ def test_invalid_utf8_names_the_line(tmp_path):
 def test_files_are_created_readable_by_others(tmp_path):
     write_jsonl(tmp_path / "rows.jsonl", [GOOD])
     # the mode follows the umask (0644 under the usual 022), not mkstemp's private 0600
-    assert (tmp_path / "rows.jsonl").stat().st_mode & 0o777 == 0o666 & ~rectune_io._UMASK
+    assert (tmp_path / "rows.jsonl").stat().st_mode & 0o777 == 0o666 & ~rectune_io.UMASK
 
 
 def test_the_cli_prints_user_errors_as_one_line_and_exits_2(capsys):
@@ -178,8 +179,11 @@ def test_a_bug_still_shows_its_traceback():
 def test_output_sets_replace_their_own_folders_only(tmp_path):
     target = tmp_path / "data"
     target.mkdir()
-    (target / "test.jsonl").write_text("{}\n")  # written before output folders were marked: still ours
-    with output_set(target, "some data", writes=("*.jsonl",)) as staging:
+    (target / "test.jsonl").write_text("{}\n")  # no marker: whatever it is called, it is not ours
+    with pytest.raises(RecTuneError, match=r"holds files RecTune did not write there \(test.jsonl; no .rectune.json"):
+        check_output_folder(target, "some data", overwrite=False)
+    assert (target / "test.jsonl").read_text() == "{}\n"
+    with output_set(target, "some data", overwrite=True) as staging:
         (staging / "train.jsonl").write_text("{}\n")
     assert sorted(p.name for p in target.iterdir()) == [".rectune.json", "train.jsonl"]
     with pytest.raises(RecTuneError, match="holds a RecTune some data output, not a other data one"):
@@ -189,3 +193,30 @@ def test_output_sets_replace_their_own_folders_only(tmp_path):
         raise RecTuneError("boom")
     assert sorted(p.name for p in target.iterdir()) == [".rectune.json", "train.jsonl"]  # untouched
     assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the failed staging folder is gone
+
+
+NESTED = "[" * 100_000 + "]" * 100_000  # deeper than Python's parser recurses
+
+
+def test_hostile_json_is_malformed_input_not_a_crash(tmp_path):
+    from rectune.answer_files import load_answers
+    from rectune.ratings import MAX_LITERAL_CHARS, read_items
+
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text(json.dumps(GOOD) + "\n" + NESTED + "\n")
+    with pytest.raises(DataError, match="rows.jsonl:2: malformed JSON: nested too deeply"):
+        numbered_jsonl(jsonl)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"id": "a", "completion": "Heat"}\n' + "{" + '"id": ' + "1" * 5000 + "}\n")
+    with pytest.raises(DataError, match="answers.jsonl:2: malformed JSON: Exceeds the limit"):
+        load_answers(answers)
+    # Amazon 2014 metadata: Python literals, read within bounds (MemoryError and RecursionError from the
+    # parser, a 5,000-digit number, nesting, an outsized line)
+    meta = tmp_path / "meta_2014.json"
+    good = "{'asin': 'X', 'title': 'Rose Face Cream'}"
+    huge = "{'a': '" + "x" * MAX_LITERAL_CHARS + "'}"
+    hostile = ["{'a': " + "-" * 10_000 + "1}", "{'a': " + "1+" * 100_000 + "1}", "{'a': " + "9" * 5000 + "}"]
+    for bad in (*hostile, "{'a': " + NESTED + "}", huge):
+        meta.write_text(good + "\n" + bad + "\n")
+        with pytest.raises(DataError, match="meta_2014.json:2: malformed JSON"):
+            read_items(meta)

@@ -22,7 +22,7 @@ from rectune.models import resolve_model_name
 from rectune.recipes import RftArguments, RunArguments, parse_recipe
 from rectune.rewards import rft_rewards
 from rectune.sft_base import merged_model
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, train
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
 from rectune.tracking import init_tracking, run_metadata
 from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
@@ -33,6 +33,7 @@ def main() -> None:
     training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(
         (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
     )
+    own_output_dir(training_args.output_dir)  # one run at a time per output_dir
     if already_finished(training_args.output_dir):
         return
 

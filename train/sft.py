@@ -15,7 +15,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.cli import run
 from rectune.models import resolve_model_name
 from rectune.recipes import RunArguments, parse_recipe
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, train
+from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
 from rectune.tracking import init_tracking, run_metadata
 from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
@@ -26,6 +26,7 @@ def main() -> None:
     training_args, model_args, mixture, run_args, recipe = parse_recipe(
         (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
     )
+    own_output_dir(training_args.output_dir)  # one run at a time per output_dir
     if already_finished(training_args.output_dir):
         return
 

@@ -12,11 +12,10 @@ Every record is checked; a malformed one raises :class:`DataError` naming the fi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rectune.benchmarks.recbench.rows import NAME
-from rectune.io import DataError, read_text
+from rectune.io import DataError, parse_json, read_text
 
 LAYOUTS = ("dataset", "data")  # current first
 QUERY_FILES = {
@@ -44,10 +43,7 @@ def query_file(folder: Path, task: str) -> Path | None:
 
 
 def load_records(path: Path) -> list:
-    try:
-        records = json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise DataError(path, f"malformed JSON: {err.msg}", line=err.lineno) from None
+    records = parse_json(read_text(path), path)
     if not isinstance(records, list):
         raise DataError(path, f"expected a JSON list of records, got {type(records).__name__}")
     return records
