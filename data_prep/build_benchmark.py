@@ -50,17 +50,40 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries-per-user", type=int, default=2)
     parser.add_argument("--max-ground-truth", type=int, default=12)
-    parser.add_argument("--rewrite-model", default=None, help="local chat model to rephrase queries (optional)")
+    parser.add_argument(
+        "--rewrite-model", default=None, help="chat model to rephrase queries (optional): a checkpoint, or with "
+        "--base-url the model an OpenAI-compatible endpoint serves (the paper phrased its queries with GPT-4o)",
+    )  # fmt: skip
+    parser.add_argument("--base-url", default=None, help="--rewrite-model is served here (an OpenAI-compatible /v1)")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding its key")
+    parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request attempt")
+    parser.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (with backoff)")
     return parser.parse_args()
 
 
-def make_rewriter(model_name: str):
-    """Rephrase with a local chat model, greedily; returns the first line of its answer."""
-    from rectune.checkpoints import load_for_generation, resolve_checkpoint
+def make_rewriter(args: argparse.Namespace):
+    """Rephrase with a chat model (local, or served at --base-url), greedily; returns the first line of its answer."""
     from rectune.generation import GenerationSettings, generate
 
-    model, tokenizer = load_for_generation(resolve_checkpoint(model_name))
     settings = GenerationSettings(batch_size=1, max_new_tokens=60)
+    if args.base_url:
+        from rectune.endpoint import Endpoint, ask_one
+
+        endpoint = Endpoint(
+            args.base_url, args.rewrite_model, args.api_key_env, 1, args.request_timeout, args.max_retries
+        )
+
+        def answer(prompt: list[dict]) -> str:
+            text, record = ask_one(endpoint, prompt, settings)
+            return "" if "error" in record else text  # a refused request keeps the template text
+    else:
+        from rectune.checkpoints import load_for_generation, resolve_checkpoint
+
+        model, tokenizer = load_for_generation(resolve_checkpoint(args.rewrite_model))
+
+        def answer(prompt: list[dict]) -> str:
+            (batch,) = generate(model, tokenizer, [prompt], settings, desc="rewriting")
+            return batch[0][1]
 
     def rewrite(text: str) -> str:
         prompt = [
@@ -70,8 +93,8 @@ def make_rewriter(model_name: str):
                 f"title exactly. Answer with the request only.\n\n{text}",
             }
         ]
-        (batch,) = generate(model, tokenizer, [prompt], settings, desc="rewriting")
-        return batch[0][1].strip().splitlines()[0] if batch[0][1].strip() else ""
+        answered = answer(prompt).strip()
+        return answered.splitlines()[0] if answered else ""
 
     return rewrite
 
@@ -88,7 +111,7 @@ def main() -> None:
             raise RecTuneError("--kg needs --ratings and --users")
         items, histories, times, info, users = kg_source(args)
         anchors = tuple(args.anchor_relations or PERSON_RELATIONS)
-    rewrite = make_rewriter(args.rewrite_model) if args.rewrite_model else None
+    rewrite = make_rewriter(args) if args.rewrite_model else None
     settings = BuildSettings(
         seed=args.seed, queries_per_user=args.queries_per_user, max_ground_truth=args.max_ground_truth,
         anchor_relations=anchors, allow_tied_pairs=args.allow_tied_pairs,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
@@ -38,6 +39,7 @@ class Endpoint:
     concurrency: int = 8
     timeout: float = 300.0
     max_retries: int = 5
+    client: Any = field(default=None, repr=False, compare=False)  # opened on first use by ask_one
 
     def describe(self) -> str:
         return f"{self.model} at {self.base_url}"
@@ -94,7 +96,7 @@ def generate_endpoint(
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = pending.pop(future)
-                    answer, record = _result(future, endpoint)
+                    answer, record = _result(future.result, endpoint)
                     if "error" in record:
                         bad_requests += 1
                         if not answered and bad_requests >= BAD_REQUESTS_BEFORE_STOP:
@@ -129,12 +131,20 @@ def _ask(client, body: dict) -> tuple[str, dict]:
     return message.content or "", record
 
 
-def _result(future: Future, endpoint: Endpoint) -> tuple[str, dict]:
+def ask_one(endpoint: Endpoint, messages: list[dict], settings: GenerationSettings) -> tuple[str, dict]:
+    """One answer, waited for (the builder's query rewriting); errors as in :func:`generate_endpoint`."""
+    if endpoint.client is None:
+        endpoint.client = open_client(endpoint)
+    body = request_body(messages, endpoint.model, settings)
+    return _result(lambda: _ask(endpoint.client, body), endpoint)
+
+
+def _result(call: Callable[[], tuple[str, dict]], endpoint: Endpoint) -> tuple[str, dict]:
     """The answer, or a 400's error record; anything no retry fixes is one line that stops the run."""
     import openai
 
     try:
-        return future.result()
+        return call()
     except openai.BadRequestError as err:
         return "", {"error": f"400: {_message(err)}"}
     except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
