@@ -42,7 +42,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: experiment data-experiment bench-movielens test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: experiment data-experiment bench-movielens test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -77,6 +77,9 @@ bench-prep: install
 
 bench-gen: install
 	$(PY) -m perf.bench_generation
+
+bench-endpoint: install
+	$(PY) -m perf.bench_endpoint
 
 bench-train: install
 	$(PY) -m perf.bench_training
