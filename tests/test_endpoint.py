@@ -290,3 +290,28 @@ def test_the_builder_rewrites_queries_through_an_endpoint(scripted, tmp_path, mo
     assert all(body["model"] == "gpt-4o" and body["temperature"] == 0.0 for body in sent)
     assert len(sent) >= len(changed)
     assert not any(PLANTED_KEY.encode() in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("benchmark", ["perrecbench", "llmrec"])
+def test_the_other_benchmarks_are_scored_through_an_endpoint(scripted, tmp_path, benchmark):
+    from rectune.benchmarks import get_benchmark
+    from rectune.schema import load_rows
+
+    data = tmp_path / "data"
+    if benchmark == "perrecbench":
+        ratings = ROOT / "tests" / "fixtures" / "ratings"
+        source = ("--reviews", ratings / "ratings.dat", "--items", ratings / "movies.dat", "--domain", "beauty")
+        run_script("data_prep/perrecbench.py", *source, "--min-history", "2", "--k", "1", "--test-size", "1.0",
+                   "--out", data)  # fmt: skip
+    else:
+        amazon = ROOT / "tests" / "fixtures" / "amazon"
+        source = ("--reviews", amazon / "reviews_2023.jsonl", "--items", amazon / "meta_2023.jsonl", "--domain", "b")
+        run_script("data_prep/llmrec.py", *source, "--out", data, "--num-candidates", "4")
+    endpoint = scripted()
+    out = tmp_path / "r"
+    evaluate(out, data / "test.jsonl", endpoint.url, "fake-model", "--no-wandb")
+    rows = load_rows(data / "test.jsonl")
+    sent = sorted(json.dumps(body["messages"]) for _, body in endpoint.requests)
+    assert sent == sorted(json.dumps(get_benchmark(r.benchmark).messages(r, {})) for r in rows)  # the same prompts
+    report = json.loads((out / "report.json").read_text())
+    assert report["overall"]["n"] > 0 and report["endpoint"]["answers"] == len(rows)  # n counts PerRecBench groups

@@ -220,3 +220,12 @@ def test_hostile_json_is_malformed_input_not_a_crash(tmp_path):
         meta.write_text(good + "\n" + bad + "\n")
         with pytest.raises(DataError, match="meta_2014.json:2: malformed JSON"):
             read_items(meta)
+
+
+def test_a_nested_prediction_line_is_damaged_and_asked_again(tmp_path):
+    from rectune.evaluation import read_finished
+
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text('{"id": "a", "completion": "Heat"}\n' + NESTED + "\n" + '{"id": "b", "completion": "x"}\n')
+    assert read_finished(predictions, {"a", "b", "c"}) == {"a": "Heat", "b": "x"}
+    assert predictions.read_text() == '{"id": "a", "completion": "Heat"}\n{"id": "b", "completion": "x"}\n'
