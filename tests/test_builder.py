@@ -5,7 +5,8 @@ import json
 import pytest
 from conftest import run_script
 
-from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, describe, load_items
+from rectune.benchmarks.recbench.builder import BenchmarkBuilder, BuildSettings, load_items
+from rectune.benchmarks.recbench.query_text import describe
 from rectune.demo_world import load_films, simulate
 from rectune.io import DataError
 from rectune.schema import load_rows

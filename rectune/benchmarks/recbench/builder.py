@@ -36,6 +36,15 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
+from rectune.benchmarks.recbench.query_text import (
+    DEMOGRAPHIC_TEMPLATES,
+    INTEREST_TEMPLATES,
+    ROLE_NOUNS,
+    SITUATIONS,
+    describe,
+    group_label,
+    group_of,
+)
 from rectune.catalog import read_item_file
 from rectune.io import RecTuneError
 from rectune.titles import CatalogItem
@@ -43,12 +52,6 @@ from rectune.titles import CatalogItem
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
 # relations an implicit or misinformed query can hide or falsify ("the director of X", "X, from 1990")
 HIDDEN_RELATIONS = (*PERSON_RELATIONS, "Year")
-PHRASES = {
-    "Director": "directed by {}", "Starring": "starring {}", "Composer": "with music by {}", "Year": "from {}",
-    "Tag": "tagged '{}'",
-}  # fmt: skip
-ROLE_NOUNS = {"Director": "director", "Starring": "lead actor", "Composer": "composer", "Year": "release year"}
-AGE_GROUPS = {"1": "Under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45": "45-49", "50": "50-55", "56": "56+"}
 
 
 def load_items(path) -> list[CatalogItem]:
@@ -290,7 +293,7 @@ class BenchmarkBuilder:
             groups: dict[str, list[str]] = defaultdict(list)
             for user, profile in users.items():
                 if user in histories:
-                    groups[_group_of(profile, group_type)].append(user)
+                    groups[group_of(profile, group_type)].append(user)
             groups = {g: m for g, m in groups.items() if len(m) >= self.settings.min_group_users}
             if len(groups) < 2:
                 continue
@@ -301,7 +304,7 @@ class BenchmarkBuilder:
                     i: (n / len(members)) * math.log(len(groups) / spread[i] + 1) for i, n in counts[group].items()
                 }
                 top = sorted(scores, key=lambda i: (-scores[i], i))[: self.settings.top_items]
-                label = _group_label(group, group_type)
+                label = group_label(group, group_type)
                 records.append(
                     {
                         "group_type": group_type,
@@ -320,47 +323,3 @@ class BenchmarkBuilder:
                     }
                 )
         return records
-
-
-def describe(conditions: list[tuple[str, str]]) -> str:
-    """``[(Genre, Thriller), (Starring, Robert De Niro)]`` -> ``thriller movies starring Robert De Niro``."""
-    genres = [v for r, v in conditions if r == "Genre"]
-    head = " ".join(g.lower() for g in genres) + " movies" if genres else "movies"
-    parts = [PHRASES.get(r, f"with {r.lower()} {{}}").format(v) for r, v in conditions if r != "Genre"]
-    if len(parts) > 1:
-        return f"{head} {', '.join(parts[:-1])} and {parts[-1]}"
-    return f"{head} {parts[0]}" if parts else head
-
-
-def _group_of(profile: dict, group_type: str) -> str:
-    if group_type == "gender_age":
-        return f"{profile['gender']}_{profile['age']}"
-    return str(profile[group_type])
-
-
-def _group_label(group: str, group_type: str) -> str:
-    gender = {"M": "Men", "F": "Women"}
-    if group_type == "gender":
-        return gender[group]
-    if group_type == "age":
-        return f"Viewers aged {AGE_GROUPS.get(group, group)}"
-    if group_type == "gender_age":
-        g, age = group.split("_")
-        return f"{gender[g]} aged {AGE_GROUPS.get(age, age)}"
-    return f"Viewers working as {group}"
-
-
-SITUATIONS = (
-    "I'm in the mood for {}. Any suggestions?",
-    "Can you suggest some {} for tonight?",
-    "My friends are coming over and we want to watch {}. What do you recommend?",
-    "I've been looking for {}. What should I watch?",
-)
-INTEREST_TEMPLATES = (
-    "I just watched {a} and then {b}. What should I watch next?",
-    "After {a} I went straight to {b}; what would be a good follow-up?",
-)
-DEMOGRAPHIC_TEMPLATES = (
-    "I'm one of the {who}. Which movies do people like me enjoy?",
-    "Recommend movies popular with {who}, please.",
-)
