@@ -107,6 +107,7 @@ def generate_endpoint(
                     yield [(index, answer, record)]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        client.close()  # requests still in flight after a stop end now, not after their timeouts and retries
 
 
 def _ask(client, body: dict) -> tuple[str, dict]:
