@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, read_jsonl, run_script
+from conftest import ROOT, read_jsonl, run_script, wandb_run
 
 from rectune.endpoint import Endpoint, generate_endpoint, request_body
 from rectune.generation import GenerationSettings
@@ -94,7 +94,11 @@ def test_an_evaluation_end_to_end_against_transformers_serve(tmp_path, served, m
     assert config["kind"] == "openai" and config["predictions_key"]["model"].startswith("endpoint ")
     for path in [p for p in tmp_path.rglob("*") if p.is_file()]:
         assert PLANTED_KEY.encode() not in path.read_bytes(), path  # the key is in no file, W&B's included
-    assert list(tmp_path.rglob("wandb/offline-run-*"))
+    (run_file,) = out.glob("wandb/offline-run-*/run-*.wandb")
+    summary = wandb_run(run_file)["summary"]
+    assert (
+        summary["endpoint/answers"] == len(rows) and summary["endpoint/completion_tokens"] == usage["completion_tokens"]
+    )
 
     again = evaluate(out, data, served["url"], served["model"], "--max-new-tokens", "8")
     assert "already done" in again.stderr and len(read_jsonl(out / "predictions.jsonl")) == len(rows)
