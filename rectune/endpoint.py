@@ -10,6 +10,7 @@ rerun to resume from. The API key is read from the environment and never written
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -167,15 +168,15 @@ def _result(call: Callable[[], tuple[str, dict]], endpoint: Endpoint) -> tuple[s
 
 
 def _message(err) -> str:
+    """The server's own error message (OpenAI's ``{"error": {"message"}}`` or a bare ``{"message"}``), one line."""
     body = err.body if isinstance(err.body, dict) else {}
-    message = body.get("message") or (body.get("error") or {}).get("message") if body else None
-    return " ".join(str(message or err.message).split())[:300]
+    nested = body.get("error") if isinstance(body.get("error"), dict) else {}
+    message = body.get("message") or nested.get("message") or err.message
+    return " ".join(str(message).split())[:300]
 
 
 def endpoint_usage(predictions: Path, ids: set[str]) -> dict | None:
     """Totals of what the endpoint reported for ``ids`` (None when the predictions came from elsewhere)."""
-    import json
-
     records = []
     with predictions.open(encoding="utf-8") as handle:
         for line in handle:

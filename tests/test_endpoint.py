@@ -160,10 +160,11 @@ class ScriptedEndpoint:
                     time.sleep(step[1])
                     step = "ok"
                 status, headers = (200, {}) if step == "ok" else step
-                payload = ANSWER if status == 200 else {"error": {"message": f"scripted {status}", "type": "x"}}
                 if status == 200:
                     message = {**ANSWER["choices"][0]["message"], "content": content(body)}
                     payload = {**ANSWER, "choices": [{**ANSWER["choices"][0], "message": message}]}
+                else:
+                    payload = {"error": {"message": f"scripted {status}", "type": "x"}}
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -174,7 +175,7 @@ class ScriptedEndpoint:
                     self.wfile.write(data)
 
             def log_message(self, *args):
-                pass
+                """Quiet: the default handler prints every request to stderr."""
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
