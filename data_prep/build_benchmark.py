@@ -30,7 +30,7 @@ from rectune.benchmarks.recbench.records import QUERY_FILES
 from rectune.cli import add_output_arguments, run
 from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import Review, read_reviews, read_users
+from rectune.ratings import Review, merge_ratings, read_reviews, read_users
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ def main() -> None:
         log.warning("no user file: no demographics-based queries")
     info["anchor_relations"] = list(anchors)
     info["queries"] = {task: len(recs) for task, recs in records.items()}
+    info["condition_queries"] = builder.explain_counts(records)
 
     with output_set(out, KIND, overwrite=args.overwrite) as root:
         folder = root / "dataset" / "movie"
@@ -177,13 +178,14 @@ def movielens_source(folder: Path) -> tuple:
     movies = movielens.read_movies(movielens.release_folder_file(folder, "items"))
     tags_file = movielens.release_file(folder, "tags")
     items = movielens.kg_items(movies, movielens.read_tags(tags_file) if tags_file else {})
-    reviews = read_reviews(folder)
+    reviews, moved = merge_ratings(read_reviews(folder), movielens.canonical_ids(movies))
     unknown = next((r for r in reviews if r.item not in movies), None)
     if unknown is not None:
         raise DataError(folder, f"user {unknown.user}: rated item {unknown.item!r}, which the movies file lacks")
     users_file = movielens.release_file(folder, "users")
     histories, times, info = _histories(reviews)
-    info["duplicate_titles"] = movielens.duplicate_titles(movies)
+    info["merged_duplicate_items"] = len(movielens.canonical_ids(movies))  # one film listed under two ids
+    info["moved_ratings"] = moved
     info["tagged_items"] = sum(1 for i in items if "Tag" in i.attributes)
     return items, histories, times, info, movielens.read_users(users_file) if users_file else {}
 

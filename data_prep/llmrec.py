@@ -24,7 +24,7 @@ from rectune.catalog import catalog_rows
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import WHOLE_STARS, add_source_arguments, read_reviews, source_items
+from rectune.ratings import WHOLE_STARS, add_source_arguments, read_source
 from rectune.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,7 @@ def main() -> None:
     settings = build.BuildSettings(
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
-    reviews = read_reviews(args.reviews)
-    items = source_items(args.reviews, args.items)
+    reviews, items, source_facts = read_source(args.reviews, args.items)
     train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
     skipped = {}
     if settings.feedback == "ratings":
@@ -86,6 +85,7 @@ def main() -> None:
 
     summary = {
         "reviews": len(reviews),
+        **source_facts,
         "core": {"reviews": len(kept), "users": len({r.user for r in kept}), "items": len({r.item for r in kept})},
         "settings": vars(settings),
         "train": dict(Counter(r.task for r in train)),

@@ -24,7 +24,7 @@ from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import RatingScale, add_source_arguments, read_reviews, source_items
+from rectune.ratings import RatingScale, add_source_arguments, read_source
 from rectune.sharing import write_dataset_card
 
 KIND = "perrecbench data"
@@ -64,8 +64,7 @@ def main() -> None:
     )  # fmt: skip
     if not 2 <= settings.max_size <= len(LABELS):
         raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
-    reviews = read_reviews(args.reviews)
-    items = source_items(args.reviews, args.items)
+    reviews, items, source_facts = read_source(args.reviews, args.items)
     rating_scale = RatingScale.of(reviews)
     scale = rating_scale.for_rows()
 
@@ -93,7 +92,7 @@ def main() -> None:
 
     rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
-    summary["valid_groups"] = len(valid)
+    summary.update(source_facts, valid_groups=len(valid))
     summary["rating_scale"] = rating_scale.as_list()
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         for task in TASKS:

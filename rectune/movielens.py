@@ -15,8 +15,11 @@ Layouts (files are UTF-8 or Latin-1; a release folder or any single file is acce
   commas), ``tags.csv`` (``userId,movieId,tag,timestamp``); these releases have no user file.
 
 Ratings keep file order; equal timestamps are ordered by the item's numeric id (:func:`chronological`).
-Titles shared by several items get the item id appended (``Hamlet (1996) [movie 1234]``) so every
-item can be named.
+Items listed twice under one title (ml-100k has 18 films with two ids) are one film: the lowest id
+keeps it and records the others in ``merged_ids``; :func:`rectune.ratings.merge_ratings` moves their
+ratings onto it.
+Prompts show titles the way a person writes them (:func:`natural_title`); the catalog keeps the
+release's spelling for matching.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rectune.io import DataError, read_text
-from rectune.titles import CatalogItem
+from rectune.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
 AGE_BANDS = {"1": "under 18", "18": "18-24", "25": "25-34", "35": "35-44", "45": "45-49", "50": "50-55", "56": "56+"}
@@ -171,9 +174,14 @@ def _csv_rows(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[s
 @dataclass
 class Movie:
     id: str
-    title: str
+    title: str  # the release's spelling: "English Patient, The (1996)"
     genres: list[str]
     year: int | None
+    merged_ids: list[str] = field(default_factory=list)  # other ids the release lists this title under
+
+    @property
+    def name(self) -> str:
+        return natural_title(self.title)
 
 
 _YEAR = re.compile(r"\((\d{4})(?:[-–]\d{0,4})?\)\s*$")
@@ -209,7 +217,7 @@ def read_movies(path: Path) -> dict[str, Movie]:
             movies[fields[0].strip()] = _movie(fields[0].strip(), fields[1], fields[2].split("|"))
     else:
         raise DataError(path, f"not a MovieLens movies file ({layout}); accepted: {ACCEPTED}")
-    return disambiguate(movies)
+    return merge_duplicates(movies)
 
 
 def _movie(item_id: str, title: str, genres: list[str]) -> Movie:
@@ -230,19 +238,26 @@ def _genre_names(path: Path) -> tuple[str, ...]:
     return tuple(names[i] for i in sorted(names))
 
 
-def disambiguate(movies: dict[str, Movie]) -> dict[str, Movie]:
-    """Titles held by several items: every one after the lowest id gets ``[movie ID]`` appended."""
-    seen: Counter = Counter()
+def merge_duplicates(movies: dict[str, Movie]) -> dict[str, Movie]:
+    """One movie per title (case-folded): the lowest id keeps it, the others' ids go to its ``merged_ids``."""
+    kept: dict[str, Movie] = {}
     for movie in sorted(movies.values(), key=lambda m: id_order(m.id)):
-        key = movie.title.casefold()
-        if seen[key]:
-            movie.title = f"{movie.title} [movie {movie.id}]"
-        seen[key] += 1
-    return movies
+        first = kept.setdefault(movie.title.casefold(), movie)
+        if first is not movie:
+            first.merged_ids.append(movie.id)
+            first.genres = list(dict.fromkeys(first.genres + movie.genres))
+    return {movie.id: movie for movie in kept.values()}
 
 
-def duplicate_titles(movies: dict[str, Movie]) -> int:
-    return sum(1 for m in movies.values() if m.title.endswith(f"[movie {m.id}]"))
+def canonical_ids(movies: dict[str, Movie]) -> dict[str, str]:
+    """Every merged id -> the id that kept its title."""
+    return {alias: movie.id for movie in movies.values() for alias in movie.merged_ids}
+
+
+def natural_title(title: str) -> str:
+    """How a person writes a MovieLens title: ``English Patient, The (1996)`` -> ``The English Patient (1996)``,
+    alternate titles dropped (``Shanghai Triad (Yao a yao yao dao waipo qiao) (1995)`` -> ``Shanghai Triad (1995)``)."""
+    return display_title(title)
 
 
 def read_users(path: Path) -> dict[str, dict]:
@@ -322,7 +337,8 @@ def kg_items(movies: dict[str, Movie], tags: dict[str, Counter], max_tags: int =
         relations = {"Genre": movie.genres}
         if movie.year is not None:
             relations["Year"] = [str(movie.year)]
-        top = [tag for tag, _ in sorted(tags.get(movie.id, Counter()).items(), key=lambda kv: (-kv[1], kv[0]))]
+        counts = sum((tags.get(i, Counter()) for i in [movie.id, *movie.merged_ids]), Counter())
+        top = [tag for tag, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
         if top:
             relations["Tag"] = top[:max_tags]
         items.append(CatalogItem(movie.id, movie.title, {r: v for r, v in relations.items() if v}))

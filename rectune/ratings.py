@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rectune import movielens
@@ -208,6 +208,9 @@ def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
     if movielens.sniff(path) != "json":
         for movie in movielens.read_movies(path).values():
             items[movie.id] = _item(movie.id, movie.title, movie.genres, "")
+            items[movie.id].attributes["name"] = movie.name
+            if movie.merged_ids:
+                items[movie.id].attributes["merged_ids"] = movie.merged_ids
         return items
     for line, record in _records(path):
         item_id = _string(record, ("parent_asin", "asin", "id"), path, line)
@@ -251,8 +254,33 @@ def scale_text(scale: list[float] | None) -> str:
 
 
 def item_title(items: dict[str, CatalogItem], item_id: str) -> str:
+    """The item's title as a person writes it (what prompts and targets show), or ``item ID``."""
     info = items.get(item_id)
-    return info.title if info else f"item {item_id}"
+    return info.name if info else f"item {item_id}"
+
+
+def merge_ratings(reviews: list[Review], canonical: dict[str, str]) -> tuple[list[Review], int]:
+    """Ratings of merged ids (MovieLens titles listed twice; ``canonical``: merged id -> kept id) moved onto
+    the kept item; where a user rated both copies, the earlier rating stays. Returns the reviews (file
+    order) and how many moved."""
+    if not canonical:
+        return reviews, 0
+    first: dict[tuple[str, str], int] = {}
+    for review in movielens.chronological(reviews):
+        first.setdefault((review.user, canonical.get(review.item, review.item)), id(review))
+    keep = set(first.values())
+    merged = [replace(r, item=canonical.get(r.item, r.item)) for r in reviews if id(r) in keep]
+    return merged, sum(r.item in canonical for r in reviews)
+
+
+def read_source(reviews: str | os.PathLike, items: str | os.PathLike | None) -> tuple[list[Review], dict, dict]:
+    """Reviews and items of a source (see :func:`source_items`), duplicate MovieLens titles merged, and the
+    facts for ``stats.json``: ``merged_duplicate_items`` (ids folded into another) and ``moved_ratings``."""
+    found = read_reviews(reviews)
+    catalog = source_items(reviews, items)
+    canonical = {alias: i.id for i in catalog.values() for alias in i.attributes.get("merged_ids", [])}
+    merged, moved = merge_ratings(found, canonical)
+    return merged, catalog, {"merged_duplicate_items": len(canonical), "moved_ratings": moved}
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, example_domain: str) -> None:

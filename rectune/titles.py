@@ -98,12 +98,18 @@ def _split_title(title: str) -> tuple[str, tuple[str, ...], int | None]:
 
 @dataclass
 class CatalogItem:
-    """An item: id, title and attributes (KG relations such as ``{"Director": [...]}``, MovieLens
-    ``genres``, Amazon ``categories`` and ``description``)."""
+    """An item: id, title (the source's spelling, matched against) and attributes (KG relations such as
+    ``{"Director": [...]}``, MovieLens ``genres``, ``name`` and ``merged_ids``, Amazon ``categories`` and
+    ``description``)."""
 
     id: str
     title: str
     attributes: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The title as prompts show it: MovieLens ``The English Patient (1996)``, else the title itself."""
+        return self.attributes.get("name", self.title)
 
     @property
     def categories(self) -> list[str]:

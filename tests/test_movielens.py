@@ -13,7 +13,7 @@ from rectune.benchmarks.perrec import groups as grouping
 from rectune.benchmarks.perrec.prompts import build_messages
 from rectune.benchmarks.perrec.rows import PerRecRow
 from rectune.io import DataError
-from rectune.ratings import RatingScale, Review, parse_rating, read_items, read_reviews, read_users
+from rectune.ratings import RatingScale, Review, parse_rating, read_items, read_reviews, read_source, read_users
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
@@ -24,8 +24,10 @@ SMALL = World(
         ("759", "Fear of a Black Hat (1993)", ["Comedy"]),
         ("1274", "Hamlet (1996)", ["Drama"]),
         ("1275", "Hamlet (1996)", ["Drama"]),
+        ("32", "City of Lost Children, The (Cité des enfants perdus, La) (1995)", ["Adventure", "Sci-Fi"]),
     ],
-    ratings=[("1", "1274", 4.0, 1000), ("1", "759", 3.0, 1000), ("1", "1", 5.0, 900), ("2", "1275", 2.0, 500)],
+    ratings=[("1", "1274", 4.0, 1000), ("1", "759", 3.0, 1000), ("1", "1", 5.0, 900), ("2", "1275", 2.0, 500),
+             ("2", "32", 4.0, 400), ("1", "1275", 1.0, 2000)],  # fmt: skip
     users={"1": ("F", 24, "programmer"), "2": ("M", 61, "retired")},
     tags=[("1", "1", "pixar", 1500), ("2", "1", "Pixar", 1600), ("2", "759", "mockumentary", 1700)],
 )
@@ -38,10 +40,19 @@ def test_every_layout_reads_the_same_ratings_and_titles(tmp_path, layout):
         reviews = read_reviews(source)  # the folder, or its ratings file: decided by content
         assert [(r.user, r.item, r.rating, r.timestamp) for r in reviews] == list(SMALL.ratings)
     items = read_items(folder)
-    assert [items[i].title for i in ("1", "759", "1274", "1275")] == [
-        "Toy Story (1995)", "Fear of a Black Hat (1993)", "Hamlet (1996)", "Hamlet (1996) [movie 1275]",
-    ]  # fmt: skip
+    # one film listed under two ids is one item: the lower id keeps it, the other is recorded
+    assert sorted(items, key=int) == ["1", "32", "759", "1274"]
+    assert items["1274"].attributes["merged_ids"] == ["1275"]
     assert items["1"].categories == ["Animation", "Comedy"]
+    # the catalog keeps the release's spelling; prompts get the natural one, alternate titles dropped
+    assert items["32"].title == "City of Lost Children, The (Cité des enfants perdus, La) (1995)"
+    assert items["32"].name == "The City of Lost Children (1995)"
+    # ratings of the merged id move to the kept one; user 1 rated both copies: the earlier rating stays
+    reviews, _, facts = read_source(folder, None)
+    assert [(r.user, r.item, r.rating) for r in reviews] == [
+        ("1", "1274", 4.0), ("1", "759", 3.0), ("1", "1", 5.0), ("2", "1274", 2.0), ("2", "32", 4.0),
+    ]  # fmt: skip
+    assert facts == {"merged_duplicate_items": 1, "moved_ratings": 2}
 
 
 @pytest.mark.parametrize("layout", ["ml-100k", "ml-1m"])
@@ -152,21 +163,29 @@ def test_llmrec_on_ratings_only_builds_three_tasks_and_says_why(tmp_path):
     assert "online shop" not in text and "review" not in text
 
 
-def test_llmrec_targets_with_duplicate_titles_can_be_named(tmp_path):
+def test_llmrec_merges_a_film_listed_under_two_ids(tmp_path):
     world = synthetic(30, 40, 900, seed=7)
     last = {}  # each user's test target: their last rating (ties by numeric id)
     for user, item, _, _stamp in sorted(world.ratings, key=lambda r: (r[3], int(r[1]))):
         last[user] = item
-    twins = sorted(set(last.values()), key=int)[:2]
+    # user 1's test target and a film user 1 never rated become one title listed under two ids
+    unrated = sorted({i for i, _, _ in world.movies} - {i for u, i, _, _ in world.ratings if u == "1"}, key=int)
+    twins = sorted([last["1"], unrated[0]], key=int)
     world.movies = [(i, "Hamlet (1996)" if i in twins else title, g) for i, title, g in world.movies]
     folder = write(tmp_path / "ml", "ml-100k", world)
     out = tmp_path / "out"
     run_script("data_prep/llmrec.py", "--reviews", folder, "--domain", "movies", "--out", out)
     rows = load_rows(out / "test.jsonl")
-    titles = {r.item["title"] for r in rows}
-    assert {"Hamlet (1996)", f"Hamlet (1996) [movie {twins[1]}]"} <= titles  # both twins are test targets
+    hamlet = [r for r in rows if r.item["title"] == "Hamlet (1996)"]
+    # user 1's target is the one film, under the id that kept the title
+    assert "1" in {r.user for r in hamlet} and {r.item["id"] for r in hamlet} == {twins[0]}
+    for row in rows:
+        shown = [h["title"] for h in row.history] + [c["title"] for c in row.candidates or []]
+        assert len(shown) == len(set(shown)) and not any("[movie" in t for t in shown)
+    catalog = {c["id"]: c for c in read_jsonl(out / "catalog.jsonl")}
+    assert catalog[twins[0]]["attributes"]["merged_ids"] == [twins[1]] and twins[1] not in catalog
+    assert json.loads((out / "stats.json").read_text())["merged_duplicate_items"] == 1
     report, _ = score_benchmark(rows, {row.id: row.target for row in rows}, Resources(out / "test.jsonl"))
-    # every exact answer hits (before: HR@1 0.9915 on ml-100k, a duplicated title resolved to its twin)
     assert report["by_task"]["sequential"]["hr@1"] == 1.0 and report["by_task"]["direct"]["hr@1"] == 1.0
 
 
@@ -181,10 +200,10 @@ def test_build_benchmark_from_a_movielens_release(tmp_path):
     kg = read_jsonl(out / "kg.jsonl")
     assert {t["relation"] for t in kg} == {"Genre", "Year", "Tag"}
     explicit = json.loads((out / "dataset/movie/ExplicitQuery.json").read_text())
-    titles = {item.id: item.title for item in read_items(folder).values()}
+    names = {item.id: item.name for item in read_items(folder).values()}
     for record in explicit:
         assert any(relation in ("Year", "Tag") for relation, _ in record["sharedRelationships"])
-        assert record["movieSubset"] == [titles[str(i)] for i in record["movieSubsetId"]]
+        assert record["movieSubset"] == [names[str(i)] for i in record["movieSubsetId"]]
     prepared = tmp_path / "prepared"
     run_script("data_prep/recbench.py", "--src", out, "--domain", "movie", "--kg", out / "kg.jsonl", "--out", prepared)
     assert read_jsonl(prepared / "test.jsonl")

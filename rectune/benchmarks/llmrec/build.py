@@ -129,4 +129,11 @@ def tied_targets(reviews: list[Review]) -> int:
 
 
 def catalog(reviews: list[Review], items: dict[str, CatalogItem]) -> list[CatalogItem]:
-    return [CatalogItem(i, item_title(items, i)) for i in sorted({r.item for r in reviews})]
+    """The reviewed items in the source's spelling (answers are matched against it), ``name`` and
+    ``merged_ids`` kept; items without metadata go by ``item ID``."""
+    kept = ("name", "merged_ids")
+    return [
+        CatalogItem(i, items[i].title, {k: v for k, v in items[i].attributes.items() if k in kept})
+        if i in items else CatalogItem(i, item_title(items, i))
+        for i in sorted({r.item for r in reviews})
+    ]  # fmt: skip

@@ -12,23 +12,29 @@ formats, so ``data_prep/recbench.py`` reads the result unchanged.
   keeping at most ``max_search`` candidate sets per size, so a heavy user costs a bounded time.
 * **Ground truth**: every catalog item meeting all the conditions (``movieSubset``); the history
   used for prompts is then the user's items minus that ground truth.
-* **Explicit** queries state the conditions. **Implicit** queries replace one person by a
-  reference through another item ("the director of X"); X is left out of the ground truth.
-  **Misinformed** queries attach a false claim ("Y, which W directed") to an item Y that really
+* **Explicit** queries state the conditions. **Implicit** queries replace one person (or the year)
+  by a reference through another item ("the director of X"); X is left out of the ground truth.
+  **Misinformed** queries attach a false claim ("Y, whose director is W") to an item Y that really
   has the hidden value; Y is left out of the ground truth.
-* **Interest-based** queries come from item pairs that many users consumed one right after the
-  other; the ground truth is what those users consumed next.
-* **Demographics-based** queries come from each demographic group's distinctive popular items
-  (tf-idf of the group's item counts against the other groups of the same kind).
+* Both are *sound*: the hidden value appears nowhere in an implicit query, and a misinformed query
+  states the true value nowhere (nor claims a value another condition names). A referenced item is
+  named as a person writes it (``The English Patient (1996)``); for the Year relation it is named
+  without its year, so only items whose title is unique in the catalog can be referenced.
+* Profile-based queries: :mod:`~rectune.benchmarks.recbench.profile_queries`.
+
+Records name items as a person writes them (``movieSubset`` too, as the release's query files do);
+ids stay in ``movieSubsetId``. :attr:`BenchmarkBuilder.counts` explains the numbers of condition
+queries: candidate sets found, removed by the ground-truth cap, removed as already used for
+another user, not drawn (``queries_per_user``), and per task assigned and kept.
 
 Query text comes from fixed templates chosen by a seeded generator, so a build is deterministic;
 ``rewrite`` may rephrase condition queries (e.g. with a local chat model), and a rewrite that drops
-a condition's value or a referenced title is discarded in favour of the template text.
+a condition's value or a referenced title, or reveals a hidden value, is discarded in favour of the
+template text.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -36,18 +42,11 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from rectune.benchmarks.recbench.query_text import (
-    DEMOGRAPHIC_TEMPLATES,
-    INTEREST_TEMPLATES,
-    ROLE_NOUNS,
-    SITUATIONS,
-    describe,
-    group_label,
-    group_of,
-)
+from rectune.benchmarks.recbench import profile_queries
+from rectune.benchmarks.recbench.query_text import ROLE_NOUNS, SITUATIONS, describe
 from rectune.catalog import read_item_file
 from rectune.io import RecTuneError
-from rectune.titles import CatalogItem
+from rectune.titles import CatalogItem, display_title, split_title, title_key
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
 # relations an implicit or misinformed query can hide or falsify ("the director of X", "X, from 1990")
@@ -86,11 +85,15 @@ class BenchmarkBuilder:
         self.settings = settings
         self.rewrite = rewrite
         self.rng = random.Random(settings.seed)
+        self.names = {item.id: display_title(item.title) for item in items}
         self.holders: dict[tuple[str, str], set[str]] = defaultdict(set)
         for item in items:
             for relation, values in item.attributes.items():
                 for value in values:
                     self.holders[(relation, value)].add(item.id)
+        keys = Counter(title_key(split_title(item.title)[0]) for item in items)
+        self._unique_title = {item.id for item in items if keys[title_key(split_title(item.title)[0])] == 1}
+        self.counts: Counter = Counter()
 
     # -- condition-based queries ---------------------------------------------------------------
 
@@ -123,8 +126,12 @@ class BenchmarkBuilder:
             following = []
             for combo, truth, sharing in level:
                 natural = size == 1 or len({r for r, _ in combo}) >= 2 or combo[0][0] == "Starring"
-                if natural and len(truth) <= self.settings.max_ground_truth:
-                    found.append(combo)
+                if natural:
+                    self.counts["candidates"] += 1
+                    if len(truth) <= self.settings.max_ground_truth:
+                        found.append(combo)
+                    else:
+                        self.counts["removed_by_ground_truth_cap"] += 1
                 if size == self.settings.max_conditions:
                     continue
                 for pair, n in self._pair_counts(sharing).items():
@@ -152,28 +159,70 @@ class BenchmarkBuilder:
         records: dict[str, list[dict]] = {"explicit": [], "implicit": [], "misinformed": []}
         used: set[tuple] = set()
         for user in tqdm(sorted(histories), desc="condition queries", unit="user", disable=not progress or None):
-            options = [c for c in self.shared_conditions(histories[user]) if c not in used]
+            found = self.shared_conditions(histories[user])
+            options = [c for c in found if c not in used]
+            self.counts["removed_as_used_for_another_user"] += len(found) - len(options)
             self.rng.shuffle(options)
+            self.counts["not_drawn"] += max(len(options) - self.settings.queries_per_user, 0)
             for conditions in options[: self.settings.queries_per_user]:
                 used.add(conditions)
                 hideable = any(r in HIDDEN_RELATIONS for r, _ in conditions)
                 task = ("explicit", "implicit", "misinformed")[len(used) % 3] if hideable else "explicit"
+                self.counts[f"{task}_assigned"] += 1
                 record = getattr(self, f"_{task}")(user, list(conditions), histories[user])
                 if record is not None:
                     record["data_idx"] = len(records[task])
                     records[task].append(record)
         return records
 
+    def explain_counts(self, records: dict[str, list[dict]]) -> dict:
+        """Why a build has as many condition queries as it has, for ``stats.json``."""
+        counts = self.counts
+        return {
+            "candidate_condition_sets": counts["candidates"],
+            "removed_by_ground_truth_cap": counts["removed_by_ground_truth_cap"],
+            "removed_as_used_for_another_user": counts["removed_as_used_for_another_user"],
+            "not_drawn_beyond_queries_per_user": counts["not_drawn"],
+            "by_task": {
+                task: {
+                    "assigned": counts[f"{task}_assigned"],
+                    "kept": len(records[task]),
+                    "dropped_without_a_sound_reference": counts[f"{task}_assigned"] - len(records[task]),
+                }
+                for task in ("explicit", "implicit", "misinformed")
+            },
+            "settings": {
+                "max_ground_truth": self.settings.max_ground_truth,
+                "queries_per_user": self.settings.queries_per_user,
+                "max_conditions": self.settings.max_conditions,
+            },
+            "why": "each user's condition sets shared by two of their items; sets with more matching items "
+            "than max_ground_truth are dropped, a set already used for another user is not asked again, at "
+            "most queries_per_user are drawn per user and dealt to explicit/implicit/misinformed in turn "
+            "(explicit only when no condition can be hidden); an implicit or misinformed query is dropped when "
+            "no referenced item keeps it sound",
+        }
+
     def _base(self, user: str, conditions: list[tuple[str, str]], truth: set[str]) -> dict:
-        ordered = sorted(truth, key=lambda i: self.items[i].title)
+        ordered = sorted(truth, key=lambda i: self.names[i])
         return {
             "source_user": user,
             "condition_num": len(conditions),
             "movieCount": len(ordered),
-            "movieSubset": [self.items[i].title for i in ordered],
+            "movieSubset": [self.names[i] for i in ordered],
             "movieSubsetId": [int(i) if i.isdigit() else i for i in ordered],
             "sharedRelationships": [list(c) for c in conditions],
         }
+
+    def reference(self, item_id: str, relation: str) -> str | None:
+        """How a query names an item it points through: natural title; for ``Year`` without the year (a title
+        carrying it would give the hidden value away or contradict a false one), so only a title unique in
+        the catalog can be used."""
+        if relation != "Year":
+            return self.names[item_id]
+        if item_id not in self._unique_title:
+            return None
+        return display_title(split_title(self.items[item_id].title)[0])
 
     def _explicit(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict:
         record = self._base(user, conditions, self.ground_truth(conditions))
@@ -188,138 +237,99 @@ class BenchmarkBuilder:
         people = [c for c in conditions if c[0] in HIDDEN_RELATIONS]
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
+        others = [c for c in conditions if c != (relation, value)]
+
+        def text(item_id: str) -> str:
+            return describe(others + [(relation, f"the {ROLE_NOUNS[relation]} of {self.reference(item_id, relation)}")])
+
+        def sound(item_id: str) -> bool:  # names the item, hides the value, leaves a ground truth
+            return (
+                self.reference(item_id, relation) is not None
+                and value.casefold() not in text(item_id).casefold()
+                and bool(truth - {item_id})
+            )
+
         # only items whose first-listed value is the hidden one: "the lead actor of X" names one person
         pointing = {i for i in self.holders[(relation, value)] if self.items[i].attributes[relation][0] == value}
-        references = sorted(set(history) & pointing) or sorted(pointing)
+        references = sorted(i for i in set(history) & pointing if sound(i)) or sorted(i for i in pointing if sound(i))
         if not references:
             return None
         reference = self.rng.choice(references)
         truth.discard(reference)  # the user already knows the item the query points through
-        if not truth:
-            return None
-        hidden = f"the {ROLE_NOUNS[relation]} of {self.items[reference].title}"
-        others = [c for c in conditions if c != (relation, value)]
-        text = describe(others + [(relation, hidden)])
         record = self._base(user, conditions, truth)
-        record["multihop_info"] = [{"movie": self.items[reference].title, "relation": relation, "person": value}]
-        record["direct_description_query"] = f"Recommend {text}."
-        keep = [v for _, v in others] + [self.items[reference].title]
-        record["situational_description_query"] = self._phrase(self.rng.choice(SITUATIONS).format(text), keep)
+        record["multihop_info"] = [{"movie": self.names[reference], "relation": relation, "person": value}]
+        record["direct_description_query"] = f"Recommend {text(reference)}."
+        keep = [v for _, v in others] + [self.reference(reference, relation)]
+        record["situational_description_query"] = self._phrase(
+            self.rng.choice(SITUATIONS).format(text(reference)), keep, hidden=[value]
+        )
         return record
 
     def _misinformed(self, user: str, conditions: list[tuple[str, str]], history: list[str]) -> dict | None:
         people = [c for c in conditions if c[0] in HIDDEN_RELATIONS]
         relation, value = self.rng.choice(people)
         truth = self.ground_truth(conditions)
-        subject = self.rng.choice(sorted(self.holders[(relation, value)]))
-        wrong = sorted({v for (r, v) in self.holders if r == relation} - set(self.items[subject].attributes[relation]))
+        others = [c for c in conditions if c != (relation, value)]
+        named = {v.casefold() for _, v in others}
+        noun = ROLE_NOUNS[relation]
+
+        def query(item_id: str, claimed: str) -> str:
+            return (
+                f"I loved {self.reference(item_id, relation)}, whose {noun} is {claimed}. "
+                f"Recommend other {describe(others)} with the same {noun}."
+            )
+
+        def sound(item_id: str) -> bool:  # the item is nameable, the true value unstated, a ground truth left
+            return (
+                self.reference(item_id, relation) is not None
+                and value.casefold() not in query(item_id, "").casefold()
+                and bool(truth - {item_id})
+            )
+
+        subjects = [i for i in sorted(self.holders[(relation, value)]) if sound(i)]
+        if not subjects:
+            return None
+        subject = self.rng.choice(subjects)
+        true_values = self.items[subject].attributes[relation]
+        wrong = sorted(
+            v for (r, v) in self.holders if r == relation and v not in true_values and v.casefold() not in named
+        )
         if not wrong:
             return None
         claimed = self.rng.choice(wrong)
         truth.discard(subject)
-        if not truth:
-            return None
-        others = [c for c in conditions if c != (relation, value)]
-        noun = ROLE_NOUNS[relation]
-        query = (
-            f"I loved {self.items[subject].title}, whose {noun} is {claimed}. "
-            f"Recommend other {describe(others)} with the same {noun}."
-        )
         record = self._base(user, conditions, truth)
         record["misinformed"] = [
-            {"movie": self.items[subject].title, "relation": relation, "person": claimed, "original person": value}
+            {"movie": self.names[subject], "relation": relation, "person": claimed, "original person": value}
         ]
-        record["query"] = self._phrase(query, [self.items[subject].title, claimed])
+        reference = self.reference(subject, relation)
+        record["query"] = self._phrase(query(subject, claimed), [reference, claimed], hidden=[value])
         return record
 
-    def _phrase(self, text: str, must_keep: list[str]) -> str:
+    def _phrase(self, text: str, must_keep: list[str], hidden: list[str] = ()) -> str:
+        """The rewrite of ``text`` when it keeps every name and reveals no hidden value, else ``text``."""
         if self.rewrite is None:
             return text
         rewritten = self.rewrite(text)
-        if rewritten and all(name.lower() in rewritten.lower() for name in must_keep):
+        folded = (rewritten or "").casefold()
+        if (
+            rewritten
+            and all(n.casefold() in folded for n in must_keep)
+            and not any(v.casefold() in folded for v in hidden)
+        ):
             return rewritten.strip()
         return text
 
-    # -- profile-based queries -----------------------------------------------------------------
+    # -- profile-based queries (profile_queries.py) ----------------------------------------------
 
     def interest_queries(
         self, histories: dict[str, list[str]], times: dict[str, list[int]] | None = None
     ) -> list[dict]:
-        """Queries from item pairs users consumed back to back. With ``times`` (each history's timestamps),
-        a pair or its follow-up counts only when strictly later (unless ``allow_tied_pairs``): the order of
-        events in the same second is the tie rule's, not the user's."""
-        followers: dict[tuple[str, str], list[str]] = defaultdict(list)
-        next_items: dict[tuple[str, str], Counter] = defaultdict(Counter)
-        strict = times is not None and not self.settings.allow_tied_pairs
-        for user, items in sorted(histories.items()):
-            stamps = times[user] if strict else [0] * len(items)
-            for index, (a, b) in enumerate(zip(items[:-1], items[1:], strict=False)):
-                if strict and stamps[index] == stamps[index + 1]:
-                    continue
-                followers[(a, b)].append(user)
-                after = items[index + 2] if index + 2 < len(items) else None
-                if (
-                    after is not None
-                    and after not in (a, b)
-                    and not (strict and stamps[index + 2] == stamps[index + 1])
-                ):
-                    next_items[(a, b)][after] += 1
-        records = []
-        for pair, users in sorted(followers.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            users = sorted(set(users))
-            following = [i for i, _ in next_items[pair].most_common(5)]
-            if len(users) < self.settings.min_consecutive_users or not following:
-                continue
-            a, b = (self.items[i].title for i in pair)
-            query = self.rng.choice(INTEREST_TEMPLATES).format(a=a, b=b)
-            records.append(
-                {
-                    "Shared consecutive movies": [a, b],
-                    "source_users": users,
-                    "query & ground true": [
-                        {
-                            "reason": f"{len(users)} users watched these two back to back",
-                            "query": query,
-                            "movie subset": [self.items[i].title for i in following],
-                        }
-                    ],
-                }
-            )
-        return records
+        return profile_queries.interest_queries(
+            self.names, histories, self.rng, self.settings.min_consecutive_users, times, self.settings.allow_tied_pairs
+        )
 
     def demographics_queries(self, histories: dict[str, list[str]], users: dict[str, dict]) -> list[dict]:
-        records = []
-        for group_type in ("gender", "age", "occupation", "gender_age"):
-            groups: dict[str, list[str]] = defaultdict(list)
-            for user, profile in users.items():
-                if user in histories:
-                    groups[group_of(profile, group_type)].append(user)
-            groups = {g: m for g, m in groups.items() if len(m) >= self.settings.min_group_users}
-            if len(groups) < 2:
-                continue
-            counts = {g: Counter(i for u in m for i in set(histories[u])) for g, m in groups.items()}
-            spread = Counter(i for c in counts.values() for i in c)
-            for group, members in sorted(groups.items()):
-                scores = {
-                    i: (n / len(members)) * math.log(len(groups) / spread[i] + 1) for i, n in counts[group].items()
-                }
-                top = sorted(scores, key=lambda i: (-scores[i], i))[: self.settings.top_items]
-                label = group_label(group, group_type)
-                records.append(
-                    {
-                        "group_type": group_type,
-                        "group": group,
-                        "top_10_movies": [[int(i) if i.isdigit() else i, round(scores[i], 4)] for i in top],
-                        "summary": f"{label} ({len(members)} users) distinctively watch "
-                        + ", ".join(self.items[i].title for i in top[:3])
-                        + ".",
-                        "query & ground true": [
-                            {
-                                "reason": f"distinctive popular movies of {label}",
-                                "query": self.rng.choice(DEMOGRAPHIC_TEMPLATES).format(who=label.lower()),
-                                "movie subset": [self.items[i].title for i in top],
-                            }
-                        ],
-                    }
-                )
-        return records
+        return profile_queries.demographics_queries(
+            self.names, histories, users, self.rng, self.settings.min_group_users, self.settings.top_items
+        )
