@@ -248,9 +248,10 @@ def parse_rating(text: str) -> float | None:
 
 
 def scale_text(scale: list[float] | None) -> str:
-    """How a prompt states a rating scale: ``1-5``, or ``0.5-5 in half stars``."""
+    """How a prompt states a rating scale: ``1 to 5``, or ``0.5 to 5 in half stars``."""
     low, high, step = scale or (1.0, 5.0, 1.0)
-    return f"{low:g}-{high:g}" + (" in half stars" if step == 0.5 else f" in steps of {step:g}" if step != 1 else "")
+    steps = " in half stars" if step == 0.5 else f" in steps of {step:g}" if step != 1 else ""
+    return f"{low:g} to {high:g}{steps}"
 
 
 def item_title(items: dict[str, CatalogItem], item_id: str) -> str:

@@ -106,9 +106,9 @@ def test_perrec_pointwise_prompt_states_the_real_scale():
                     {"id": "1", "title": "Toy Story (1995)"}, [
                         {"label": "A", "user": "1", "mean_rating": 3.2, "history": [], "rating": 4.5,
                          "relative_rating": 1.3}], "4.5", [0.5, 5.0, 0.5])  # fmt: skip
-    assert "on a 0.5-5 in half stars scale" in build_messages(row)[1]["content"]
+    assert "rate the item, on a scale from 0.5 to 5 in half stars?" in build_messages(row)[1]["content"]
     row.scale = None
-    assert "on a 1-5 scale" in build_messages(row)[1]["content"]
+    assert "rate the item, on a scale from 1 to 5?" in build_messages(row)[1]["content"]
 
 
 def test_gap_of_exactly_the_threshold_does_not_pass():

@@ -127,8 +127,35 @@ def test_bm25_history_and_rows():
     # by default only items rated before X may be shown: every user here rated F1 and F2 after X
     past_only = grouping.GroupSettings(min_history=2, k=1)
     grouping.attach_prompts(groups, reviews, items, past_only)
-    assert all(u["history"] == [] and u["profile"] is None for u in groups[0].users)
+    assert all(u["history"] == [] and u["profile"] == "No earlier ratings." for u in groups[0].users)
     assert by_user["u3"]["mean_rating"] == 4.5  # the shown mean is still over all other items
+    assert grouping.stats(groups[:1], [], reviews, past_only)["train"]["members_without_earlier_ratings"] == 3
+
+
+def test_profiles_read_well_at_every_count():
+    from rectune.ratings import Review
+    from rectune.titles import CatalogItem
+
+    items = {i: CatalogItem(i, f"Film {i} (1990)", {"categories": ["Drama"]}) for i in "abcd"}
+
+    def profile(*ratings):
+        reviews = [
+            Review("u", item, rating, 100 - n) for n, (item, rating) in enumerate(zip("abcd", ratings, strict=False))
+        ]
+        return grouping._profile(reviews, items, [0.5, 5.0, 0.5])
+
+    assert profile(2.5) == "Rated 1 item: Film a (1990), 2.5/5. Most rated categories: Drama."
+    assert profile(4, 4, 4) == "Rated 3 items, all 4/5. Most rated categories: Drama."
+    assert profile(5, 1) == (
+        "Rated 2 items, 3.0/5 on average. Most rated categories: Drama. "
+        "Rated highest: Film a (1990). Rated lowest: Film b (1990)."
+    )
+    # 5, 3, 1: the middle film is a like (top two above the lowest), never a dislike as well
+    assert profile(5, 3, 1).endswith("Rated highest: Film a (1990); Film b (1990). Rated lowest: Film c (1990).")
+    # 5, 5, 2, 2 rated at times 100, 99, 98, 97: likes most recent first, dislikes oldest first among equals
+    assert profile(5, 5, 2, 2).endswith(
+        "Rated highest: Film a (1990); Film b (1990). Rated lowest: Film d (1990); Film c (1990)."
+    )
 
 
 def test_tau_b_with_ties_by_hand():

@@ -48,6 +48,6 @@ def build_messages(row: LLMRecRow) -> list[dict]:
         parts.append(f"Review: {row.review}")
     if row.candidates:
         parts.append("Candidates:\n" + "\n".join(c["title"] for c in row.candidates))
-    parts.append(FORMATS[row.task].format(scale=scale_text(row.scale).replace("-", " to ", 1)))
+    parts.append(FORMATS[row.task].format(scale=scale_text(row.scale)))
     system = RATINGS_SYSTEM_PROMPT.format(domain=row.domain) if ratings_only else SYSTEM_PROMPT
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]

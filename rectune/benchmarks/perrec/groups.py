@@ -14,7 +14,9 @@ Construction (:func:`find_groups`, :func:`attach_prompts`), following the paper 
   shared item (``past_only``; otherwise any other item) by BM25 against the shared item's title
   and categories (IDF over all items), most recent first on ties. Retrieval text leaves the
   title's year out: a year token is rare, so it would outscore every shared genre. The profile
-  summarises the same earlier ratings; the shown mean is over all the user's other ratings, the
+  summarises the same earlier ratings in plain words at any count (one rating, equal ratings); a
+  user with none shows the profile ``No earlier ratings.`` (counted in ``stats.json`` as
+  ``members_without_earlier_ratings``); the shown mean is over all the user's other ratings, the
   mean the relative rating is defined by;
 * difficulty: one point per user beyond two, plus one when the closest two relative ratings
   are less than ``close_gap`` (1.0) apart; 0 points = ``easy``, 1 = ``medium``, 2+ = ``hard``.
@@ -58,6 +60,7 @@ class GroupSettings:
     past_only: bool = True
 
 
+NO_EARLIER = "No earlier ratings."  # the profile of a user who rated nothing (shown) before the shared item
 GAP_TOLERANCE = 1e-9  # ratings are decimals: 4.6 - 4.0 = 0.5999999999999996 must not pass or fail by rounding
 
 
@@ -163,17 +166,27 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
 
 
 def _profile(others: list[Review], items: dict[str, CatalogItem], scale: list[float] | None) -> str:
-    """A template summary of a user's other ratings: volume, mean, top categories, likes, dislikes."""
-    mean = sum(r.rating for r in others) / len(others)
-    categories = Counter(c for r in others for c in (items[r.item].categories if r.item in items else []))
-    ranked = sorted(others, key=lambda r: (-r.rating, -r.timestamp))
-    liked = "; ".join(item_title(items, r.item) for r in ranked[:2])
-    disliked = "; ".join(item_title(items, r.item) for r in ranked[::-1][:2])
+    """A template summary of a user's earlier ratings: volume, mean, top categories, likes, dislikes,
+    worded for any count (one rating, all ratings equal) and never naming an item as both."""
     top = scale[1] if scale else 5
-    parts = [f"Rated {len(others)} items, {mean:.1f}/{top:g} on average."]
+    categories = Counter(c for r in others for c in (items[r.item].categories if r.item in items else []))
+    ratings = {r.rating for r in others}
+    if len(others) == 1:
+        (only,) = others
+        parts = [f"Rated 1 item: {item_title(items, only.item)}, {rating_text(only.rating)}/{top:g}."]
+    elif len(ratings) == 1:
+        parts = [f"Rated {len(others)} items, all {rating_text(others[0].rating)}/{top:g}."]
+    else:
+        mean = sum(r.rating for r in others) / len(others)
+        parts = [f"Rated {len(others)} items, {mean:.1f}/{top:g} on average."]
     if categories:
         parts.append(f"Most rated categories: {', '.join(c for c, _ in categories.most_common(3))}.")
-    parts.append(f"Rated highest: {liked}. Rated lowest: {disliked}.")
+    if len(ratings) > 1:
+        ranked = sorted(others, key=lambda r: (-r.rating, -r.timestamp))
+        liked = [r for r in ranked[:2] if r.rating > min(ratings)]
+        disliked = [r for r in ranked[::-1] if r.rating < max(ratings) and r not in liked][:2]
+        parts.append(f"Rated highest: {'; '.join(item_title(items, r.item) for r in liked)}.")
+        parts.append(f"Rated lowest: {'; '.join(item_title(items, r.item) for r in disliked)}.")
     return " ".join(parts)
 
 
@@ -211,7 +224,7 @@ def attach_prompts(
                     "user": member.user,
                     "mean_rating": round(mean, 3),
                     "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
-                    "profile": _profile(shown, items, scale) if settings.profile and shown else None,
+                    "profile": (_profile(shown, items, scale) if settings.profile else None) if shown else NO_EARLIER,
                     "rating": member.rating,
                     "relative_rating": round(member.relative, 4),
                 }
@@ -258,6 +271,8 @@ def stats(train: list[Group], test: list[Group], reviews: list[Review], settings
     def counts(groups: list[Group]) -> dict:
         return {
             "groups": len(groups),
+            # users shown with NO_EARLIER: nothing rated before the shared item (or all of it held out)
+            "members_without_earlier_ratings": sum(u["profile"] == NO_EARLIER for g in groups for u in g.users),
             "items": len({g.item for g in groups}),
             "by_size": dict(sorted(Counter(str(len(g.members)) for g in groups).items())),
             "by_difficulty": {d: sum(g.difficulty == d for g in groups) for d in DIFFICULTIES},

@@ -13,7 +13,7 @@ SYSTEM_PROMPT = (
     "usual taste, from their profiles and their ratings of related items."
 )
 INSTRUCTIONS = {
-    "pointwise": "How would the user rate the item on a {scale} scale? Answer with the rating only.",
+    "pointwise": "How would the user rate the item, on a scale from {scale}? Answer with the rating only.",
     "pairwise": "Which user liked the item more, relative to their own average rating? Answer with A or B only.",
     "listwise": (
         "Rank the users from the one who liked the item most, relative to their own average rating, to the one "
