@@ -83,6 +83,36 @@ def _age_code(age: int) -> str:
     return max((code for code in AGE_BANDS if int(code) <= age), key=int)
 
 
+# titles in the releases' spelling: "Harbor, The (1995)", alternate titles in parentheses
+ADJECTIVES = ("Silent", "Crimson", "Last", "Broken", "Golden", "Hidden", "Wild", "Midnight", "Lonely", "Frozen",
+              "Burning", "Distant", "Secret", "Endless", "Hollow", "Bright", "Falling", "Restless", "Savage", "Quiet",
+              "Iron", "Velvet", "Electric", "Forgotten", "Northern", "Bitter", "Sweet", "Dark", "Lucky",
+              "Little")  # fmt: skip
+NOUNS = ("Harbor", "Garden", "Empire", "Letter", "Mirror", "Station", "Kingdom", "River", "Summer", "Promise",
+         "Horizon", "Stranger", "Island", "Journey", "Witness", "Carnival", "Frontier", "Orchard", "Circus", "Lantern",
+         "Voyage", "Tide", "Season", "Border", "Canyon", "Ballad", "Heist", "Signal", "Shadow", "Bridge",
+         "Passage", "Window", "Dream", "Country", "Highway", "Harvest", "Winter", "Thief", "Song",
+         "Affair")  # fmt: skip
+ALTERNATES = ("Cité des enfants perdus, La", "Yao a yao yao dao waipo qiao", "Boot, Das", "Ladri di biciclette",
+              "Jules et Jim", "Ying xiong", "Fabuleux destin d'Amélie Poulain, Le", "Lola rennt")  # fmt: skip
+
+
+def catalog_title(index: int, year: int) -> str:
+    """The ``index``-th (from 0) distinct title, spelled as MovieLens spells titles: trailing articles
+    (``Harbor, The``), now and then an alternate title in parentheses, then the year."""
+    base = f"{ADJECTIVES[index % len(ADJECTIVES)]} {NOUNS[index // len(ADJECTIVES) % len(NOUNS)]}"
+    if index >= len(ADJECTIVES) * len(NOUNS):
+        base += f" {index // (len(ADJECTIVES) * len(NOUNS)) + 1}"  # sequels keep every title distinct
+    form = index % 10
+    if form in (0, 3):
+        base = f"{base}, The"
+    elif form == 5:
+        base = f"{base}, A"
+    elif form == 7:
+        base = f"{base} ({ALTERNATES[index // 10 % len(ALTERNATES)]})"
+    return f"{base} ({year})"
+
+
 TAGS = ("atmospheric", "twist ending", "dark comedy", "based on a book", "visually appealing", "quirky",
         "thought-provoking", "classic", "funny", "space", "time travel", "heist", "cult film", "slow")  # fmt: skip
 
@@ -90,13 +120,16 @@ TAGS = ("atmospheric", "twist ending", "dark comedy", "based on a book", "visual
 def synthetic(
     n_users: int, n_items: int, n_ratings: int, *, half_stars: bool = False, tagged: float = 0.0, seed: int = 0
 ) -> World:
-    """A world with genre tastes (users rate their genres more and higher), years 1930-2018, a few
-    duplicated titles, and timestamps that tie within a user now and then (as real logs do)."""
+    """A world with genre tastes (users rate their genres more and higher), years 1930-2018, titles in
+    the releases' spelling, every 400th film listed again under a second id (as ml-100k lists 18), and
+    ratings in bursts as in real MovieLens logs: sessions of many ratings seconds apart (one in ten in
+    the same second as the one before), a new session days or weeks later now and then, users starting
+    within about seven months (ml-100k's span)."""
     rng = random.Random(seed)
     genres = [g for g in GENRES_100K if g != "unknown"]
     movies = []
     for index in range(1, n_items + 1):
-        title = f"Film {index} ({rng.randint(1930, 2018)})" if index % 400 else movies[index - 2][1]
+        title = catalog_title(len(movies), rng.randint(1930, 2018)) if index % 400 else movies[index - 2][1]
         movies.append((str(index), title, rng.sample(genres, rng.randint(1, 3))))
     by_genre: dict[str, list[int]] = {g: [] for g in genres}
     for position, (_, _, movie_genres) in enumerate(movies):
@@ -111,13 +144,16 @@ def synthetic(
         while len(chosen) < min(per_user, n_items):
             pool = by_genre[rng.choice(taste)] if rng.random() < 0.7 else range(n_items)
             chosen.add(rng.choice(pool))
-        clock = 880_000_000 + rng.randint(0, 10**8)
-        for position in sorted(chosen, key=lambda _: rng.random()):
+        clock = 875_000_000 + rng.randint(0, 200 * 86400)
+        for n, position in enumerate(sorted(chosen, key=lambda _: rng.random())):
             item, _, movie_genres = movies[position]
             liked = len(set(movie_genres) & set(taste))
             stars = min(5.0, max(0.5 if half_stars else 1.0, rng.gauss(2.8 + 0.7 * liked, 1.0)))
             stars = round(stars * 2) / 2 if half_stars else float(round(stars))
-            clock += 0 if rng.random() < 0.1 else rng.randint(1, 5 * 86400)  # 10 %: the same second as the last
+            if n and rng.random() < 0.05:
+                clock += rng.randint(1, 40) * 86400  # a new session, days to weeks later
+            else:
+                clock += 0 if rng.random() < 0.1 else rng.randint(5, 180)  # same session; 10 %: the same second
             ratings.append((user, item, stars, clock))
     tags = [
         (str(rng.randint(1, n_users)), item, rng.choice(TAGS), 1_500_000_000 + n)

@@ -295,3 +295,35 @@ def test_rewrite_with_a_local_model_keeps_names(tmp_path, tiny_model):
         outputs[name] = json.loads((tmp_path / name / "dataset/movie/ExplicitQuery.json").read_text())
     assert outputs["plain"]  # same seed, same records: the random model's rewrites all lost a name
     assert outputs["rewritten"] == outputs["plain"]
+
+
+def test_year_queries_neither_leak_nor_contradict_the_year():
+    """Implicit Year queries must not print the hidden year (in a referenced title's "(1995)"), misinformed
+    ones must not state the true year beside the false one, and a title two films share is never a Year
+    reference (without its year it would be ambiguous)."""
+    films = [(str(n), title, year, genre) for n, (title, year, genre) in enumerate([
+        ("Heat", 1995, "Crime"), ("Casino", 1995, "Crime"), ("Se7en", 1995, "Crime"), ("Hamlet", 1996, "Drama"),
+        ("Hamlet", 1948, "Drama"), ("Fargo", 1996, "Crime"), ("Scream", 1996, "Horror"), ("Twister", 1996, "Drama"),
+        ("Usual Suspects, The", 1995, "Crime"), ("Evita", 1996, "Drama"), ("Vertigo", 1958, "Drama"),
+    ])]  # fmt: skip
+    items = [CatalogItem(i, f"{t} ({y})", {"Year": [str(y)], "Genre": [g]}) for i, t, y, g in films]
+    ids = [i for i, *_ in films]
+    histories = {user: ids[shift:] + ids[:shift] for shift, user in enumerate("abcdefgh")}
+    builder = BenchmarkBuilder(items, BuildSettings(seed=1, queries_per_user=4, anchor_relations=("Year",)))
+    records = builder.condition_queries(histories)
+    assert records["implicit"] and records["misinformed"]
+    for record in records["implicit"]:
+        (hint,) = record["multihop_info"]
+        assert hint["relation"] == "Year" and not hint["movie"].startswith("Hamlet")
+        for key in ("direct_description_query", "situational_description_query"):
+            assert hint["person"] not in record[key]  # the hidden year appears nowhere
+        assert "release year of " in record["direct_description_query"]
+    for record in records["misinformed"]:
+        (claim,) = record["misinformed"]
+        assert not claim["movie"].startswith("Hamlet")
+        assert claim["original person"] not in record["query"] and claim["person"] in record["query"]
+    # natural titles: "The Usual Suspects (1995)", never the catalog's "Usual Suspects, The"
+    texts = json.dumps(records)
+    assert "Usual Suspects, The" not in texts
+    counts = builder.explain_counts(records)
+    assert counts["by_task"]["implicit"]["kept"] == len(records["implicit"])

@@ -132,7 +132,7 @@ def test_perrec_history_is_rated_before_the_shared_item(tmp_path):
     run_script("data_prep/perrecbench.py", "--reviews", folder, "--domain", "movies", "--min-history", "5",
                "--test-size", "0.3", "--out", out)  # fmt: skip
     when = {(r.user, r.item): r.timestamp for r in read_reviews(folder)}
-    titles = {item.title: item.id for item in read_items(folder).values()}
+    titles = {item.name: item.id for item in read_items(folder).values()}  # prompts show natural titles
     rows = read_jsonl(out / "test.jsonl")
     shown = 0
     for row in rows:

@@ -240,7 +240,7 @@ def group_rows(
 ) -> list[PerRecRow]:
     """The group's pointwise, pairwise and listwise rows."""
     info = items.get(group.item) or CatalogItem(group.item, item_title(items, group.item))
-    item = {"id": info.id, "title": info.title, "categories": info.categories, "description": info.description}
+    item = {"id": info.id, "title": info.name, "categories": info.categories, "description": info.description}
 
     def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
         row_id = f"{group.id}/{task}" + (f"/{suffix}" if suffix else "")
