@@ -44,6 +44,7 @@ from rectune.generation import GenerationSettings, generate, generate_vllm
 from rectune.io import RecTuneError
 from rectune.outputs import lock_output
 from rectune.provenance import git_commit
+from rectune.schema import benchmark_of
 
 
 def parse_args() -> argparse.Namespace:
@@ -66,7 +67,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument(
-        "--max-new-tokens", type=int, default=None, help="default: 256 (hf, vllm); 2000 (openai*, as the authors)"
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="default: the benchmark's longest answer for hf and vllm (RecBench+ 160, PerRecBench 16, LLMRec 96); "
+        "2000 for openai* (the authors' max_tokens)",
     )
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -116,7 +121,10 @@ def main() -> None:
     if args.concurrency < 1 or args.max_retries < 0 or args.request_timeout <= 0:
         raise RecTuneError("--concurrency must be at least 1, --max-retries at least 0, --request-timeout positive")
     variant = prompt_variant(args.data, args.with_history, args.k)
-    max_new_tokens = args.max_new_tokens or (2000 if args.backend.startswith("openai") else 256)
+    # endpoints: the authors' max_tokens; local generation: the benchmark's longest answer (fits a CPU)
+    max_new_tokens = args.max_new_tokens or (
+        2000 if args.backend.startswith("openai") else benchmark_of(args.data).answer_tokens
+    )
     settings = GenerationSettings(
         args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed, tuple(args.stop)
     )

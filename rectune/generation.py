@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,7 +28,9 @@ def generate(
     """Yield ``[(prompt index, completion), ...]`` batch by batch, longest prompts first.
 
     Sorting by length keeps padding small; the longest batch comes first so running out of
-    memory shows at once, not at the end.
+    memory shows at once, not at the end. The progress bar's own estimate extrapolates from batches
+    whose answers may have ended early; beside it stands the most the rest can take
+    (:func:`time_left_bound`), measured on the batches so far.
     """
     texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -38,6 +42,7 @@ def generate(
             batch = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True, add_special_tokens=False)
             batch = batch.to(model.device)
             sampling = {"temperature": settings.temperature, "top_p": settings.top_p} if settings.do_sample else {}
+            started = time.perf_counter()
             with torch.no_grad():
                 output = model.generate(
                     **batch,
@@ -48,8 +53,21 @@ def generate(
                 )
             new_tokens = output[:, batch["input_ids"].shape[1] :]
             completions = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            per_step = (time.perf_counter() - started) / max(new_tokens.shape[1], 1)
+            left = time_left_bound(per_step, len(order) - start - len(indices), settings)
+            progress.set_postfix_str(
+                f"at most {tqdm.format_interval(left)} left at {settings.max_new_tokens} tokens an answer",
+                refresh=False,
+            )
             progress.update(len(indices))
             yield list(zip(indices, completions, strict=True))
+
+
+def time_left_bound(seconds_per_step: float, queries_left: int, settings: GenerationSettings) -> float:
+    """The longest the remaining queries can take: every batch decoding ``max_new_tokens`` steps at the
+    measured cost of a step. Later batches hold shorter prompts (longest first), so their steps cost no
+    more; an answer that stops early only makes the rest quicker."""
+    return seconds_per_step * settings.max_new_tokens * math.ceil(queries_left / settings.batch_size)
 
 
 def generate_vllm(

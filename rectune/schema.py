@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rectune.benchmarks import UNNAMED_ROWS, get_benchmark, names
+from rectune.benchmarks import UNNAMED_ROWS, Benchmark, get_benchmark, names
 from rectune.io import DataError, RecTuneError, numbered_jsonl
 
 
@@ -105,6 +105,14 @@ class RowChecker:
             if key not in value:
                 raise self.fail(name, f"has no {key!r}")
         return value
+
+
+def benchmark_of(path: str | os.PathLike) -> Benchmark:
+    """The benchmark of a rows file, from its first row (the whole file is checked when it is loaded)."""
+    for _, raw in numbered_jsonl(path):
+        name = raw.get("benchmark", UNNAMED_ROWS)
+        return get_benchmark(name if isinstance(name, str) else None)
+    raise DataError(path, "no rows")
 
 
 def load_rows(path: str | os.PathLike) -> list[Any]:

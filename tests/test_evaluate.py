@@ -4,6 +4,7 @@ import csv
 import glob
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from conftest import read_jsonl, run_script, wandb_run, write_recipe
 from rectune.benchmarks.recbench.prompts import build_messages
 from rectune.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.evaluation import prompt_variant, run_generation
-from rectune.generation import GenerationSettings, generate
+from rectune.generation import GenerationSettings, generate, time_left_bound
 from rectune.io import DataError
 from rectune.schema import load_rows
 
@@ -79,6 +80,26 @@ def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
     single = dict(pair for batch in generate(model, tokenizer, prompts, alone) for pair in batch)
     assert sorted(batched) == list(range(len(prompts)))
     assert batched == single
+
+
+def test_progress_states_the_most_the_rest_can_take(tiny_model, movie_data, capsys):
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
+    list(generate(model, tokenizer, prompts, GenerationSettings(batch_size=4, max_new_tokens=8)))
+    assert re.search(r"at most \d\d:\d\d left at 8 tokens an answer", capsys.readouterr().err)
+
+
+def test_time_left_bound_by_hand():
+    # 0.5 s a decoding step, 20 queries left in batches of 8: 3 batches of up to 256 steps = 384 s
+    assert time_left_bound(0.5, 20, GenerationSettings(batch_size=8, max_new_tokens=256)) == 384.0
+    assert time_left_bound(0.5, 0, GenerationSettings()) == 0.0
+
+
+def test_default_answer_length_is_the_benchmarks(tmp_path, tiny_model, movie_data):
+    out = tmp_path / "report"
+    run_script("evaluate/run.py", "--model", tiny_model, "--data", movie_data / "test.jsonl", "--out", out,
+               "--limit", "2", "--no-wandb")  # fmt: skip
+    assert json.loads((out / "config.json").read_text())["generation"]["max_new_tokens"] == 160  # RecBench+
 
 
 def test_resume_after_an_interruption(tmp_path, movie_data):

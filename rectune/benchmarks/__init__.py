@@ -135,6 +135,9 @@ class Benchmark(ABC):
     # metric -> function applied to the mean of the unit values (RMSE: the root of the mean squared error)
     metric_transforms: ClassVar[dict[str, Callable[[float], float]]] = {}
     conventions: ClassVar[tuple[str, ...]] = ("default",)  # metric conventions :meth:`score` knows
+    # local generation's default --max-new-tokens: room for the longest reference answer, no more (every
+    # batch decodes until its longest answer ends, so a generous limit costs time on a CPU)
+    answer_tokens: ClassVar[int] = 256
 
     def load_row(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> Any:
         """Validate one raw row; errors name file, line and field."""

@@ -15,6 +15,7 @@ from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
 
 class PerRecBench(Benchmark):
     name = NAME
+    answer_tokens = 16  # a rating, a letter or "B > A > C > D"
     row_type = PerRecRow
     tasks = TASKS
     metrics = {
