@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from conftest import read_jsonl, run_script
+from conftest import ROOT, read_jsonl, run_script
 
 from perf.movielens_world import ALTERNATES, LAYOUTS, synthetic, write
 from rectune.benchmarks import get_benchmark
@@ -169,3 +169,32 @@ def test_llmrec_rows(release):
     for task in ("rating", "sequential", "direct"):
         for text in texts_of(out / f"train_sft_{task}.jsonl"):
             assert_reads_naturally(text, f"{layout} llmrec {task}")
+
+
+README_START, README_END = "<!-- movielens-examples -->", "<!-- /movielens-examples -->"
+
+
+def example_rows(prepared) -> str:
+    """The first test row of each RecBench+ query type, trimmed to what a reader needs, as README shows them."""
+    rows = {}
+    for row in load_rows(prepared / "test.jsonl"):
+        rows.setdefault(row.task, row)
+    lines = []
+    for task in ("explicit", "implicit", "misinformed", "interest", "demographics"):
+        row = rows[task].to_dict()
+        shown = {k: row[k] for k in ("id", "query", "conditions", "multihop", "misinformation") if row.get(k)}
+        shown["ground_truth"] = row["ground_truth"][:3] + (["..."] if len(row["ground_truth"]) > 3 else [])
+        lines.append(json.dumps(shown, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def test_readme_shows_rows_built_from_the_fixture_release(tmp_path):
+    """README's MovieLens examples are this build's rows (an ML-1M-layout release of the audit's world)."""
+    folder = write(tmp_path / "ml", "ml-1m", world_for("ml-1m"))
+    run_script("data_prep/build_benchmark.py", "--movielens", folder, "--out", tmp_path / "release")
+    run_script("data_prep/recbench.py", "--src", tmp_path / "release", "--domain", "movie", "--kg",
+               tmp_path / "release" / "kg.jsonl", "--test-size", "1.0", "--out", tmp_path / "prepared")  # fmt: skip
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split(README_START)[1].split(README_END)[0].strip().removeprefix("```json").removesuffix("```")
+    expected = example_rows(tmp_path / "prepared")
+    assert shown.strip() == expected, f"README's MovieLens examples should read:\n{expected}"
