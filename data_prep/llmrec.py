@@ -9,8 +9,10 @@ and a MovieLens folder gives its own). Ratings-only sources (MovieLens) give the
 sequential and direct tasks: explanation and summarisation need review texts and are skipped,
 with a warning and a note in stats.json. Users and items are cut to the 5-core, each user's
 last review is held out (test.jsonl) and the one before it is the training target. Writes
-train_sft_T.jsonl / train_rft_T.jsonl for each task T and for the mix of all five, test.jsonl,
-catalog.jsonl (titles the ranking answers are matched against) and stats.json.
+canonical rows, each once: train.jsonl, valid.jsonl, test.jsonl, plus catalog.jsonl (titles the
+ranking answers are matched against) and stats.json. Recipes name the training views
+train_sft_T.jsonl / train_rft_T.jsonl for each task T or the mix of all (train_sft_mix.jsonl),
+valid_sft.jsonl, valid_rft.jsonl: training derives them from the rows (rectune/training_data.py).
 """
 
 import argparse
@@ -98,16 +100,8 @@ def main() -> None:
     }
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
-        for task in [*args.tasks, "mix"]:
-            rows = [r for r in train if task in (r.task, "mix")]
-            if task == "mix":
-                random.Random(args.seed).shuffle(rows)
-            write_jsonl(staging / f"train_sft_{task}.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows))
-            write_jsonl(staging / f"train_rft_{task}.jsonl", BENCHMARK.rft_examples(rows, {}))
-        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in valid))
-        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, {}) for r in valid))
-        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(valid, {}))
-        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
+        for split, rows in (("train", train), ("valid", valid), ("test", test)):  # training views derive from these
+            write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in rows))
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"LLMRec {args.domain}", BENCHMARK.name)
     core = summary["core"]

@@ -5,11 +5,13 @@
 
 --reviews takes Amazon 2023 JSONL, Amazon 2014/2018 JSON (.gz too) or any MovieLens release (a
 folder, or its ratings file); --items the matching metadata or movies file (optional: a MovieLens
-folder gives its own; else titles fall back to item ids). Writes, for each format F in
-pointwise/pairwise/listwise, train_sft_F.jsonl and train_rft_F.jsonl (a recipe mixes formats by
-listing several files under `datasets`), valid*.jsonl, test.jsonl (canonical rows of every format)
-and stats.json. Groups are split by their shared item, so no item is in both splits. Rows carry
-the source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
+folder gives its own; else titles fall back to item ids). Writes canonical rows of every format,
+each group once: train.jsonl, valid.jsonl, test.jsonl, and stats.json. Recipes name the training
+views train_sft_F.jsonl / train_rft_F.jsonl for F in pointwise/pairwise/listwise (a recipe mixes
+formats by listing several), valid_sft.jsonl, valid_rft.jsonl: training derives them from the rows
+(rectune/training_data.py), so no prompt is stored twice. Groups are split by their shared item,
+so no item is in both splits. Rows carry the source's rating scale (MovieLens half stars: 0.5-5)
+when it is not 1-5.
 """
 
 import argparse
@@ -20,7 +22,6 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.prompts import LABELS
-from rectune.benchmarks.perrec.rows import TASKS
 from rectune.cli import fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
@@ -90,20 +91,12 @@ def main() -> None:
         for split, part in (("train", train), ("valid", valid), ("test", test))
     }
 
-    rft = BENCHMARK.rft_examples(rows["train"], {})
     summary = groups.stats(train, test, reviews, settings)
     summary.update(source_facts, valid_groups=len(valid))
     summary["rating_scale"] = rating_scale.as_list()
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
-        for task in TASKS:
-            keep = [i for i, r in enumerate(rows["train"]) if r.task == task]
-            sft = (BENCHMARK.sft_example(rows["train"][i], {}) for i in keep)
-            write_jsonl(staging / f"train_sft_{task}.jsonl", sft)
-            write_jsonl(staging / f"train_rft_{task}.jsonl", (rft[i] for i in keep))
-        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in rows["valid"]))
-        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, {}) for r in rows["valid"]))
-        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(rows["valid"], {}))
-        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in rows["test"]))
+        for split in ("train", "valid", "test"):  # training views are derived from these rows
+            write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in rows[split]))
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name)
 

@@ -1,14 +1,29 @@
-"""Training data: the prepared files a recipe names, checked row by row, loaded as TRL datasets."""
+"""Training data: the prepared files a recipe names, checked row by row, loaded as TRL datasets.
+
+Data_prep folders store each row once, as canonical rows (``train.jsonl``, ``valid.jsonl``). The
+training files a recipe names are *views* of them, derived when training starts by the benchmark's
+own prompt functions: ``train_sft_pointwise.jsonl`` is the SFT examples of ``train.jsonl``'s
+pointwise rows, ``train_rft_mix.jsonl`` (or ``train_rft.jsonl``) the RFT prompts of all its rows,
+``valid_sft.jsonl`` those of ``valid.jsonl``. A file that exists is read as it is, so folders
+prepared before views (which stored every view) still load.
+"""
 
 from __future__ import annotations
 
+import atexit
+import copy
 import os
+import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from rectune.benchmarks import get_benchmark
-from rectune.io import DataError, RecTuneError, numbered_jsonl
+from rectune.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
 from rectune.recipes import RunArguments
+
+VIEW = re.compile(r"^(train|valid)_(sft|rft)(?:_(\w+))?\.jsonl$")  # split, kind, task (absent or mix: all)
 
 
 def use_train_data(mixture: Any, train_data: str | None, kind: str) -> None:
@@ -32,6 +47,8 @@ def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
         if (path / name).is_file():
             return path / name
     found = sorted(path.glob(f"{prefix}_*.jsonl"))
+    if not found and view_source(path / f"{prefix}.jsonl") is not None:
+        return path / f"{prefix}.jsonl"  # a view of all the split's rows, derived when loaded
     if len(found) != 1:
         listed = ", ".join(p.name for p in found) or "none"
         raise DataError(path, f"no single {prefix}*.jsonl here (found: {listed}); name the file")
@@ -51,10 +68,72 @@ def data_files(mixture: Any) -> list[Path]:
             names = list(names.values())
         for name in [names] if isinstance(names, str) else names:
             path = Path(name)
-            if not path.is_file():
+            if not path.is_file() and view_source(path) is None:
                 raise DataError(path, "training data file not found (run data_prep first?)")
             files.append(path)
     return files
+
+
+def view_source(path: Path) -> tuple[Path, str, str | None] | None:
+    """For a view name whose file does not exist: the canonical rows it derives from, its kind and task."""
+    match = VIEW.match(path.name)
+    if match is None or path.is_file():
+        return None
+    rows = path.parent / f"{match[1]}.jsonl"
+    return (rows, match[2], None if match[3] in (None, "mix") else match[3]) if rows.is_file() else None
+
+
+def view_examples(path: Path) -> list[dict]:
+    """The examples of the view ``path`` (see the module docstring), in the rows' order; RFT labels are
+    computed over the whole split, so a group's labels see all its rows."""
+    from rectune.schema import load_rows
+
+    rows_path, kind, task = view_source(path)
+    if rows_path.stat().st_size == 0:  # an empty split (no validation share): an empty view, as stored before
+        return []
+    rows = load_rows(rows_path)
+    stats = rows_path.parent / "stats.json"
+    variant = read_json(stats).get("prompt", {}) if stats.is_file() else {}  # RecBench+'s prompt options
+    benchmark = get_benchmark(rows[0].benchmark)
+    wanted = [task in (None, row.task) for row in rows]
+    if not any(wanted):
+        raise DataError(path, f"{rows_path.name} holds no {task!r} rows (tasks: {', '.join(benchmark.tasks)})")
+    if kind == "sft":
+        return [benchmark.sft_example(row, variant) for row, keep in zip(rows, wanted, strict=True) if keep]
+    examples = benchmark.rft_examples(rows, variant)
+    return [example for example, keep in zip(examples, wanted, strict=True) if keep]
+
+
+_derived: list[Path] = []
+
+
+def _derived_folder() -> Path:
+    """A private folder for this process's derived views, removed at exit."""
+    if not _derived:
+        _derived.append(Path(tempfile.mkdtemp(prefix="rectune-views-")))
+        atexit.register(shutil.rmtree, _derived[0], ignore_errors=True)
+    return _derived[0]
+
+
+def materialise_views(mixture: Any, kind: str) -> None:
+    """Point the mixture's view names at derived files TRL's loader can read (the prepared folder is only read)."""
+    for dataset in mixture.datasets:
+        names = dataset.data_files
+        if names is None or isinstance(names, dict):
+            continue
+        resolved = []
+        for name in [names] if isinstance(names, str) else names:
+            source = view_source(Path(name))
+            if source is None:
+                resolved.append(name)
+                continue
+            if source[1] != kind:
+                raise DataError(name, f"an {source[1].upper()} view, but this is {kind.upper()} training")
+            folder = _derived_folder()
+            target = folder / f"{len(list(folder.iterdir()))}-{Path(name).name}"
+            write_jsonl(target, view_examples(Path(name)))
+            resolved.append(str(target))
+        dataset.data_files = resolved[0] if isinstance(names, str) else resolved
 
 
 def check_examples(path: Path, kind: str) -> None:
@@ -104,7 +183,10 @@ def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -
     from trl import get_dataset
 
     for path in data_files(mixture):
-        check_examples(path, kind)
+        if path.is_file():
+            check_examples(path, kind)
+    mixture = copy.deepcopy(mixture)  # the recipe's own keeps naming the prepared folder
+    materialise_views(mixture, kind)
     dataset = get_dataset(mixture)["train"]
     if kind == "sft":
         dataset = dataset.map(

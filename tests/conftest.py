@@ -32,6 +32,13 @@ def pytest_collection_modifyitems(items):
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
 
 
+def read_view(path) -> list[dict]:
+    """A training file as training reads it: the file itself, or the view derived from the folder's rows."""
+    from rectune.training_data import view_examples
+
+    return read_jsonl(path) if Path(path).is_file() else view_examples(Path(path))
+
+
 def read_jsonl(path) -> list[dict]:
     """Every JSON object of a JSONL file (the files under test)."""
     from rectune.io import numbered_jsonl

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import RELEASE, ROOT, read_jsonl, run_script
+from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -15,8 +15,8 @@ def user_text(example: dict) -> str:
 def test_recbench_test_queries_are_not_training_prompts(tmp_path):
     run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", tmp_path, "--test-size", "0.5")
     test = read_jsonl(tmp_path / "test.jsonl")
-    train_prompts = [user_text(e) for e in read_jsonl(tmp_path / "train_sft.jsonl")]
-    rft_prompts = [user_text(e) for e in read_jsonl(tmp_path / "train_rft.jsonl")]
+    train_prompts = [user_text(e) for e in read_view(tmp_path / "train_sft.jsonl")]
+    rft_prompts = [user_text(e) for e in read_view(tmp_path / "train_rft.jsonl")]
     assert test and train_prompts and len(train_prompts) == len(rft_prompts)
     for row in test:
         query = row["query"].strip().casefold()
@@ -47,7 +47,7 @@ def test_perrec_test_items_are_never_trained_on(tmp_path):
     )  # fmt: skip
     test_titles = {row["item"]["title"] for row in read_jsonl(out / "test.jsonl")}
     train = [row for kind in ("sft", "rft") for task in ("pointwise", "pairwise", "listwise")
-             for row in read_jsonl(out / f"train_{kind}_{task}.jsonl")]  # fmt: skip
+             for row in read_view(out / f"train_{kind}_{task}.jsonl")]  # fmt: skip
     assert len(test_titles) == 1 and train  # the split really split: one film on each side
     for example in train:
         assert not any(title in user_text(example) for title in test_titles), user_text(example)
@@ -59,7 +59,7 @@ def test_llmrec_a_users_test_item_is_not_in_their_training_rows(tmp_path):
         FIXTURES / "amazon/meta_2018.json", "--domain", "beauty", "--out", tmp_path, "--num-candidates", "4",
     )  # fmt: skip
     test = read_jsonl(tmp_path / "test.jsonl")
-    train = read_jsonl(tmp_path / "train_rft_mix.jsonl")
+    train = read_view(tmp_path / "train_rft_mix.jsonl")
     held_out = {row["user"]: row["item"] for row in test}
     assert held_out and train
     for example in train:

@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script, wandb_run
+from conftest import ROOT, one_step_grpo_recipe, read_jsonl, read_view, run_script, wandb_run
 
 from rectune.benchmarks import Resources
 from rectune.benchmarks.llmrec import build, prompts, rewards, scoring
@@ -62,12 +62,12 @@ def test_leave_one_out_rows_in_both_formats(prepared):
     assert sorted(ids) == ["I1", "I6"]  # the target plus unreviewed items: U1 left only I1 (fewer than 4)
     assert len(test["direct/U0"].candidates) == 2  # U0 reviewed everything but I0
     assert "candidates" not in test["sequential/U1"].to_dict()
-    rft = {e["id"]: e for e in read_jsonl(prepared / "train_rft_rating.jsonl")}
+    rft = {e["id"]: e for e in read_view(prepared / "train_rft_rating.jsonl")}
     assert (rft["rating/U1"]["item_id"], rft["rating/U1"]["target"]) == ("I5", "2")  # the training target
-    sft = read_jsonl(prepared / "train_sft_rating.jsonl")
+    sft = read_view(prepared / "train_sft_rating.jsonl")
     assert [e["messages"][-1]["content"] for e in sft] == [e["target"] for e in rft.values()]
-    assert len(read_jsonl(prepared / "train_sft_mix.jsonl")) == 30
-    assert read_jsonl(prepared / "train_rft_direct.jsonl")[0]["candidate_ids"]
+    assert len(read_view(prepared / "train_sft_mix.jsonl")) == 30
+    assert read_view(prepared / "train_rft_direct.jsonl")[0]["candidate_ids"]
     assert len(read_jsonl(prepared / "catalog.jsonl")) == 7
 
 

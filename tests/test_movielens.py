@@ -4,7 +4,7 @@ names for ML-1M codes, and the builders on them (no future history, the early st
 import json
 
 import pytest
-from conftest import read_jsonl, run_script
+from conftest import read_jsonl, read_view, run_script
 
 from perf.movielens_world import LAYOUTS, World, synthetic, write
 from rectune import movielens
@@ -160,10 +160,11 @@ def test_llmrec_on_ratings_only_builds_three_tasks_and_says_why(tmp_path):
     result = run_script("data_prep/llmrec.py", "--reviews", folder, "--domain", "movies", "--out", out)
     assert "explanation skipped: the source has ratings only, no review text" in result.stderr
     assert {r["task"] for r in read_jsonl(out / "test.jsonl")} == {"rating", "sequential", "direct"}
-    assert not (out / "train_sft_explanation.jsonl").exists()
+    with pytest.raises(DataError, match="train.jsonl holds no 'explanation' rows"):
+        read_view(out / "train_sft_explanation.jsonl")
     stats = json.loads((out / "stats.json").read_text())
     assert set(stats["skipped_tasks"]) == {"explanation", "summarization"}
-    prompt = read_jsonl(out / "train_sft_rating.jsonl")[0]["messages"]
+    prompt = read_view(out / "train_sft_rating.jsonl")[0]["messages"]
     text = prompt[0]["content"] + prompt[1]["content"]
     assert "recommender system for movies" in text and "earlier ratings" in text
     assert "online shop" not in text and "review" not in text

@@ -23,7 +23,7 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, read_jsonl, run_script
+from conftest import ROOT, one_step_grpo_recipe, read_view, run_script
 from scipy.stats import kendalltau
 
 from rectune.benchmarks import Resources
@@ -277,14 +277,14 @@ def perrec_data(tmp_path_factory):
 def test_data_prep_writes_every_format(perrec_data):
     counts = {}
     for task in ("pointwise", "pairwise", "listwise"):
-        sft = read_jsonl(perrec_data / f"train_sft_{task}.jsonl")
-        rft = read_jsonl(perrec_data / f"train_rft_{task}.jsonl")
+        sft = read_view(perrec_data / f"train_sft_{task}.jsonl")
+        rft = read_view(perrec_data / f"train_rft_{task}.jsonl")
         assert len(sft) == len(rft)
         counts[task] = len(sft)
     # group sizes 3 and 2: pointwise 3 + 2 rows, pairwise 3 + 1, listwise 1 + 1
     assert counts == {"pointwise": 5, "pairwise": 4, "listwise": 2}
     assert not list(perrec_data.glob("*_mix.jsonl"))  # recipes list the three files; no duplicated copy
-    rft = read_jsonl(perrec_data / "train_rft_pointwise.jsonl")
+    rft = read_view(perrec_data / "train_rft_pointwise.jsonl")
     for example in rft:
         assert example["group_relative"][example["position"]] == example["relative"][0]
     stats = json.loads((perrec_data / "stats.json").read_text())

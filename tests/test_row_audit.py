@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT, read_jsonl, run_script
+from conftest import ROOT, read_jsonl, read_view, run_script
 
 from perf.movielens_world import ALTERNATES, LAYOUTS, synthetic, write
 from rectune.benchmarks import get_benchmark
@@ -33,7 +33,7 @@ def release(request, tmp_path_factory):
 def texts_of(path) -> list[str]:
     """Every message (prompt and target) of an SFT or RFT file."""
     found = []
-    for row in read_jsonl(path):
+    for row in read_view(path):
         for message in row.get("messages", row.get("prompt", [])):
             found.append(message["content"])
     return found

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import RELEASE, ROOT, read_jsonl, run_script, write_recipe
+from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script, write_recipe
 
 from rectune.sharing import make_portable, resolve_base
 
@@ -160,8 +160,8 @@ def test_validation_during_training_and_early_stopping(tmp_path, tiny_model):
     data = tmp_path / "data"
     run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--test-size", "0",
                "--valid-size", "0.5")  # fmt: skip
-    train_rows = len(read_jsonl(data / "train_sft.jsonl"))
-    assert read_jsonl(data / "valid_sft.jsonl")
+    train_rows = len(read_view(data / "train_sft.jsonl"))
+    assert read_view(data / "valid_sft.jsonl")
     out = tmp_path / "sft"
     recipe = sft_recipe(
         tmp_path, tiny_model, out, max_steps=6, eval_strategy="steps", eval_steps=1, save_strategy="steps",
@@ -171,7 +171,7 @@ def test_validation_during_training_and_early_stopping(tmp_path, tiny_model):
     state = json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())
     evals = [entry for entry in state["log_history"] if "eval_loss" in entry]
     assert evals and state["global_step"] < 6, result.stderr[-2000:]  # a flat loss stops early
-    assert len(read_jsonl(data / "train_sft.jsonl")) == train_rows  # no training row taken for validation
+    assert len(read_view(data / "train_sft.jsonl")) == train_rows  # no training row taken for validation
 
 
 def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data, monkeypatch):
