@@ -27,7 +27,7 @@ from pathlib import Path
 from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
-from rectune.cli import add_output_arguments, run
+from rectune.cli import add_output_arguments, build_summary, run
 from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
 from rectune.ratings import Review, merge_ratings, read_reviews, read_users
@@ -155,6 +155,7 @@ def main() -> None:
     folder = Path(args.out) / "dataset" / "movie"
     counts = ", ".join(f"{task} {len(recs)}" for task, recs in records.items())
     print(f"{len(items)} items, {len(histories)} users -> {counts} records in {folder}")
+    print(f"wrote {args.out}/: {build_summary(args.out)}")
 
 
 MOVIELENS_ANCHORS = ("Year", "Tag")

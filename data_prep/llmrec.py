@@ -23,7 +23,7 @@ from collections import Counter
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
 from rectune.catalog import catalog_rows
-from rectune.cli import fraction, run
+from rectune.cli import build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
 from rectune.ratings import WHOLE_STARS, add_source_arguments, read_source
@@ -108,7 +108,7 @@ def main() -> None:
     print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
     for task in args.tasks:
         print(f"  {task:14s} train {summary['train'].get(task, 0):6d}  test {summary['test'].get(task, 0):6d}")
-    print(f"wrote {out}/")
+    print(f"wrote {out}/: {build_summary(out)}")
 
 
 if __name__ == "__main__":

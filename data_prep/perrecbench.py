@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.prompts import LABELS
-from rectune.cli import fraction, run
+from rectune.cli import build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
 from rectune.ratings import RatingScale, add_source_arguments, read_source
@@ -104,7 +104,7 @@ def main() -> None:
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")
-    print(f"wrote {out}/")
+    print(f"wrote {out}/: {build_summary(out)}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.catalog import catalog_rows, kg_rows
-from rectune.cli import add_output_arguments, fraction, run
+from rectune.cli import add_output_arguments, build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
 from rectune.sharing import write_dataset_card
@@ -76,7 +76,7 @@ def main() -> None:
     unresolved = summary["unresolved_ground_truth"]
     if unresolved["count"]:
         print(f"  {unresolved['count']} ground-truth titles did not resolve to the catalog (listed in stats.json)")
-    print(f"wrote {out}/")
+    print(f"wrote {out}/: {build_summary(out)}")
 
 
 if __name__ == "__main__":

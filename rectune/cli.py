@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
+import resource
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rectune.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.io import RecTuneError
@@ -91,3 +95,17 @@ def limits(args: argparse.Namespace) -> CompletionLimits:
     if args.max_chars < 1 or args.max_mentions < 1:
         raise RecTuneError("--max-chars and --max-mentions must be at least 1")
     return CompletionLimits(args.max_chars, args.max_mentions)
+
+
+def build_summary(out: str | os.PathLike) -> str:
+    """The line a data_prep script ends with: wall and CPU time since the process started, peak resident
+    memory, and the bytes of the folder it wrote."""
+    written = sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.time() - _STARTED
+    cpu = usage.ru_utime + usage.ru_stime
+    peak_mb = usage.ru_maxrss / 1024  # Linux reports kilobytes
+    return f"done in {wall:.1f} s ({cpu:.1f} CPU-s), peak {peak_mb:.0f} MB resident, {written / 1e6:.1f} MB written"
+
+
+_STARTED = time.time()  # when this module was first imported: the scripts import it at start-up

@@ -2,6 +2,7 @@
 names for ML-1M codes, and the builders on them (no future history, the early stop, ratings-only LLMRec)."""
 
 import json
+import re
 
 import pytest
 from conftest import read_jsonl, read_view, run_script
@@ -159,6 +160,12 @@ def test_llmrec_on_ratings_only_builds_three_tasks_and_says_why(tmp_path):
     out = tmp_path / "out"
     result = run_script("data_prep/llmrec.py", "--reviews", folder, "--domain", "movies", "--out", out)
     assert "explanation skipped: the source has ratings only, no review text" in result.stderr
+    # the summary line: time, peak memory, and the bytes the folder holds
+    written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    summary = re.search(
+        r"done in [\d.]+ s \([\d.]+ CPU-s\), peak (\d+) MB resident, ([\d.]+) MB written", result.stdout
+    )
+    assert summary and int(summary[1]) > 50 and float(summary[2]) == round(written / 1e6, 1)
     assert {r["task"] for r in read_jsonl(out / "test.jsonl")} == {"rating", "sequential", "direct"}
     with pytest.raises(DataError, match="train.jsonl holds no 'explanation' rows"):
         read_view(out / "train_sft_explanation.jsonl")

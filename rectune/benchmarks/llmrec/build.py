@@ -17,6 +17,8 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
 from rectune.movielens import chronological
 from rectune.ratings import RatingScale, Review, item_title
@@ -112,7 +114,7 @@ def build_rows(
     all_items = sorted({r.item for r in kept})
     rng = random.Random(seed)
     train, test = [], []
-    for user in sorted(by_user):
+    for user in tqdm(sorted(by_user), desc="rows", unit="user", disable=None):
         events = by_user[user]
         reviewed = {r.item for r in events}
         train += user_rows(user, events[:-1], items, domain, settings, rng, all_items, reviewed)

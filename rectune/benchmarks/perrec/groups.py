@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from tqdm import tqdm
+
 from rectune.benchmarks.perrec.prompts import LABELS, rating_text
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, NAME, PerRecRow
 from rectune.io import RecTuneError
@@ -139,7 +141,7 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
             by_item.setdefault(review.item, []).append(member)
     window = settings.window_days * 86400
     groups: list[Group] = []
-    for item in sorted(by_item):
+    for item in tqdm(sorted(by_item), desc="grouping", unit="item", disable=None):
         candidates = sorted(by_item[item], key=lambda m: (m.timestamp, m.user))
         used: set[str] = set()
         for first in candidates:
@@ -207,7 +209,7 @@ def attach_prompts(
     by_user = _dedupe(reviews)
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
     bm25 = BM25(corpus)
-    for group in groups:
+    for group in tqdm(groups, desc="prompts", unit="group", disable=None):
         query = corpus[group.item]
         members = list(group.members)
         random.Random(group.id).shuffle(members)  # so the best-liked user is not always A
