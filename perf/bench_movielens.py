@@ -1,17 +1,16 @@
-"""The MovieLens builds on synthetic releases of the public ones' sizes (issue 12's targets).
+"""The MovieLens builds at the releases' sizes, on synthetic releases rated in bursts as real MovieLens
+logs are (``perf/movielens_world.py``): time, peak resident memory and bytes written per build.
 
-* PerRecBench from an ml-100k-sized release (943 users, 1,682 films, 100k ratings): under 150 MB
-  written and under 60 CPU-seconds.
-* build_benchmark.py --movielens on an ml-latest-small-sized release (610 users, 9,742 films,
-  ~100k half-star ratings, tags): under 60 s.
-* LLMRec from the ml-100k-sized release, for reference (no target).
+Targets (issue 26): on an ml-100k-sized release PerRecBench within 20 CPU-s, 400 MB peak, 120 MB
+written; on an ML-1M-sized one each of PerRecBench, LLMRec and the builder within 3 min and 2 GB.
+Figures are measured on synthetic data of the releases' sizes and layouts, not on the releases.
 
-Prints each measurement beside its target and the ratio, from one run.
-
-    python -m perf.bench_movielens
+    python -m perf.bench_movielens                 # ml-100k size
+    python -m perf.bench_movielens --sizes ml-100k ml-1m
 """
 
-import resource
+import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,46 +20,54 @@ from pathlib import Path
 from perf.movielens_world import synthetic, write
 
 ROOT = Path(__file__).resolve().parent.parent
+SIZES = {  # layout, users, films, ratings
+    "ml-100k": ("ml-100k", 943, 1682, 100_000),
+    "ml-1m": ("ml-1m", 6040, 3706, 1_000_209),
+}
+TARGETS = {  # (size, script): (CPU or wall seconds, which, peak MB, MB written)
+    ("ml-100k", "perrecbench.py"): (20, "cpu", 400, 120),
+    ("ml-1m", "perrecbench.py"): (180, "wall", 2000, None),
+    ("ml-1m", "llmrec.py"): (180, "wall", 2000, None),
+    ("ml-1m", "build_benchmark.py"): (180, "wall", 2000, None),
+}
+SUMMARY = re.compile(r"\(([\d.]+) CPU-s\), peak (\d+) MB resident, ([\d.]+) MB written")
 
 
-def measure(script: str, *args: str) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system) of one data_prep script run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def measure(script: str, *args: str) -> tuple[float, float, float, float]:
+    """Wall seconds, CPU seconds, peak resident MB and MB written of one data_prep run (from its summary line)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "data_prep" / script), *args], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, str(ROOT / "data_prep" / script), *args], check=True,
+                          capture_output=True, text=True)  # fmt: skip
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu, peak, written = SUMMARY.search(done.stdout).groups()
+    return wall, float(cpu), float(peak), float(written)
 
 
-def size_mb(folder: Path) -> float:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
-
-
-def report(name: str, value: float, target: float | None, unit: str) -> None:
-    ratio = f"  ({value / target:.2f} of the {target:g} {unit} target)" if target else ""
-    print(f"{name:48s} {value:8.1f} {unit}{ratio}")
+def ratio(value: float, target: float | None) -> str:
+    return f" ({value / target:.2f} of {target:g})" if target else ""
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["ml-100k"])
+    args = parser.parse_args()
+    print("synthetic releases (bursty ratings), this machine; wall s, CPU s, peak MB, MB written")
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        ml100k = write(tmp / "ml-100k", "ml-100k", synthetic(943, 1682, 100_000, seed=0))
-        latest = write(tmp / "ml-latest-small", "ml-latest",
-                       synthetic(610, 9742, 100_836, half_stars=True, tagged=0.15, seed=1))  # fmt: skip
-
-        wall, cpu = measure("perrecbench.py", "--reviews", str(ml100k), "--domain", "movies", "--out", str(tmp / "p"))
-        report("perrecbench ml-100k-sized: CPU time", cpu, 60, "s")
-        report("perrecbench ml-100k-sized: wall time", wall, None, "s")
-        report("perrecbench ml-100k-sized: written", size_mb(tmp / "p"), 150, "MB")
-
-        wall, cpu = measure("build_benchmark.py", "--movielens", str(latest), "--out", str(tmp / "r"))
-        report("build_benchmark ml-latest-small-sized: wall time", wall, 60, "s")
-        report("build_benchmark ml-latest-small-sized: CPU time", cpu, None, "s")
-
-        wall, cpu = measure("llmrec.py", "--reviews", str(ml100k), "--domain", "movies", "--out", str(tmp / "l"))
-        report("llmrec ml-100k-sized: wall time", wall, None, "s")
-        report("llmrec ml-100k-sized: written", size_mb(tmp / "l"), None, "MB")
+        for size in args.sizes:
+            layout, users, films, ratings = SIZES[size]
+            release = write(Path(tmp) / size, layout, synthetic(users, films, ratings, seed=0))
+            runs = {
+                "perrecbench.py": ("--reviews", str(release), "--domain", "movies"),
+                "llmrec.py": ("--reviews", str(release), "--domain", "movies"),
+                "build_benchmark.py": ("--movielens", str(release)),
+            }
+            for script, flags in runs.items():
+                wall, cpu, peak, written = measure(script, *flags, "--out", str(Path(tmp) / f"{size}-{script}"))
+                seconds, which, peak_target, written_target = TARGETS.get((size, script), (None, "", None, None))
+                timed = cpu if which == "cpu" else wall
+                shown = ratio(written, written_target)
+                print(f"{size:8s} {script:20s} wall {wall:7.1f}  CPU {cpu:7.1f}{ratio(timed, seconds)}  "
+                      f"peak {peak:6.0f}{ratio(peak, peak_target)}  written {written:7.1f}{shown}")  # fmt: skip
 
 
 if __name__ == "__main__":
