@@ -57,7 +57,7 @@ def _clean(segment: str) -> str:
 
 def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
     """``Heat (1995) - a heist thriller`` -> ``Heat (1995)``; keeps colons that belong to titles, and a
-    whole catalog title such as the disambiguated ``Hamlet (1996) [movie 1275]``."""
+    whole catalog title such as ``Boat, The (Das Boot) (1981)``."""
     if matcher is not None and matcher.resolve(segment, fuzzy=False) is not None:
         return segment
     with_year = _TITLE_WITH_YEAR.match(segment)

@@ -18,7 +18,7 @@ Ratings keep file order; equal timestamps are ordered by the item's numeric id (
 Items listed twice under one title (ml-100k has 18 films with two ids) are one film: the lowest id
 keeps it and records the others in ``merged_ids``; :func:`rectune.ratings.merge_ratings` moves their
 ratings onto it.
-Prompts show titles the way a person writes them (:func:`natural_title`); the catalog keeps the
+Prompts show titles the way a person writes them (:attr:`Movie.name`); the catalog keeps the
 release's spelling for matching.
 """
 
@@ -181,7 +181,8 @@ class Movie:
 
     @property
     def name(self) -> str:
-        return natural_title(self.title)
+        """As a person writes it: ``The English Patient (1996)``, alternate titles dropped."""
+        return display_title(self.title)
 
 
 _YEAR = re.compile(r"\((\d{4})(?:[-–]\d{0,4})?\)\s*$")
@@ -252,12 +253,6 @@ def merge_duplicates(movies: dict[str, Movie]) -> dict[str, Movie]:
 def canonical_ids(movies: dict[str, Movie]) -> dict[str, str]:
     """Every merged id -> the id that kept its title."""
     return {alias: movie.id for movie in movies.values() for alias in movie.merged_ids}
-
-
-def natural_title(title: str) -> str:
-    """How a person writes a MovieLens title: ``English Patient, The (1996)`` -> ``The English Patient (1996)``,
-    alternate titles dropped (``Shanghai Triad (Yao a yao yao dao waipo qiao) (1995)`` -> ``Shanghai Triad (1995)``)."""
-    return display_title(title)
 
 
 def read_users(path: Path) -> dict[str, dict]:
