@@ -13,6 +13,7 @@ import importlib
 import inspect
 import os
 import sys
+from pathlib import Path
 
 from rectune.benchmarks import Benchmark, Resources, RewardFunc, get_benchmark
 from rectune.completions import answer_text
@@ -74,7 +75,12 @@ def resolve_rewards(benchmark: Benchmark, names: list[str], resources: Resources
 def rft_rewards(
     names: list[str], data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
 ) -> tuple[list[RewardFunc], list[str]]:
-    """The rewards for the benchmark of ``data_file``'s rows, its catalog and KG found beside it."""
+    """The rewards for the benchmark of ``data_file``'s rows (of the rows a view derives from), its catalog
+    and KG found beside it."""
+    from rectune.training_data import view_source
+
+    source = view_source(Path(data_file))
+    data_file = source[0] if source else data_file
     first = numbered_jsonl(data_file)[0][1]
     try:
         benchmark = get_benchmark(first.get("benchmark"))
