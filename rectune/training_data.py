@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import functools
 import os
 import re
 import shutil
@@ -104,15 +105,12 @@ def view_examples(path: Path) -> list[dict]:
     return [example for example, keep in zip(examples, wanted, strict=True) if keep]
 
 
-_derived: list[Path] = []
-
-
+@functools.cache
 def _derived_folder() -> Path:
     """A private folder for this process's derived views, removed at exit."""
-    if not _derived:
-        _derived.append(Path(tempfile.mkdtemp(prefix="rectune-views-")))
-        atexit.register(shutil.rmtree, _derived[0], ignore_errors=True)
-    return _derived[0]
+    folder = Path(tempfile.mkdtemp(prefix="rectune-views-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def materialise_views(mixture: Any, kind: str) -> None:
