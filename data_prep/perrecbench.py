@@ -5,23 +5,23 @@
 
 --reviews takes Amazon 2023 JSONL, Amazon 2014/2018 JSON (.gz too) or any MovieLens release (a
 folder, or its ratings file); --items the matching metadata or movies file (optional: a MovieLens
-folder gives its own; else titles fall back to item ids). Writes canonical rows of every format,
-each group once: train.jsonl, valid.jsonl, test.jsonl, and stats.json. Recipes name the training
-views train_sft_F.jsonl / train_rft_F.jsonl for F in pointwise/pairwise/listwise (a recipe mixes
-formats by listing several), valid_sft.jsonl, valid_rft.jsonl: training derives them from the rows
-(rectune/training_data.py), so no prompt is stored twice. Groups are split by their shared item,
+folder gives its own; else titles fall back to item ids). Writes each group once (its pointwise,
+pairwise and listwise rows derive from it on load): train.jsonl, valid.jsonl, test.jsonl, and
+stats.json. Recipes name the training views train_sft_F.jsonl / train_rft_F.jsonl for F in
+pointwise/pairwise/listwise (a recipe mixes formats by listing several), valid_sft.jsonl,
+valid_rft.jsonl: training derives them from the groups (rectune/training_data.py), so no prompt is
+stored twice. Groups are split by their shared item,
 so no item is in both splits. Rows carry the source's rating scale (MovieLens half stars: 0.5-5)
 when it is not 1-5.
 """
 
 import argparse
 import logging
-import random
 
 from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
-from rectune.benchmarks.perrec.prompts import LABELS
+from rectune.benchmarks.perrec.rows import LABELS
 from rectune.cli import build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
@@ -46,7 +46,10 @@ def parse_args() -> argparse.Namespace:
         "--any-history", action="store_true",
         help="retrieve history from all the user's other items, also those rated after the shared item",
     )  # fmt: skip
-    parser.add_argument("--max-groups", type=int, default=None, help="keep a seeded sample of this many groups")
+    parser.add_argument(
+        "--max-groups", type=int, default=None,
+        help="keep a seeded sample of this many groups, stratified by difficulty (stats.json: found and kept)",
+    )  # fmt: skip
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of items held out")
     parser.add_argument(
         "--valid-size", type=fraction, default=0.05, help="fraction of the training items held out for validation"
@@ -75,32 +78,26 @@ def main() -> None:
             f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
             f"other ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
         )
-    if args.max_groups is not None and len(found) > args.max_groups:
-        found = sorted(random.Random(args.seed).sample(found, args.max_groups), key=lambda g: g.id)
-    train, test = groups.split_by_item(found, args.test_size, args.seed)
+    kept, sampling = groups.sample_groups(found, args.max_groups, args.seed)
+    train, test = groups.split_by_item(kept, args.test_size, args.seed)
     train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
     groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in [*test, *valid]}, scale=scale)
     groups.attach_prompts(valid, reviews, items, settings, hidden={g.item for g in test}, scale=scale)
     groups.attach_prompts(test, reviews, items, settings, scale=scale)
-    rows = {
-        split: [
-            r
-            for g in tqdm(part, desc=f"{split} rows", disable=None)
-            for r in groups.group_rows(g, items, args.domain, scale)
-        ]
-        for split, part in (("train", train), ("valid", valid), ("test", test))
-    }
 
     summary = groups.stats(train, test, reviews, settings)
-    summary.update(source_facts, valid_groups=len(valid))
+    summary.update(source_facts, valid_groups=len(valid), sampling=sampling)
     summary["rating_scale"] = rating_scale.as_list()
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
-        for split in ("train", "valid", "test"):  # training views are derived from these rows
-            write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in rows[split]))
+        for split, part in (("train", train), ("valid", valid), ("test", test)):  # each group once
+            records = (groups.group_record(g, items, args.domain, scale).to_dict() for g in part)
+            bar = tqdm(records, desc=f"{split} groups", total=len(part), disable=None)
+            write_jsonl(staging / f"{split}.jsonl", bar)
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name)
 
-    print(f"{len(reviews)} ratings, {len(found)} groups: {len(train)} train / {len(test)} test")
+    sampled = f" (a sample of {len(kept)})" if sampling else ""
+    print(f"{len(reviews)} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")

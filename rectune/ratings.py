@@ -247,6 +247,11 @@ def parse_rating(text: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def rating_text(rating: float) -> str:
+    """A rating as prompts and answers write it: ``4``, ``3.5``."""
+    return str(int(rating)) if float(rating).is_integer() else f"{rating:.1f}"
+
+
 def scale_text(scale: list[float] | None) -> str:
     """How a prompt states a rating scale: ``1 to 5``, or ``0.5 to 5 in half stars``."""
     low, high, step = scale or (1.0, 5.0, 1.0)

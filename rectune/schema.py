@@ -116,7 +116,8 @@ def benchmark_of(path: str | os.PathLike) -> Benchmark:
 
 
 def load_rows(path: str | os.PathLike) -> list[Any]:
-    """Load and validate canonical rows of one benchmark; ids must be unique."""
+    """Load and validate canonical rows of one benchmark (a stored line may hold several: see
+    ``Benchmark.read_line``); ids must be unique."""
     rows = []
     seen: dict[str, int] = {}
     benchmark = None
@@ -131,9 +132,9 @@ def load_rows(path: str | os.PathLike) -> list[Any]:
             benchmark = kind.name
         elif kind.name != benchmark:
             raise DataError(path, f"field 'benchmark': {name!r} rows mixed with {benchmark!r} rows", line=line)
-        row = kind.load_row({"benchmark": kind.name, **raw}, path=path, line=line)
-        if row.id in seen:
-            raise DataError(path, f"field 'id': duplicate id {row.id!r} (first on line {seen[row.id]})", line=line)
-        seen[row.id] = line
-        rows.append(row)
+        for row in kind.read_line({"benchmark": kind.name, **raw}, path=path, line=line):
+            if row.id in seen:
+                raise DataError(path, f"field 'id': duplicate id {row.id!r} (first on line {seen[row.id]})", line=line)
+            seen[row.id] = line
+            rows.append(row)
     return rows

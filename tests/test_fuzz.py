@@ -41,7 +41,7 @@ def worlds() -> dict[str, tuple[list, Resources]]:
     settings = groups.GroupSettings(min_history=2, k=1)
     found = groups.find_groups(reviews, settings)
     groups.attach_prompts(found, reviews, items, settings)
-    perrec = ([row for group in found for row in groups.group_rows(group, items, "movies")], Resources.loaded())
+    perrec = ([row for g in found for row in groups.group_record(g, items, "movies").rows()], Resources.loaded())
 
     amazon = ROOT / "fixtures" / "amazon"
     reviews, items = read_reviews(amazon / "reviews_2018.json"), read_items(amazon / "meta_2018.json")

@@ -23,7 +23,7 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT, one_step_grpo_recipe, read_view, run_script
+from conftest import ROOT, one_step_grpo_recipe, read_jsonl, read_view, run_script
 from scipy.stats import kendalltau
 
 from rectune.benchmarks import Resources
@@ -110,7 +110,7 @@ def test_bm25_history_and_rows():
     assert by_user["u1"]["history"] == [{"title": "Rose Lip Balm", "rating": 2.0}]
     assert by_user["u3"]["mean_rating"] == 4.5  # shown mean: the user's other items only
     assert by_user["u1"]["relative_rating"] == 2.0
-    rows = grouping.group_rows(groups[0], items, "beauty")
+    rows = grouping.group_record(groups[0], items, "beauty").rows()
     assert [r.task for r in rows].count("pointwise") == 3
     assert [r.task for r in rows].count("pairwise") == 3
     (listwise,) = [r for r in rows if r.task == "listwise"]
@@ -291,6 +291,24 @@ def test_data_prep_writes_every_format(perrec_data):
     assert stats["train"]["by_difficulty"] == {"easy": 1, "medium": 1, "hard": 0}
 
 
+def test_max_groups_keeps_a_stratified_sample_and_the_totals(tmp_path):
+    out = tmp_path / "sample"
+    result = run_script(
+        "data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings.dat", "--items", FIXTURES / "movies.dat",
+        "--domain", "beauty", "--min-history", "2", "--k", "1", "--test-size", "0.0", "--max-groups", "1",
+        "--out", out,
+    )  # fmt: skip
+    assert "2 groups (a sample of 1): 1 train / 0 test" in result.stdout
+    stats = json.loads((out / "stats.json").read_text())
+    # the two groups are one easy, one medium: one place, equal remainders, the first stratum found keeps it
+    sampling = stats["sampling"]
+    assert sampling["groups"] == {"found": 2, "kept": 1} and sampling["found"] == {"easy": 1, "medium": 1}
+    assert sampling["stratified_by"] == "difficulty" and sum(sampling["kept"].values()) == 1
+    kept = [d for d, n in sampling["kept"].items() if n]
+    assert stats["train"]["by_difficulty"] == {d: int(d in kept) for d in ("easy", "medium", "hard")}
+    assert len(read_jsonl(out / "train.jsonl")) == 1
+
+
 def test_split_is_by_item(tmp_path):
     reviews = read_reviews(ROOT / "tests" / "fixtures" / "ratings" / "ratings.dat")
     groups = grouping.find_groups(reviews, SETTINGS)
@@ -306,7 +324,7 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
     reviews = read_reviews(FIXTURES / "ratings.dat")
     groups = grouping.find_groups(reviews, SETTINGS)
     grouping.attach_prompts(groups, reviews, read_items(FIXTURES / "movies.dat"), SETTINGS)
-    rows = [r for g in groups for r in grouping.group_rows(g, {}, "beauty")]
+    rows = [r for g in groups for r in grouping.group_record(g, {}, "beauty").rows()]
     (out / "test.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
     predictions = tmp_path / "p.jsonl"
     predictions.write_text("".join(json.dumps({"id": r.id, "completion": r.answer}) + "\n" for r in rows))
@@ -435,3 +453,27 @@ def test_compare_shows_perrec_metrics(tmp_path):
     paths = [tmp_path / f"cmp{suffix}" for suffix in (".md", ".csv", ".png")]
     write_outputs(compared, specs, paths)
     assert all(path.is_file() for path in paths)
+
+
+def test_a_stored_group_is_validated_and_named_in_errors(tmp_path):
+    from rectune.schema import load_rows
+
+    user = {"user": "u", "mean_rating": 3.0, "history": [], "rating": 4.0, "relative_rating": 1.0}
+    users = [{**user, "label": "A"}, {**user, "label": "C"}]
+    group = {"id": "7#0", "benchmark": "perrecbench", "domain": "movies", "difficulty": "easy",
+             "item": {"id": "7", "title": "Heat"}, "users": users}  # fmt: skip
+    path = tmp_path / "test.jsonl"
+    path.write_text(json.dumps(group) + "\n")
+    with pytest.raises(DataError, match=r"test.jsonl:1: row '7#0', field 'users': must be 2 to 8 users"):
+        load_rows(path)
+    group["users"][1]["label"] = "B"
+    group["users"][1]["rating"], group["users"][1]["relative_rating"] = 2.0, -1.0
+    path.write_text(json.dumps({**group, "answer": "A"}) + "\n")
+    with pytest.raises(DataError, match="field 'answer': unknown field"):
+        load_rows(path)
+    path.write_text(json.dumps(group) + "\n")
+    rows = load_rows(path)
+    assert [(r.id, r.answer) for r in rows] == [
+        ("7#0/pointwise/0", "4"), ("7#0/pointwise/1", "2"), ("7#0/pairwise/AB", "A"), ("7#0/listwise", "A > B"),
+    ]  # fmt: skip
+    assert {r.group_size for r in rows} == {2} and rows[1].users[0]["label"] == "A"  # a lone user is A

@@ -65,3 +65,27 @@ def test_training_reads_views_and_old_files(tmp_path):
     assert len(load_examples(mixture(prepared_file(out, "train_sft")), "sft", None, 0)) == 15
     with pytest.raises(DataError, match="an RFT view, but this is SFT training"):
         load_examples(mixture(out / "train_rft_rating.jsonl"), "sft", None, 0)
+
+
+# PerRecBench rows as data_prep stored them before each group was stored once: one line per format row,
+# made by that version with these flags (rows in train.jsonl only: the sizes round the held-out shares to 0)
+ROWS_BEFORE = FIXTURES / "prepared_v2" / "perrec"
+PERREC_ROWS = ("data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings/ratings.dat", "--items",
+               FIXTURES / "ratings/movies.dat", "--domain", "movies", "--min-history", "1", "--window-days", "30",
+               "--min-gap", "0.4", "--test-size", "0.3", "--valid-size", "0.3")  # fmt: skip
+
+
+def test_each_group_is_stored_once_and_expands_to_the_rows_stored_before(tmp_path):
+    from rectune.schema import load_rows
+
+    out = tmp_path / "perrec"
+    run_script(*PERREC_ROWS, "--out", out)
+    stored = read_jsonl(out / "train.jsonl")
+    # a 2-user and a 4-user group: once each, not as 3 + 12 rows
+    assert [len(g["users"]) for g in stored] == [4, 2] and all("task" not in g for g in stored)
+    before = read_jsonl(ROWS_BEFORE / "train.jsonl")
+    assert len(before) == 15
+    assert [row.to_dict() for row in load_rows(out / "train.jsonl")] == before
+    assert [row.to_dict() for row in load_rows(ROWS_BEFORE / "train.jsonl")] == before  # old files still load
+    for view in ("train_sft_pointwise", "train_rft_pairwise", "train_sft_listwise", "train_rft_mix"):
+        assert view_examples(out / f"{view}.jsonl") == view_examples(ROWS_BEFORE / f"{view}.jsonl"), view

@@ -139,9 +139,10 @@ class Benchmark(ABC):
     # batch decodes until its longest answer ends, so a generous limit costs time on a CPU)
     answer_tokens: ClassVar[int] = 256
 
-    def load_row(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> Any:
-        """Validate one raw row; errors name file, line and field."""
-        return self.row_type.from_dict(raw, path=path, line=line)
+    def read_line(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> list[Any]:
+        """The validated rows one stored line holds (one row; PerRecBench: a group's rows in every format);
+        errors name file, line and field."""
+        return [self.row_type.from_dict(raw, path=path, line=line)]
 
     @abstractmethod
     def messages(self, row: Any, variant: dict) -> list[dict]:

@@ -1,16 +1,18 @@
 """PerRecBench (seed 002): rank a group of users by how much each liked a shared item.
 
-Modules: ``rows`` (the canonical row), ``groups`` (building groups and prompts from ratings),
-``prompts`` (the three formats and their answer parsers), ``scoring`` (Kendall's τ per group)
-and ``rewards`` (GRPO).
+Modules: ``rows`` (the stored group and the rows derived from it), ``groups`` (building groups
+and prompts from ratings), ``prompts`` (the three formats and their answer parsers), ``scoring``
+(Kendall's τ per group) and ``rewards`` (GRPO).
 """
 
 from __future__ import annotations
 
+import os
+
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.perrec import prompts, scoring
 from rectune.benchmarks.perrec import rewards as reward_functions
-from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
+from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecGroup, PerRecRow
 
 
 class PerRecBench(Benchmark):
@@ -26,6 +28,13 @@ class PerRecBench(Benchmark):
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "labels", "relative", "means", "group_relative", "position")
+
+    def read_line(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> list[PerRecRow]:
+        """A stored group expands into its rows; a line with a ``task`` is a row written before groups were
+        stored once."""
+        if "task" in raw:
+            return [PerRecRow.from_dict(raw, path=path, line=line)]
+        return PerRecGroup.from_dict(raw, path=path, line=line).rows()
 
     def unit_values(self, record: dict) -> dict[str, float | None]:
         """Per group: τ (0 when unparseable), τ among parsed groups, and failure."""

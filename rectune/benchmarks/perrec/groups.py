@@ -23,9 +23,10 @@ Construction (:func:`find_groups`, :func:`attach_prompts`), following the paper 
   Group size is what the paper found drives difficulty (τ 0.20 → 0.06 at 4+ users); the
   closest gap adds the near-ties that make a single comparison hard.
 
-Formats: ``pointwise`` (one row per user: predict the rating; users are ranked by prediction −
-their mean), ``pairwise`` (one row per pair: which of A and B liked it more; a group's users
-are ranked by pairs won), ``listwise`` (one row: rank all users, ``"B > A > C"``).
+Each group is stored once (:func:`group_record`); its formats are derived on load: ``pointwise``
+(one row per user: predict the rating; users are ranked by prediction − their mean), ``pairwise``
+(one row per pair: which of A and B liked it more; a group's users are ranked by pairs won),
+``listwise`` (one row: rank all users, ``"B > A > C"``).
 Scoring: Kendall's τ-b (scipy) between the true relative ratings and the predicted order, per
 group; a group with an unparseable answer is a failure: it counts τ = 0 in ``tau`` and is
 left out of ``tau_parsed``; ``failure_rate`` reports the share.
@@ -38,15 +39,14 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import combinations
 
 from tqdm import tqdm
 
-from rectune.benchmarks.perrec.prompts import LABELS, rating_text
-from rectune.benchmarks.perrec.rows import DIFFICULTIES, NAME, PerRecRow
+from rectune.benchmarks.perrec.rows import DIFFICULTIES, LABELS, NAME, PerRecGroup
 from rectune.io import RecTuneError
 from rectune.movielens import chronological, tied_events
-from rectune.ratings import Review, item_title
+from rectune.ratings import Review, item_title, rating_text
+from rectune.sampling import stratified_sample
 from rectune.titles import CatalogItem, split_title
 
 
@@ -95,22 +95,25 @@ def _item_text(info: CatalogItem | None, item_id: str) -> str:
 
 
 class BM25:
-    """Okapi BM25 (k1 1.5, b 0.75) with document frequencies over the whole item collection."""
+    """Okapi BM25 (k1 1.5, b 0.75) with document frequencies over the whole item collection.
+
+    Each document's term weights are computed once, so a score is a sum of lookups: prompts score
+    every history item of every group member against the shared item.
+    """
 
     def __init__(self, documents: dict[str, list[str]], k1: float = 1.5, b: float = 0.75):
-        self.documents, self.k1, self.b = documents, k1, b
-        self.avg_length = sum(map(len, documents.values())) / max(len(documents), 1)
+        avg_length = sum(map(len, documents.values())) / max(len(documents), 1)
         df = Counter(token for tokens in documents.values() for token in set(tokens))
         n = len(documents)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.weights: dict[str, dict[str, float]] = {}
+        for doc_id, tokens in documents.items():
+            norm = k1 * (1 - b + b * len(tokens) / (avg_length or 1))
+            self.weights[doc_id] = {t: idf[t] * c * (k1 + 1) / (c + norm) for t, c in Counter(tokens).items()}
 
     def score(self, query: list[str], doc_id: str) -> float:
-        tokens = self.documents.get(doc_id, [])
-        counts = Counter(tokens)
-        norm = self.k1 * (1 - self.b + self.b * len(tokens) / (self.avg_length or 1))
-        return sum(
-            self.idf.get(t, 0.0) * counts[t] * (self.k1 + 1) / (counts[t] + norm) for t in set(query) if counts[t]
-        )
+        weights = self.weights.get(doc_id, {})
+        return sum(weights.get(t, 0.0) for t in set(query))
 
 
 def difficulty(relatives: list[float], close_gap: float) -> str:
@@ -233,30 +236,18 @@ def attach_prompts(
             )
 
 
-def _relabel(users: list[dict]) -> list[dict]:
-    return [{**u, "label": label} for label, u in zip(LABELS, users, strict=False)]
-
-
-def group_rows(
+def group_record(
     group: Group, items: dict[str, CatalogItem], domain: str, scale: list[float] | None = None
-) -> list[PerRecRow]:
-    """The group's pointwise, pairwise and listwise rows."""
+) -> PerRecGroup:
+    """The group as stored, once: its rows in every format derive from it (``PerRecGroup.rows``)."""
     info = items.get(group.item) or CatalogItem(group.item, item_title(items, group.item))
     item = {"id": info.id, "title": info.name, "categories": info.categories, "description": info.description}
+    return PerRecGroup(group.id, NAME, domain, group.difficulty, item, group.users, scale)
 
-    def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
-        row_id = f"{group.id}/{task}" + (f"/{suffix}" if suffix else "")
-        return PerRecRow(row_id, NAME, domain, task, group.id, len(group.users), group.difficulty, item,
-                         users, answer, scale)  # fmt: skip
 
-    rows = [row("pointwise", str(i), _relabel([u]), rating_text(u["rating"])) for i, u in enumerate(group.users)]
-    for a, b in combinations(group.users, 2):
-        pair = _relabel([a, b])
-        winner = max(pair, key=lambda u: u["relative_rating"])["label"]
-        rows.append(row("pairwise", f"{a['label']}{b['label']}", pair, winner))
-    ranking = sorted(group.users, key=lambda u: -u["relative_rating"])
-    rows.append(row("listwise", "", group.users, " > ".join(u["label"] for u in ranking)))
-    return rows
+def sample_groups(found: list[Group], limit: int | None, seed: int) -> tuple[list[Group], dict | None]:
+    """``--max-groups``: a seeded sample stratified by difficulty, and its record for ``stats.json``."""
+    return stratified_sample(found, lambda g: g.difficulty, limit, seed, "groups", "difficulty")
 
 
 def split_by_item(groups: list[Group], test_size: float, seed: int) -> tuple[list[Group], list[Group]]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 from rectune.benchmarks.perrec.rows import PerRecRow
-from rectune.ratings import scale_text
+from rectune.ratings import rating_text, scale_text
 
-LABELS = "ABCDEFGH"
 SYSTEM_PROMPT = (
     "You are a personalised recommender system. You judge how much users like an item compared with their "
     "usual taste, from their profiles and their ratings of related items."
@@ -20,10 +19,6 @@ INSTRUCTIONS = {
         'who liked it least. Answer with the letters only, e.g. "B > A > C".'
     ),
 }
-
-
-def rating_text(rating: float) -> str:
-    return str(int(rating)) if float(rating).is_integer() else f"{rating:.1f}"
 
 
 def _user_block(user: dict) -> str:

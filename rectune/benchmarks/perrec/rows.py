@@ -1,4 +1,14 @@
-"""The PerRecBench canonical row: one prompt of one group in one format.
+"""PerRecBench's stored record (one group, once) and the rows derived from it (one prompt per format).
+
+``test.jsonl`` (and ``train.jsonl``, ``valid.jsonl``) hold one :class:`PerRecGroup` per line:
+``id`` (the group), ``benchmark``, ``domain``, ``difficulty``, ``item``, ``users`` (labelled A, B, ...
+in prompt order) and the optional ``scale``, as below. Loading expands each group into its rows:
+one pointwise row per user, one pairwise row per pair, one listwise row, with their answers (the
+rating; the user of the pair with the higher relative rating; the users by relative rating).
+Files written before groups were stored once hold the rows themselves, one per line; they load as
+they are.
+
+The row, one prompt of one group in one format:
 
 ==================  ===============================================================
 ``id``              ``"<group>/<task>[/<user labels>]"``
@@ -21,13 +31,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from itertools import combinations
 
+from rectune.ratings import rating_text
 from rectune.schema import RowChecker
 
 NAME = "perrecbench"
 TASKS = ("pointwise", "pairwise", "listwise")
 DIFFICULTIES = ("easy", "medium", "hard")
+LABELS = "ABCDEFGH"
+USER_KEYS = ("label", "user", "mean_rating", "history", "rating", "relative_rating")
 
 
 @dataclass
@@ -45,12 +59,12 @@ class PerRecRow:
     scale: list[float] | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _fields(self)
 
     @classmethod
     def from_dict(cls, raw: dict, *, path: str | os.PathLike = "<row>", line: int | None = None) -> PerRecRow:
         check = RowChecker(raw, cls, path, line)
-        users = check.objects("users", ("label", "user", "mean_rating", "history", "rating", "relative_rating"))
+        users = check.objects("users", USER_KEYS)
         if not users:
             raise check.fail("users", "must not be empty")
         size = check.number("group_size")
@@ -69,3 +83,62 @@ class PerRecRow:
             answer=check.string("answer"),
             scale=check.scale(),
         )
+
+
+@dataclass
+class PerRecGroup:
+    """One group as stored: everything its rows in every format are made of."""
+
+    id: str
+    benchmark: str
+    domain: str
+    difficulty: str
+    item: dict
+    users: list[dict]
+    scale: list[float] | None = None
+
+    def to_dict(self) -> dict:
+        return _fields(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict, *, path: str | os.PathLike = "<row>", line: int | None = None) -> PerRecGroup:
+        check = RowChecker(raw, cls, path, line)
+        users = check.objects("users", USER_KEYS)
+        labels = [u["label"] for u in users]
+        if not 2 <= len(users) <= len(LABELS) or labels != list(LABELS[: len(users)]):
+            raise check.fail("users", f"must be 2 to {len(LABELS)} users labelled A, B, ... in order, got {labels}")
+        return cls(
+            id=check.string("id"),
+            benchmark=check.string("benchmark", (NAME,)),
+            domain=check.string("domain"),
+            difficulty=check.string("difficulty", DIFFICULTIES),
+            item=check.object("item", ("id", "title")),
+            users=users,
+            scale=check.scale(),
+        )
+
+    def rows(self) -> list[PerRecRow]:
+        """The group's pointwise rows (one per user), pairwise rows (one per pair) and listwise row."""
+
+        def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
+            row_id = f"{self.id}/{task}" + (f"/{suffix}" if suffix else "")
+            return PerRecRow(row_id, NAME, self.domain, task, self.id, len(self.users), self.difficulty, self.item,
+                             users, answer, self.scale)  # fmt: skip
+
+        rows = [row("pointwise", str(i), _relabel([u]), rating_text(u["rating"])) for i, u in enumerate(self.users)]
+        for a, b in combinations(self.users, 2):
+            pair = _relabel([a, b])
+            winner = max(pair, key=lambda u: u["relative_rating"])["label"]
+            rows.append(row("pairwise", f"{a['label']}{b['label']}", pair, winner))
+        ranking = sorted(self.users, key=lambda u: -u["relative_rating"])
+        rows.append(row("listwise", "", self.users, " > ".join(u["label"] for u in ranking)))
+        return rows
+
+
+def _relabel(users: list[dict]) -> list[dict]:
+    return [{**u, "label": label} for label, u in zip(LABELS, users, strict=False)]
+
+
+def _fields(record: PerRecRow | PerRecGroup) -> dict:
+    # not dataclasses.asdict: it deep-copies every user block, which dominated writing a large build
+    return {f.name: getattr(record, f.name) for f in fields(record) if getattr(record, f.name) is not None}

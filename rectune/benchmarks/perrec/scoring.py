@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import kendalltau
-
 from rectune.benchmarks.perrec.prompts import parse_choice, parse_ranking
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, TASKS, PerRecRow
 from rectune.ratings import parse_rating
@@ -19,6 +17,8 @@ from rectune.ratings import parse_rating
 
 def tau(truth: list[float], predicted: list[float]) -> float:
     """Kendall's τ-b; a constant prediction (no order at all) scores 0."""
+    from scipy.stats import kendalltau  # here: data_prep imports this benchmark and never scores
+
     value = kendalltau(truth, predicted).statistic
     return 0.0 if value is None or math.isnan(value) else float(value)
 

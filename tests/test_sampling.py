@@ -1,0 +1,38 @@
+"""Seeded stratified samples (--max-groups, --max-users): shares by hand, determinism, the record."""
+
+import pytest
+
+from rectune.io import RecTuneError
+from rectune.sampling import shares, stratified_sample
+
+
+def test_shares_are_proportional_with_largest_remainders():
+    # 4 of 10: exact 2.0, 1.2, 0.8 -> 2, 1, 0 and the one place left to the largest remainder (hard, 0.8)
+    assert shares({"easy": 5, "medium": 3, "hard": 2}, 4) == {"easy": 2, "medium": 1, "hard": 1}
+    # 3 of 9: exact 1.0 each
+    assert shares({"a": 3, "b": 3, "c": 3}, 3) == {"a": 1, "b": 1, "c": 1}
+    # 1 of 2 with equal remainders (0.5, 0.5): the first stratum
+    assert shares({"x": 1, "y": 1}, 1) == {"x": 1, "y": 0}
+
+
+def test_a_stratified_sample_keeps_order_shares_and_totals():
+    members = [("easy", i) for i in range(5)] + [("medium", i) for i in range(3)] + [("hard", i) for i in range(2)]
+    kept, record = stratified_sample(members, lambda m: m[0], 4, seed=7, what="groups", by="difficulty")
+    assert [m[0] for m in kept] == ["easy", "easy", "medium", "hard"]  # the input order
+    assert kept == sorted(kept, key=members.index)
+    assert record == {
+        "groups": {"found": 10, "kept": 4}, "stratified_by": "difficulty", "seed": 7,
+        "found": {"easy": 5, "hard": 2, "medium": 3}, "kept": {"easy": 2, "hard": 1, "medium": 1},
+    }  # fmt: skip
+    again, _ = stratified_sample(members, lambda m: m[0], 4, seed=7, what="groups", by="difficulty")
+    assert again == kept
+    draws = {tuple(stratified_sample(members, lambda m: m[0], 4, s, "groups", "difficulty")[0]) for s in range(20)}
+    assert len(draws) > 1  # the seed chooses which members
+
+
+def test_no_sample_when_everything_fits_and_a_clear_error_for_zero():
+    members = ["a", "b"]
+    assert stratified_sample(members, str, None, 0, "users", "activity") == (members, None)
+    assert stratified_sample(members, str, 2, 0, "users", "activity") == (members, None)
+    with pytest.raises(RecTuneError, match="the sample of users must hold at least 1, got 0"):
+        stratified_sample(members, str, 0, 0, "users", "activity")
