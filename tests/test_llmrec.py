@@ -48,6 +48,22 @@ def test_k_core_is_iterative():
     assert {r.item for r in kept} == {f"I{j}" for j in range(7)}
 
 
+def test_the_unreviewed_pool_is_the_list_it_stands_for():
+    import random
+
+    # 200 items: random.sample indexes the pool (above 85 it does not copy it into a list)
+    all_items = [f"i{n:03d}" for n in range(200)]
+    positions = {item: n for n, item in enumerate(all_items)}
+    for reviewed in [set(), {"i000"}, {"i199"}, {"i000", "i001", "i015", "i198", "i199"}, set(all_items[:-1])]:
+        pool = build.Unreviewed(all_items, positions, reviewed | {"not-in-the-core"})
+        listed = [i for i in all_items if i not in reviewed]
+        assert len(pool) == len(listed) and list(pool) == listed
+        with pytest.raises(IndexError):
+            pool[len(listed)]
+        k = min(19, len(listed))  # the same draws as from the list: candidates do not change
+        assert random.Random(3).sample(pool, k) == random.Random(3).sample(listed, k)
+
+
 def test_leave_one_out_rows_in_both_formats(prepared):
     test = {r.id: r for r in load_rows(prepared / "test.jsonl")}
     assert len(test) == 30  # 6 users x 5 tasks

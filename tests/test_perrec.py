@@ -100,6 +100,34 @@ def test_difficulty_tiers():
     assert grouping.difficulty([3.0, 1.5, 0.0, -1.5], close_gap=1.0) == "hard"
 
 
+def test_bm25_scores_by_hand():
+    import math
+
+    bm25 = grouping.BM25({"a": ["rose", "soap"], "b": ["rose", "rose", "balm", "lip"], "c": ["tea"]})
+    # idf(rose) = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)) = ln 1.6, idf(soap) = ln(1 + 2.5 / 1.5) = ln(8/3);
+    # average length 7/3; norm(a) = 1.5 * (0.25 + 0.75 * 2 / (7/3)) = 1.3393,
+    # norm(b) = 1.5 * (0.25 + 0.75 * 4 / (7/3)) = 2.3036; weight = idf * tf * 2.5 / (tf + norm):
+    # a = 0.4700 * 2.5 / 2.3393 + 0.9808 * 2.5 / 2.3393 = 0.5023 + 1.0482, b = 0.4700 * 5 / 4.3036
+    norm_a, norm_b = 1.5 * (0.25 + 0.75 * 6 / 7), 1.5 * (0.25 + 0.75 * 12 / 7)
+    expected_a = math.log(1.6) * 2.5 / (1 + norm_a) + math.log(8 / 3) * 2.5 / (1 + norm_a)
+    expected_b = math.log(1.6) * 2 * 2.5 / (2 + norm_b)
+    scores = bm25.scores(["rose", "soap", "rose"])
+    assert scores.keys() == {"a", "b"}  # "c" shares no term: 0, left out
+    assert scores["a"] == pytest.approx(expected_a) and scores["b"] == pytest.approx(expected_b)
+    assert scores["a"] == pytest.approx(1.5505, abs=1e-4) and scores["b"] == pytest.approx(0.5461, abs=1e-4)
+
+
+def test_bm25_sums_in_the_query_order_so_every_process_breaks_ties_alike():
+    docs = {"x": ["drama", "war", "crime"], "y": ["drama"], "z": ["war", "comedy"],
+            "w": ["comedy", "drama", "romance", "war"], "v": ["crime", "thriller"]}  # fmt: skip
+    bm25 = grouping.BM25(docs)
+    weight = bm25.weights["x"]
+    # these three weights sum to different floats in different orders (a set's order varies by process)
+    assert (weight["war"] + weight["drama"]) + weight["crime"] != (weight["crime"] + weight["war"]) + weight["drama"]
+    assert bm25.scores(["war", "drama", "crime"])["x"] == (weight["war"] + weight["drama"]) + weight["crime"]
+    assert bm25.scores(["crime", "war", "drama"])["x"] == (weight["crime"] + weight["war"]) + weight["drama"]
+
+
 def test_bm25_history_and_rows():
     reviews = read_reviews(FIXTURES / "reviews_2023.jsonl")
     items = read_items(FIXTURES / "meta_2023.jsonl")

@@ -14,7 +14,9 @@ with rows marked ``feedback: ratings``; rows carry the source's rating scale whe
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tqdm import tqdm
@@ -60,6 +62,32 @@ def _entry(review: Review, items: dict[str, CatalogItem]) -> dict:
     return {"id": review.item, "title": item_title(items, review.item), "rating": review.rating}
 
 
+class Unreviewed(Sequence):
+    """The sorted items a user never reviewed, without listing them: the ``j``-th is found by bisecting the
+    positions of the reviewed ones. ``random.sample`` draws from it exactly as from the list, at the cost of
+    the draws instead of a pass over every item per user (ML-25M: 62,000 items, 162,000 users)."""
+
+    def __init__(self, all_items: list[str], positions: dict[str, int], reviewed: set[str]):
+        self.all_items = all_items
+        self.skipped = sorted(positions[i] for i in reviewed if i in positions)
+
+    def __len__(self) -> int:
+        return len(self.all_items) - len(self.skipped)
+
+    def __getitem__(self, index: int) -> str:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        # the answer is the position p with p - (reviewed positions <= p) == index and p not reviewed
+        low, high = index, index + len(self.skipped)
+        while low < high:
+            middle = (low + high) // 2
+            if middle - bisect_right(self.skipped, middle) < index:
+                low = middle + 1
+            else:
+                high = middle
+        return self.all_items[low]
+
+
 def user_rows(
     user: str,
     events: list[Review],
@@ -67,18 +95,16 @@ def user_rows(
     domain: str,
     settings: BuildSettings,
     rng: random.Random,
-    all_items: list[str],
-    reviewed: set[str],
+    pool: Unreviewed,
 ) -> list[LLMRecRow]:
     """The five tasks for the review ``events[-1]`` with the reviews before it as history.
 
-    Negative candidates are items the user never reviewed (``reviewed`` covers later reviews too)."""
+    Negative candidates come from ``pool``: items the user never reviewed (later reviews included)."""
     target = events[-1]
     history = [_entry(r, items) for r in events[:-1][-settings.history :]]
     item = {"id": target.item, "title": item_title(items, target.item)}
 
     def candidates() -> list[dict]:
-        pool = [i for i in all_items if i not in reviewed]
         chosen = rng.sample(pool, min(settings.num_candidates - 1, len(pool))) + [target.item]
         rng.shuffle(chosen)
         return [{"id": i, "title": item_title(items, i)} for i in chosen]
@@ -112,13 +138,14 @@ def build_rows(
     for review in kept:
         by_user.setdefault(review.user, []).append(review)
     all_items = sorted({r.item for r in kept})
+    positions = {item: index for index, item in enumerate(all_items)}
     rng = random.Random(seed)
     train, test = [], []
     for user in tqdm(sorted(by_user), desc="rows", unit="user", disable=None):
         events = by_user[user]
-        reviewed = {r.item for r in events}
-        train += user_rows(user, events[:-1], items, domain, settings, rng, all_items, reviewed)
-        test += user_rows(user, events, items, domain, settings, rng, all_items, reviewed)
+        pool = Unreviewed(all_items, positions, {r.item for r in events})
+        train += user_rows(user, events[:-1], items, domain, settings, rng, pool)
+        test += user_rows(user, events, items, domain, settings, rng, pool)
     return train, test, kept
 
 

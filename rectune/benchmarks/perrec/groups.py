@@ -34,9 +34,11 @@ left out of ``tau_parsed``; ``failure_rate`` reports the share.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import re
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -97,8 +99,8 @@ def _item_text(info: CatalogItem | None, item_id: str) -> str:
 class BM25:
     """Okapi BM25 (k1 1.5, b 0.75) with document frequencies over the whole item collection.
 
-    Each document's term weights are computed once, so a score is a sum of lookups: prompts score
-    every history item of every group member against the shared item.
+    Each document's term weights are computed once and a query adds them up through an inverted index:
+    prompts rank every group member's history against the shared item.
     """
 
     def __init__(self, documents: dict[str, list[str]], k1: float = 1.5, b: float = 0.75):
@@ -110,10 +112,20 @@ class BM25:
         for doc_id, tokens in documents.items():
             norm = k1 * (1 - b + b * len(tokens) / (avg_length or 1))
             self.weights[doc_id] = {t: idf[t] * c * (k1 + 1) / (c + norm) for t, c in Counter(tokens).items()}
+        self.postings: dict[str, list[str]] = {}
+        for doc_id, weights in self.weights.items():
+            for term in weights:
+                self.postings.setdefault(term, []).append(doc_id)
 
-    def score(self, query: list[str], doc_id: str) -> float:
-        weights = self.weights.get(doc_id, {})
-        return sum(weights.get(t, 0.0) for t in set(query))
+    def scores(self, query: list[str]) -> dict[str, float]:
+        """The score against ``query`` of every document sharing a term with it (the rest score 0)."""
+        totals: dict[str, float] = {}
+        # terms in the query's order, not a set's: a set's order follows the per-process string hash, and the
+        # order of a float sum decides exact ties between equally relevant items (and so which one is shown)
+        for term in dict.fromkeys(query):
+            for doc_id in self.postings.get(term, ()):
+                totals[doc_id] = totals.get(doc_id, 0.0) + self.weights[doc_id][term]
+        return totals
 
 
 def difficulty(relatives: list[float], close_gap: float) -> str:
@@ -147,18 +159,16 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
     for item in tqdm(sorted(by_item), desc="grouping", unit="item", disable=None):
         candidates = sorted(by_item[item], key=lambda m: (m.timestamp, m.user))
         used: set[str] = set()
-        for first in candidates:
+        for start, first in enumerate(candidates):
             if first.user in used:
                 continue
             chosen = [first]
-            for other in candidates:
-                if len(chosen) == settings.max_size:
+            # every earlier candidate opened a window already (and is used): only later ones can join
+            for other in candidates[start + 1 :]:
+                if len(chosen) == settings.max_size or other.timestamp > first.timestamp + window:
                     break
-                if (
-                    other.user not in used
-                    and other is not first
-                    and first.timestamp <= other.timestamp <= first.timestamp + window
-                    and all(abs(other.relative - m.relative) > settings.min_gap + GAP_TOLERANCE for m in chosen)
+                if other.user not in used and all(
+                    abs(other.relative - m.relative) > settings.min_gap + GAP_TOLERANCE for m in chosen
                 ):
                     chosen.append(other)
             used.add(first.user)  # a rating that cannot open a group is in no later window either
@@ -212,17 +222,28 @@ def attach_prompts(
     by_user = _dedupe(reviews)
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
     bm25 = BM25(corpus)
+    visible: dict[str, tuple[list[Review], list[int], float]] = {}  # user -> chronological, times, rating sum
+    scored_item, scores = None, {}
     for group in tqdm(groups, desc="prompts", unit="group", disable=None):
-        query = corpus[group.item]
+        if group.item != scored_item:  # groups come item by item: score the item's neighbours once
+            scored_item, scores = group.item, bm25.scores(corpus[group.item])
         members = list(group.members)
         random.Random(group.id).shuffle(members)  # so the best-liked user is not always A
         group.users = []
         for label, member in zip(LABELS, members, strict=False):
-            others = [r for i, r in by_user[member.user].items() if i != group.item and i not in hidden]
-            shown = [r for r in others if r.timestamp < member.timestamp] if settings.past_only else others
-            ranked = sorted(shown, key=lambda r: (-bm25.score(query, r.item), -r.timestamp))[: settings.k]
+            if member.user not in visible:
+                seen = [r for r in by_user[member.user].values() if r.item not in hidden]
+                visible[member.user] = (seen, [r.timestamp for r in seen], sum(r.rating for r in seen))
+            seen, times, total = visible[member.user]
+            if settings.past_only:  # the shared item itself was rated at member.timestamp: not before it
+                shown = seen[: bisect_left(times, member.timestamp)]
+            else:
+                shown = [r for r in seen if r.item != group.item]
+            own = 0 if group.item in hidden else 1
+            others = len(seen) - own  # whole or half stars: the sum less one rating is exact
+            ranked = heapq.nsmallest(settings.k, shown, key=lambda r: (-scores.get(r.item, 0.0), -r.timestamp))
             # with every other item hidden, the mean behind the relative rating is all that can be shown
-            mean = sum(r.rating for r in others) / len(others) if others else member.rating - member.relative
+            mean = (total - own * member.rating) / others if others else member.rating - member.relative
             group.users.append(
                 {
                     "label": label,
