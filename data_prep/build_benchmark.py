@@ -31,6 +31,7 @@ from rectune.cli import add_output_arguments, build_summary, run
 from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
 from rectune.ratings import Review, merge_ratings, read_reviews, read_users
+from rectune.sampling import activity_band, stratified_sample
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--allow-tied-pairs", action="store_true", help="interest pairs from same-second events too")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries-per-user", type=int, default=2)
+    parser.add_argument(
+        "--max-users", type=int, default=None,
+        help="build from a seeded sample of this many users, stratified by activity (stats.json: found and kept)",
+    )  # fmt: skip
     parser.add_argument("--max-ground-truth", type=int, default=12)
     parser.add_argument(
         "--rewrite-model", default=None, help="chat model to rephrase queries (optional): a checkpoint, or with "
@@ -111,6 +116,13 @@ def main() -> None:
             raise RecTuneError("--kg needs --ratings and --users")
         items, histories, times, info, users = kg_source(args)
         anchors = tuple(args.anchor_relations or PERSON_RELATIONS)
+    kept, info["sampling"] = stratified_sample(
+        list(histories), lambda u: activity_band(len(histories[u])), args.max_users, args.seed, "users", "activity"
+    )
+    if info["sampling"]:  # the release written holds the sampled users only; "users" in stats.json counts all
+        histories, times = {u: histories[u] for u in kept}, {u: times[u] for u in kept}
+        info["ratings"] = {u: info["ratings"][u] for u in kept}
+        users = {u: profile for u, profile in users.items() if u in histories}
     rewrite = make_rewriter(args) if args.rewrite_model else None
     settings = BuildSettings(
         seed=args.seed, queries_per_user=args.queries_per_user, max_ground_truth=args.max_ground_truth,

@@ -44,7 +44,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sequential-candidates", action="store_true", help="sequential picks from candidates too")
     parser.add_argument("--max-review-words", type=int, default=defaults.max_review_words, help="explanation target")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
-    parser.add_argument("--max-users", type=int, default=None, help="keep a seeded sample of this many users")
+    parser.add_argument(
+        "--max-users", type=int, default=None,
+        help="keep a seeded sample of this many users, stratified by activity (stats.json: found and kept)",
+    )  # fmt: skip
     parser.add_argument(
         "--valid-size",
         type=fraction,
@@ -63,7 +66,7 @@ def main() -> None:
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
     reviews, items, source_facts = read_source(args.reviews, args.items)
-    train, test, kept = build.build_rows(reviews, items, args.domain, settings, args.seed)
+    train, test, kept, sampling = build.build_rows(reviews, items, args.domain, settings, args.seed, args.max_users)
     skipped = {}
     if settings.feedback == "ratings":
         skipped = {t: "the source has ratings only, no review text" for t in TEXT_TASKS if t in args.tasks}
@@ -74,10 +77,6 @@ def main() -> None:
         raise RecTuneError(f"no task left to build from {args.reviews}: {', '.join(skipped)} need review texts")
     if not test:
         raise RecTuneError(f"no user in {args.reviews} is left in the {settings.min_interactions}-core")
-    users = sorted({r.user for r in test})
-    if args.max_users is not None and len(users) > args.max_users:
-        sample = set(random.Random(args.seed).sample(users, args.max_users))
-        train, test = [r for r in train if r.user in sample], [r for r in test if r.user in sample]
     train = [r for r in train if r.task in args.tasks]
     test = [r for r in test if r.task in args.tasks]
     users = sorted({r.user for r in train})
@@ -94,6 +93,7 @@ def main() -> None:
         "valid": dict(Counter(r.task for r in valid)),
         "test": dict(Counter(r.task for r in test)),
         "skipped_tasks": skipped,
+        "sampling": sampling,
         "rating_scale": settings.scale or WHOLE_STARS.as_list(),
         # users whose last two ratings share a second: the later by numeric item id is their test target
         "tied_test_targets": build.tied_targets(kept),

@@ -2,9 +2,11 @@
 
     python data_prep/recbench.py --src ROOT --domain movie --out data/recbench_movie
 
-Writes catalog.jsonl, kg.jsonl, train_sft.jsonl, train_rft.jsonl, valid.jsonl (+ valid_sft/valid_rft),
-test.jsonl, stats.json and a dataset card (README.md)
-into --out, built whole beside it and swapped in, so an interruption leaves the old set or the new one.
+Writes catalog.jsonl, kg.jsonl, the canonical rows train.jsonl, valid.jsonl and test.jsonl, stats.json
+(with the prompt options) and a dataset card (README.md) into --out, built whole beside it and swapped
+in, so an interruption leaves the old set or the new one. Recipes name the training views
+train_sft.jsonl, train_rft.jsonl, valid_sft.jsonl and valid_rft.jsonl: training derives them from the
+rows with the prompt options of stats.json (rectune/training_data.py), so no prompt is stored twice.
 """
 
 import argparse
@@ -58,12 +60,8 @@ def main() -> None:
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         write_jsonl(staging / "catalog.jsonl", catalog_rows(release.catalog))
         write_jsonl(staging / "kg.jsonl", kg_rows(release.kg))
-        write_jsonl(staging / "train_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in train))
-        write_jsonl(staging / "train_rft.jsonl", BENCHMARK.rft_examples(train, variant))
-        write_jsonl(staging / "valid.jsonl", (r.to_dict() for r in valid))
-        write_jsonl(staging / "valid_sft.jsonl", (BENCHMARK.sft_example(r, variant) for r in valid))
-        write_jsonl(staging / "valid_rft.jsonl", BENCHMARK.rft_examples(valid, variant))
-        write_jsonl(staging / "test.jsonl", (r.to_dict() for r in test))
+        for split, part in (("train", train), ("valid", valid), ("test", test)):  # training views derive from these
+            write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in part))
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"RecBench+ {args.domain}", BENCHMARK.name)
 

@@ -15,6 +15,17 @@ from typing import TypeVar
 from rectune.io import RecTuneError
 
 T = TypeVar("T")
+ACTIVITY_BANDS = (10, 20, 50, 100, 200, 500)  # ratings per user: heavy-tailed, so bands grow
+
+
+def activity_band(count: int) -> str:
+    """A user's stratum by how many ratings they have: ``1-9``, ``10-19``, ``20-49``, ..., ``500+``."""
+    low = 1
+    for high in ACTIVITY_BANDS:
+        if count < high:
+            return f"{low}-{high - 1}"
+        low = high
+    return f"{low}+"
 
 
 def shares(sizes: dict[str, int], limit: int) -> dict[str, int]:

@@ -7,7 +7,7 @@ import hashlib
 import json
 import signal
 
-from conftest import RELEASE, read_jsonl, run_script, write_recipe
+from conftest import RELEASE, read_jsonl, read_view, run_script, write_recipe
 
 from rectune.locks import output_lock
 from rectune.outputs import check_output_folder
@@ -38,14 +38,14 @@ def test_a_rebuild_killed_midway_leaves_the_earlier_set_whole(tmp_path):
     out = tmp_path / "data"
     assert prepare(out, "--test-size", "0.2").returncode == 0
     before = snapshot(out)
-    killed = prepare(out, "--test-size", "0.5", "--seed", "7", fault="wrote:train_sft.jsonl")
+    killed = prepare(out, "--test-size", "0.5", "--seed", "7", fault="wrote:train.jsonl")
     assert killed.returncode == KILLED
-    assert snapshot(out) == before  # not the new train_sft.jsonl beside the old test.jsonl
+    assert snapshot(out) == before  # not the new train.jsonl beside the old test.jsonl
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".data.staging-")]  # the dead run's staging
 
     assert prepare(out, "--test-size", "0.5", "--seed", "7").returncode == 0
     assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the stale staging folder was cleaned up
-    train = {json_row["messages"][-2]["content"] for json_row in read_jsonl(out / "train_sft.jsonl")}
+    train = {json_row["messages"][-2]["content"] for json_row in read_view(out / "train_sft.jsonl")}
     test_queries = [row["query"] for row in read_jsonl(out / "test.jsonl")]
     assert not any(any(query in prompt for prompt in train) for query in test_queries)
 

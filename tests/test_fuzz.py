@@ -45,7 +45,7 @@ def worlds() -> dict[str, tuple[list, Resources]]:
 
     amazon = ROOT / "fixtures" / "amazon"
     reviews, items = read_reviews(amazon / "reviews_2018.json"), read_items(amazon / "meta_2018.json")
-    train, test, kept = build.build_rows(reviews, items, "beauty", build.BuildSettings(num_candidates=4), 0)
+    train, test, kept, _ = build.build_rows(reviews, items, "beauty", build.BuildSettings(num_candidates=4), 0)
     llmrec = (train + test, Resources.loaded(TitleMatcher(build.catalog(kept, items)), KnowledgeGraph()))
     return {"recbench+": recbench, "perrecbench": perrec, "llmrec": llmrec}
 

@@ -4,7 +4,7 @@ adapter and constant ones do not, and RFT files missing a label column fail nami
 import json
 
 import pytest
-from conftest import one_step_grpo_recipe, run_script
+from conftest import one_step_grpo_recipe, read_view, run_script
 from safetensors.torch import load_file
 
 from rectune.io import DataError
@@ -54,7 +54,7 @@ def test_a_varying_reward_moves_the_adapter_and_a_constant_one_does_not(tmp_path
 
 @pytest.mark.parametrize("column", ["conditions", "ground_truth", "task"])
 def test_rft_rows_missing_a_label_column_are_refused(tmp_path, train_data, column):
-    row = json.loads((train_data / "train_rft.jsonl").read_text().splitlines()[0])
+    row = read_view(train_data / "train_rft.jsonl")[0]
     del row[column]
     path = tmp_path / "train_rft.jsonl"
     path.write_text(json.dumps(row) + "\n")

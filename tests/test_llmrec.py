@@ -41,6 +41,25 @@ def prepared(request, tmp_path_factory):
     return out
 
 
+def test_max_users_samples_by_activity_and_keeps_the_totals(tmp_path):
+    out = tmp_path / "sample"
+    run_script(
+        "data_prep/llmrec.py", "--reviews", FIXTURES / "reviews_2018.json", "--items", FIXTURES / "meta_2018.json",
+        "--domain", "beauty", "--out", out, "--num-candidates", "4", "--max-users", "3", "--valid-size", "0",
+    )  # fmt: skip
+    stats = json.loads((out / "stats.json").read_text())
+    # the 5-core's 6 users have 5 to 9 reviews each: one stratum, 3 of its 6 kept
+    assert stats["sampling"] == {
+        "users": {"found": 6, "kept": 3}, "stratified_by": "activity", "seed": 42,
+        "found": {"1-9": 6}, "kept": {"1-9": 3},
+    }  # fmt: skip
+    assert stats["core"]["users"] == 6  # the unsampled total
+    assert len({row["user"] for row in read_jsonl(out / "test.jsonl")}) == 3
+    assert {row["user"] for row in read_jsonl(out / "train.jsonl")} == {
+        row["user"] for row in read_jsonl(out / "test.jsonl")
+    }
+
+
 def test_k_core_is_iterative():
     kept = build.k_core(read_reviews(FIXTURES / "reviews_2018.json"), 5)
     assert len(kept) == 36
@@ -202,7 +221,8 @@ def test_bad_inputs(tmp_path):
 def test_items_without_metadata_are_named_by_id(tmp_path):
     items = read_items(FIXTURES / "meta_2018.json")
     assert items["I3"].title == "Mint Lip Balm"
-    train, test, _ = build.build_rows(read_reviews(FIXTURES / "reviews_2018.json"), {}, "b", build.BuildSettings(), 0)
+    reviews = read_reviews(FIXTURES / "reviews_2018.json")
+    train, test, _, _ = build.build_rows(reviews, {}, "b", build.BuildSettings(), 0)
     assert test[0].item["title"].startswith("item I")
 
 

@@ -223,6 +223,25 @@ def test_build_benchmark_from_a_movielens_release(tmp_path):
     assert read_jsonl(prepared / "test.jsonl")
 
 
+def test_build_benchmark_max_users_builds_from_a_stratified_sample(tmp_path):
+    folder = write(tmp_path / "ml", "ml-1m", synthetic(40, 120, 2400, seed=6))
+    out = tmp_path / "release"
+    run_script("data_prep/build_benchmark.py", "--movielens", folder, "--max-users", "10", "--out", out)
+    stats = json.loads((out / "stats.json").read_text())
+    sampling = stats["sampling"]
+    assert sampling["users"] == {"found": 40, "kept": 10} and sampling["stratified_by"] == "activity"
+    assert sum(sampling["found"].values()) == 40 and sum(sampling["kept"].values()) == 10
+    for band, kept in sampling["kept"].items():  # each band keeps its share of the 10 places, within one
+        assert abs(kept - 10 * sampling["found"][band] / 40) < 1
+    assert stats["users"] == 40  # the unsampled total
+    rated = {line.split("::")[0] for line in (out / "dataset/movie/ratings.dat").read_text().splitlines()}
+    listed = {line.split("::")[0] for line in (out / "dataset/movie/users.dat").read_text().splitlines()}
+    assert len(rated) == 10 and listed == rated
+    for name in ("ExplicitQuery.json", "ImplicitQuery.json", "MisinformedQuery.json"):
+        records = json.loads((out / "dataset/movie" / name).read_text())
+        assert records and {r["source_user"] for r in records} <= rated, name
+
+
 def test_build_without_an_anchor_relation_stops_before_searching(tmp_path):
     folder = write(tmp_path / "ml", "ml-1m", synthetic(10, 30, 200, seed=5))
     out = tmp_path / "release"

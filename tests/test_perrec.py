@@ -29,6 +29,7 @@ from scipy.stats import kendalltau
 from rectune.benchmarks import Resources
 from rectune.benchmarks.perrec import groups as grouping
 from rectune.benchmarks.perrec import prompts, rewards, scoring
+from rectune.benchmarks.perrec.profiles import profile_text
 from rectune.benchmarks.perrec.rows import PerRecRow
 from rectune.io import DataError
 from rectune.ratings import parse_rating, read_items, read_reviews
@@ -170,7 +171,7 @@ def test_profiles_read_well_at_every_count():
         reviews = [
             Review("u", item, rating, 100 - n) for n, (item, rating) in enumerate(zip("abcd", ratings, strict=False))
         ]
-        return grouping._profile(reviews, items, [0.5, 5.0, 0.5])
+        return profile_text(reviews, items, [0.5, 5.0, 0.5])
 
     assert profile(2.5) == "Rated 1 item: Film a (1990), 2.5/5. Most rated categories: Drama."
     assert profile(4, 4, 4) == "Rated 3 items, all 4/5. Most rated categories: Drama."
@@ -184,6 +185,43 @@ def test_profiles_read_well_at_every_count():
     assert profile(5, 5, 2, 2).endswith(
         "Rated highest: Film a (1990); Film b (1990). Rated lowest: Film d (1990); Film c (1990)."
     )
+
+
+def test_profiles_along_a_walk_equal_sorting_each_prefix():
+    """The one-pass profile of every prefix equals the definition: sort the prefix, take likes and dislikes."""
+    import random
+    from collections import Counter
+
+    from rectune.benchmarks.perrec.profiles import Profile
+    from rectune.ratings import Review
+    from rectune.titles import CatalogItem
+
+    def by_sorting(reviews, items):  # the definition, written out the slow way
+        ranked = sorted(reviews, key=lambda r: (-r.rating, -r.timestamp))
+        ratings = {r.rating for r in reviews}
+        liked = [r for r in ranked[:2] if r.rating > min(ratings)]
+        disliked = [r for r in ranked[::-1] if r.rating < max(ratings) and r not in liked][:2]
+        top = Counter(c for r in reviews for c in items[r.item].categories).most_common(3)
+        return [len(reviews), sum(r.rating for r in reviews) / len(reviews), liked, disliked, top]
+
+    rng = random.Random(0)
+    genres = ["Drama", "Comedy", "War", "Crime"]
+    items = {str(i): CatalogItem(str(i), f"Film {i}", {"categories": rng.sample(genres, 2)}) for i in range(40)}
+    for _ in range(30):
+        # bursts: many ratings share a second; ratings repeat, so ties are everywhere
+        reviews = [
+            Review("u", str(i), rng.choice([1.0, 3.0, 3.5, 5.0]), 100 + i // 4) for i in rng.sample(range(40), 25)
+        ]
+        profile = Profile(items, None)
+        for n, review in enumerate(reviews, 1):
+            profile.add(review)
+            count, mean, liked, disliked, top = by_sorting(reviews[:n], items)
+            text = profile.text()
+            assert profile.count == count and profile.total / profile.count == mean
+            if len({r.rating for r in reviews[:n]}) > 1:
+                names = lambda rs: "; ".join(f"Film {r.item}" for r in rs)  # noqa: E731
+                assert f"Rated highest: {names(liked)}. Rated lowest: {names(disliked)}." in text
+            assert f"Most rated categories: {', '.join(c for c, _ in top)}." in text
 
 
 def test_tau_b_with_ties_by_hand():

@@ -2,7 +2,7 @@ import json
 import shutil
 
 import pytest
-from conftest import RELEASE, read_jsonl, run_script
+from conftest import RELEASE, read_jsonl, read_view, run_script
 
 from rectune.benchmarks.recbench.release import read_release, split_rows
 from rectune.catalog import load_catalog, load_kg
@@ -74,8 +74,8 @@ def test_training_files(tmp_path):
         "0.5",
         "--with-history",
     )
-    sft = read_jsonl(tmp_path / "train_sft.jsonl")
-    rft = read_jsonl(tmp_path / "train_rft.jsonl")
+    sft = read_view(tmp_path / "train_sft.jsonl")
+    rft = read_view(tmp_path / "train_rft.jsonl")
     test_ids = {r.id for r in load_rows(tmp_path / "test.jsonl")}
     assert len(sft) == len(rft) == 9 - len(test_ids)
     assert {r["id"] for r in rft}.isdisjoint(test_ids)

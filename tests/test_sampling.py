@@ -3,7 +3,13 @@
 import pytest
 
 from rectune.io import RecTuneError
-from rectune.sampling import shares, stratified_sample
+from rectune.sampling import activity_band, shares, stratified_sample
+
+
+def test_activity_bands():
+    bands = [activity_band(n) for n in (1, 9, 10, 19, 20, 49, 50, 99, 100, 199, 200, 499, 500, 7000)]
+    assert bands == ["1-9", "1-9", "10-19", "10-19", "20-49", "20-49", "50-99", "50-99", "100-199", "100-199",
+                     "200-499", "200-499", "500+", "500+"]  # fmt: skip
 
 
 def test_shares_are_proportional_with_largest_remainders():

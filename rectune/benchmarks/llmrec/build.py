@@ -24,6 +24,7 @@ from tqdm import tqdm
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
 from rectune.movielens import chronological
 from rectune.ratings import RatingScale, Review, item_title
+from rectune.sampling import activity_band, stratified_sample
 from rectune.titles import CatalogItem
 
 
@@ -126,27 +127,37 @@ def user_rows(
 
 
 def build_rows(
-    reviews: list[Review], items: dict[str, CatalogItem], domain: str, settings: BuildSettings, seed: int
-) -> tuple[list[LLMRecRow], list[LLMRecRow], list[Review]]:
-    """Training rows (second-to-last review), test rows (last review) and the k-core reviews.
+    reviews: list[Review],
+    items: dict[str, CatalogItem],
+    domain: str,
+    settings: BuildSettings,
+    seed: int,
+    max_users: int | None = None,
+) -> tuple[list[LLMRecRow], list[LLMRecRow], list[Review], dict | None]:
+    """Training rows (second-to-last review), test rows (last review), the k-core reviews and, with
+    ``max_users``, the record of the users' sample (stratified by activity: k-core reviews per user).
 
-    ``settings.scale`` and ``settings.feedback`` are set from the reviews."""
+    ``settings.scale`` and ``settings.feedback`` are set from the reviews; candidates are drawn from
+    every k-core item, sampled or not."""
     settings.scale = RatingScale.of(reviews).for_rows()
     settings.feedback = None if any(r.text.strip() for r in reviews) else "ratings"
     kept = k_core(reviews, settings.min_interactions)
     by_user: dict[str, list[Review]] = {}
     for review in kept:
         by_user.setdefault(review.user, []).append(review)
+    users, sampling = stratified_sample(
+        sorted(by_user), lambda u: activity_band(len(by_user[u])), max_users, seed, "users", "activity"
+    )
     all_items = sorted({r.item for r in kept})
     positions = {item: index for index, item in enumerate(all_items)}
     rng = random.Random(seed)
     train, test = [], []
-    for user in tqdm(sorted(by_user), desc="rows", unit="user", disable=None):
+    for user in tqdm(users, desc="rows", unit="user", disable=None):
         events = by_user[user]
         pool = Unreviewed(all_items, positions, {r.item for r in events})
         train += user_rows(user, events[:-1], items, domain, settings, rng, pool)
         test += user_rows(user, events, items, domain, settings, rng, pool)
-    return train, test, kept
+    return train, test, kept, sampling
 
 
 def tied_targets(reviews: list[Review]) -> int:

@@ -44,10 +44,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from rectune.benchmarks.perrec.profiles import NO_EARLIER, Profile, profile_text
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, LABELS, NAME, PerRecGroup
 from rectune.io import RecTuneError
 from rectune.movielens import chronological, tied_events
-from rectune.ratings import Review, item_title, rating_text
+from rectune.ratings import Review, item_title
 from rectune.sampling import stratified_sample
 from rectune.titles import CatalogItem, split_title
 
@@ -64,7 +65,6 @@ class GroupSettings:
     past_only: bool = True
 
 
-NO_EARLIER = "No earlier ratings."  # the profile of a user who rated nothing (shown) before the shared item
 GAP_TOLERANCE = 1e-9  # ratings are decimals: 4.6 - 4.0 = 0.5999999999999996 must not pass or fail by rounding
 
 
@@ -180,31 +180,6 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
     return groups
 
 
-def _profile(others: list[Review], items: dict[str, CatalogItem], scale: list[float] | None) -> str:
-    """A template summary of a user's earlier ratings: volume, mean, top categories, likes, dislikes,
-    worded for any count (one rating, all ratings equal) and never naming an item as both."""
-    top = scale[1] if scale else 5
-    categories = Counter(c for r in others for c in (items[r.item].categories if r.item in items else []))
-    ratings = {r.rating for r in others}
-    if len(others) == 1:
-        (only,) = others
-        parts = [f"Rated 1 item: {item_title(items, only.item)}, {rating_text(only.rating)}/{top:g}."]
-    elif len(ratings) == 1:
-        parts = [f"Rated {len(others)} items, all {rating_text(others[0].rating)}/{top:g}."]
-    else:
-        mean = sum(r.rating for r in others) / len(others)
-        parts = [f"Rated {len(others)} items, {mean:.1f}/{top:g} on average."]
-    if categories:
-        parts.append(f"Most rated categories: {', '.join(c for c, _ in categories.most_common(3))}.")
-    if len(ratings) > 1:
-        ranked = sorted(others, key=lambda r: (-r.rating, -r.timestamp))
-        liked = [r for r in ranked[:2] if r.rating > min(ratings)]
-        disliked = [r for r in ranked[::-1] if r.rating < max(ratings) and r not in liked][:2]
-        parts.append(f"Rated highest: {'; '.join(item_title(items, r.item) for r in liked)}.")
-        parts.append(f"Rated lowest: {'; '.join(item_title(items, r.item) for r in disliked)}.")
-    return " ".join(parts)
-
-
 def attach_prompts(
     groups: list[Group],
     reviews: list[Review],
@@ -223,6 +198,7 @@ def attach_prompts(
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
     bm25 = BM25(corpus)
     visible: dict[str, tuple[list[Review], list[int], float]] = {}  # user -> chronological, times, rating sum
+    profiles: dict[str, list[tuple[int, dict]]] = {}  # user -> (earlier ratings shown, block) awaiting a profile
     scored_item, scores = None, {}
     for group in tqdm(groups, desc="prompts", unit="group", disable=None):
         if group.item != scored_item:  # groups come item by item: score the item's neighbours once
@@ -244,17 +220,26 @@ def attach_prompts(
             ranked = heapq.nsmallest(settings.k, shown, key=lambda r: (-scores.get(r.item, 0.0), -r.timestamp))
             # with every other item hidden, the mean behind the relative rating is all that can be shown
             mean = (total - own * member.rating) / others if others else member.rating - member.relative
-            group.users.append(
-                {
-                    "label": label,
-                    "user": member.user,
-                    "mean_rating": round(mean, 3),
-                    "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
-                    "profile": (_profile(shown, items, scale) if settings.profile else None) if shown else NO_EARLIER,
-                    "rating": member.rating,
-                    "relative_rating": round(member.relative, 4),
-                }
-            )
+            block = {
+                "label": label,
+                "user": member.user,
+                "mean_rating": round(mean, 3),
+                "history": [{"title": item_title(items, r.item), "rating": r.rating} for r in ranked],
+                "profile": NO_EARLIER if not shown else None,
+                "rating": member.rating,
+                "relative_rating": round(member.relative, 4),
+            }
+            group.users.append(block)
+            if shown and settings.profile and settings.past_only:  # a prefix: stated along the user's walk
+                profiles.setdefault(member.user, []).append((len(shown), block))
+            elif shown and settings.profile:
+                block["profile"] = profile_text(shown, items, scale)
+    for user, wanted in tqdm(profiles.items(), desc="profiles", unit="user", disable=None):
+        profile, seen = Profile(items, scale), visible[user][0]
+        for count, block in sorted(wanted, key=lambda w: w[0]):
+            while profile.count < count:
+                profile.add(seen[profile.count])
+            block["profile"] = profile.text()
 
 
 def group_record(
