@@ -71,8 +71,10 @@ def main() -> None:
     reviews, items, source_facts = read_source(args.reviews, args.items)
     rating_scale = RatingScale.of(reviews)
     scale = rating_scale.for_rows()
+    ratings, count = groups.first_ratings(reviews), len(reviews)
+    del reviews  # the first ratings are all that is read from here on
 
-    found = groups.find_groups(reviews, settings)
+    found = groups.find_groups(ratings, settings)
     if not found:
         raise RecTuneError(
             f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
@@ -81,23 +83,26 @@ def main() -> None:
     kept, sampling = groups.sample_groups(found, args.max_groups, args.seed)
     train, test = groups.split_by_item(kept, args.test_size, args.seed)
     train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
-    groups.attach_prompts(train, reviews, items, settings, hidden={g.item for g in [*test, *valid]}, scale=scale)
-    groups.attach_prompts(valid, reviews, items, settings, hidden={g.item for g in test}, scale=scale)
-    groups.attach_prompts(test, reviews, items, settings, scale=scale)
-
-    summary = groups.stats(train, test, reviews, settings)
+    summary = {"reviews": count, **groups.stats(train, test, ratings, settings)}
     summary.update(source_facts, valid_groups=len(valid), sampling=sampling)
     summary["rating_scale"] = rating_scale.as_list()
+    # a training prompt never shows a held-out item; validation prompts never show a test item
+    held_out = {"train": {g.item for g in [*test, *valid]}, "valid": {g.item for g in test}, "test": set()}
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         for split, part in (("train", train), ("valid", valid), ("test", test)):  # each group once
+            groups.attach_prompts(part, ratings, items, settings, hidden=held_out[split], scale=scale)
+            if split in summary:
+                summary[split]["members_without_earlier_ratings"] = groups.members_without_earlier_ratings(part)
             records = (groups.group_record(g, items, args.domain, scale).to_dict() for g in part)
             bar = tqdm(records, desc=f"{split} groups", total=len(part), disable=None)
             write_jsonl(staging / f"{split}.jsonl", bar)
+            for group in part:
+                group.users = []  # written: the next split's blocks take their place
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name)
 
     sampled = f" (a sample of {len(kept)})" if sampling else ""
-    print(f"{len(reviews)} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
+    print(f"{count} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")

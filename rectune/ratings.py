@@ -31,7 +31,7 @@ from rectune.io import DataError
 from rectune.titles import CatalogItem
 
 
-@dataclass
+@dataclass(slots=True)  # millions of them at the releases' sizes: no per-object dict
 class Review:
     user: str
     item: str

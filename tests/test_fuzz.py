@@ -39,8 +39,8 @@ def worlds() -> dict[str, tuple[list, Resources]]:
     ratings = ROOT / "fixtures" / "ratings"
     reviews, items = read_reviews(ratings / "ratings.dat"), read_items(ratings / "movies.dat")
     settings = groups.GroupSettings(min_history=2, k=1)
-    found = groups.find_groups(reviews, settings)
-    groups.attach_prompts(found, reviews, items, settings)
+    found = groups.find_groups(groups.first_ratings(reviews), settings)
+    groups.attach_prompts(found, groups.first_ratings(reviews), items, settings)
     perrec = ([row for g in found for row in groups.group_record(g, items, "movies").rows()], Resources.loaded())
 
     amazon = ROOT / "fixtures" / "amazon"

@@ -68,7 +68,7 @@ class GroupSettings:
 GAP_TOLERANCE = 1e-9  # ratings are decimals: 4.6 - 4.0 = 0.5999999999999996 must not pass or fail by rounding
 
 
-@dataclass
+@dataclass(slots=True)
 class Member:
     user: str
     rating: float
@@ -76,7 +76,7 @@ class Member:
     timestamp: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     id: str
     item: str
@@ -135,17 +135,19 @@ def difficulty(relatives: list[float], close_gap: float) -> str:
     return DIFFICULTIES[min(points, len(DIFFICULTIES) - 1)]
 
 
-def _dedupe(reviews: list[Review]) -> dict[str, dict[str, Review]]:
-    """user -> item -> the user's first review of it."""
+Ratings = dict[str, dict[str, Review]]  # user -> item -> the user's first rating of it, in time order
+
+
+def first_ratings(reviews: list[Review]) -> Ratings:
+    """Each user's first rating of each item, in time order: what grouping, prompts and stats read."""
     by_user: dict[str, dict[str, Review]] = {}
     for review in chronological(reviews):
         by_user.setdefault(review.user, {}).setdefault(review.item, review)
     return by_user
 
 
-def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
+def find_groups(by_user: Ratings, settings: GroupSettings) -> list[Group]:
     """Groups of co-rating users (see module docstring), without prompts; deterministic."""
-    by_user = _dedupe(reviews)
     means = {u: sum(r.rating for r in items.values()) / len(items) for u, items in by_user.items()}
     by_item: dict[str, list[Member]] = {}
     for user, items in by_user.items():
@@ -182,7 +184,7 @@ def find_groups(reviews: list[Review], settings: GroupSettings) -> list[Group]:
 
 def attach_prompts(
     groups: list[Group],
-    reviews: list[Review],
+    by_user: Ratings,
     items: dict[str, CatalogItem],
     settings: GroupSettings,
     hidden: set[str] | frozenset[str] = frozenset(),
@@ -194,7 +196,6 @@ def attach_prompts(
     rating of a held-out item, which is what the test asks for. With ``settings.past_only`` the history
     and profile come from the items the user rated before the shared item only.
     """
-    by_user = _dedupe(reviews)
     corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
     bm25 = BM25(corpus)
     visible: dict[str, tuple[list[Review], list[int], float]] = {}  # user -> chronological, times, rating sum
@@ -266,20 +267,21 @@ def split_by_item(groups: list[Group], test_size: float, seed: int) -> tuple[lis
     return [g for g in groups if g.item not in test_items], [g for g in groups if g.item in test_items]
 
 
-def stats(train: list[Group], test: list[Group], reviews: list[Review], settings: GroupSettings) -> dict:
+def members_without_earlier_ratings(groups: list[Group]) -> int:
+    """Users shown with NO_EARLIER: nothing rated before the shared item (or all of it held out)."""
+    return sum(u["profile"] == NO_EARLIER for g in groups for u in g.users)
+
+
+def stats(train: list[Group], test: list[Group], by_user: Ratings, settings: GroupSettings) -> dict:
     def counts(groups: list[Group]) -> dict:
         return {
             "groups": len(groups),
-            # users shown with NO_EARLIER: nothing rated before the shared item (or all of it held out)
-            "members_without_earlier_ratings": sum(u["profile"] == NO_EARLIER for g in groups for u in g.users),
             "items": len({g.item for g in groups}),
             "by_size": dict(sorted(Counter(str(len(g.members)) for g in groups).items())),
             "by_difficulty": {d: sum(g.difficulty == d for g in groups) for d in DIFFICULTIES},
         }
 
-    by_user = _dedupe(reviews)
     return {
-        "reviews": len(reviews),
         "users": len(by_user),
         # users with min_history other ratings: the only ones a group may hold
         "eligible_users": sum(len(items) - 1 >= settings.min_history for items in by_user.values()),
