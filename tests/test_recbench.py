@@ -2,7 +2,7 @@ import json
 import shutil
 
 import pytest
-from conftest import RELEASE, read_jsonl, read_view, run_script
+from conftest import RELEASE, read_view, run_script
 
 from rectune.benchmarks.recbench.release import read_release, split_rows
 from rectune.catalog import load_catalog, load_kg
@@ -97,7 +97,7 @@ def test_prompts_with_history_and_targets(tmp_path):
         "--k",
         "5",
     )
-    rft = {r["id"]: r for r in read_jsonl(tmp_path / "train_rft.jsonl")}
+    rft = {r["id"]: r for r in read_view(tmp_path / "train_rft.jsonl")}
     example = rft["movie/explicit/0"]
     assert example["prompt"][0]["content"].startswith(
         "You are a movie recommender system. You are given a user's watched movies and a query"
@@ -114,7 +114,7 @@ def test_prompts_with_history_and_targets(tmp_path):
     )
     assert example["ground_truth_ids"] == ["1", "2"]
     assert example["conditions"] == [["Starring", "Robert De Niro"], ["Genre", "Thriller"]]
-    sft = read_jsonl(tmp_path / "train_sft.jsonl")
+    sft = read_view(tmp_path / "train_sft.jsonl")
     answers = {m["content"] for r in sft for m in r["messages"] if m["role"] == "assistant"}
     assert "The Godfather (1972) [SEP] The Godfather: Part II (1974)" in answers  # natural spelling, [SEP]
 

@@ -152,7 +152,7 @@ def test_data_folders_load_per_file_kind_with_datasets(tmp_path):
     out = tmp_path / "data"
     run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "0.5")
     assert len(load_dataset(str(out), "test", split="train")) == len(read_jsonl(out / "test.jsonl"))
-    assert "messages" in load_dataset(str(out), "train_sft", split="train").column_names
+    assert "query" in load_dataset(str(out), "train", split="train").column_names  # rows; views derive on training
     assert (out / "README.md").stat().st_mode & 0o044  # readable by others
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from conftest import run_script, wandb_run, write_recipe
+from conftest import read_view, run_script, wandb_run, write_recipe
 from safetensors.torch import load_file
 
 from rectune.io import DataError
@@ -241,7 +241,7 @@ def test_data_mixture_with_weights(tmp_path, train_data):
     from rectune.io import DataError
     from rectune.training_data import load_examples
 
-    rows = (train_data / "train_sft.jsonl").read_text().splitlines()
+    rows = [json.dumps(example) for example in read_view(train_data / "train_sft.jsonl")]
     (tmp_path / "a.jsonl").write_text("\n".join(rows[:6]) + "\n")
     (tmp_path / "b.jsonl").write_text("\n".join(rows[6:9]) + "\n")
     mixture = DatasetMixtureConfig(
