@@ -10,9 +10,8 @@ pairwise and listwise rows derive from it on load): train.jsonl, valid.jsonl, te
 stats.json. Recipes name the training views train_sft_F.jsonl / train_rft_F.jsonl for F in
 pointwise/pairwise/listwise (a recipe mixes formats by listing several), valid_sft.jsonl,
 valid_rft.jsonl: training derives them from the groups (rectune/training_data.py), so no prompt is
-stored twice. Groups are split by their shared item,
-so no item is in both splits. Rows carry the source's rating scale (MovieLens half stars: 0.5-5)
-when it is not 1-5.
+stored twice. Groups are split by their shared item, so no item is in both splits. Rows carry the
+source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
 """
 
 import argparse
@@ -91,7 +90,7 @@ def main() -> None:
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         for split, part in (("train", train), ("valid", valid), ("test", test)):  # each group once
             groups.attach_prompts(part, ratings, items, settings, hidden=held_out[split], scale=scale)
-            if split in summary:
+            if split != "valid":  # stats.json breaks down train and test
                 summary[split]["members_without_earlier_ratings"] = groups.members_without_earlier_ratings(part)
             records = (groups.group_record(g, items, args.domain, scale).to_dict() for g in part)
             bar = tqdm(records, desc=f"{split} groups", total=len(part), disable=None)
