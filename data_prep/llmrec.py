@@ -103,7 +103,7 @@ def main() -> None:
         for split, rows in (("train", train), ("valid", valid), ("test", test)):  # training views derive from these
             write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in rows))
         write_json(staging / "stats.json", summary)
-        write_dataset_card(staging, f"LLMRec {args.domain}", BENCHMARK.name)
+        write_dataset_card(staging, f"LLMRec {args.domain}", BENCHMARK.name, out.name)
     core = summary["core"]
     print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
     for task in args.tasks:

@@ -16,6 +16,7 @@ source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
 
 import argparse
 import logging
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -24,7 +25,8 @@ from rectune.benchmarks.perrec.rows import LABELS
 from rectune.cli import build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import RatingScale, add_source_arguments, read_source
+from rectune.rating_store import RatingStore
+from rectune.ratings import add_source_arguments, merged_ids, source_items
 from rectune.sharing import write_dataset_card
 
 KIND = "perrecbench data"
@@ -67,29 +69,40 @@ def main() -> None:
     )  # fmt: skip
     if not 2 <= settings.max_size <= len(LABELS):
         raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
-    reviews, items, source_facts = read_source(args.reviews, args.items)
-    rating_scale = RatingScale.of(reviews)
-    scale = rating_scale.for_rows()
-    ratings, count = groups.first_ratings(reviews), len(reviews)
-    del reviews  # the first ratings are all that is read from here on
+    items = source_items(args.reviews, args.items)
+    canonical = merged_ids(items)
+    with RatingStore(args.reviews, canonical) as store:  # on disk: memory stays flat at any release's size
+        found = groups.find_groups(store, settings)
+        if not found:
+            raise RecTuneError(
+                f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} other "
+                f"ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
+            )
+        write_benchmark(args, out, store, items, found, settings, {"merged_duplicate_items": len(canonical)})
 
-    found = groups.find_groups(ratings, settings)
-    if not found:
-        raise RecTuneError(
-            f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} "
-            f"other ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
-        )
+
+def write_benchmark(
+    args: argparse.Namespace,
+    out: Path,
+    store: RatingStore,
+    items: dict,
+    found: list,
+    settings: groups.GroupSettings,
+    facts: dict,
+) -> None:
     kept, sampling = groups.sample_groups(found, args.max_groups, args.seed)
     train, test = groups.split_by_item(kept, args.test_size, args.seed)
     train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
-    summary = {"reviews": count, **groups.stats(train, test, ratings, settings)}
-    summary.update(source_facts, valid_groups=len(valid), sampling=sampling)
+    rating_scale = store.scale()
+    scale = rating_scale.for_rows()
+    summary = {"reviews": store.count, **groups.stats(train, test, store, settings)}
+    summary.update(facts, moved_ratings=store.moved(), valid_groups=len(valid), sampling=sampling)
     summary["rating_scale"] = rating_scale.as_list()
     # a training prompt never shows a held-out item; validation prompts never show a test item
     held_out = {"train": {g.item for g in [*test, *valid]}, "valid": {g.item for g in test}, "test": set()}
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
         for split, part in (("train", train), ("valid", valid), ("test", test)):  # each group once
-            groups.attach_prompts(part, ratings, items, settings, hidden=held_out[split], scale=scale)
+            groups.attach_prompts(part, store, items, settings, hidden=held_out[split], scale=scale)
             if split != "valid":  # stats.json breaks down train and test
                 summary[split]["members_without_earlier_ratings"] = groups.members_without_earlier_ratings(part)
             records = (groups.group_record(g, items, args.domain, scale).to_dict() for g in part)
@@ -98,10 +111,10 @@ def main() -> None:
             for group in part:
                 group.users = []  # written: the next split's blocks take their place
         write_json(staging / "stats.json", summary)
-        write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name)
+        write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name, out.name)
 
     sampled = f" (a sample of {len(kept)})" if sampling else ""
-    print(f"{count} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
+    print(f"{store.count} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")

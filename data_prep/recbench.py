@@ -63,7 +63,7 @@ def main() -> None:
         for split, part in (("train", train), ("valid", valid), ("test", test)):  # training views derive from these
             write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in part))
         write_json(staging / "stats.json", summary)
-        write_dataset_card(staging, f"RecBench+ {args.domain}", BENCHMARK.name)
+        write_dataset_card(staging, f"RecBench+ {args.domain}", BENCHMARK.name, out.name)
 
     sizes = f"{len(train)} train / {len(valid)} validation / {len(test)} test queries"
     print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {sizes}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import os
 import re
 import zlib
@@ -35,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.io import DataError, read_text
+from rectune.io import DataError
 from rectune.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -70,21 +69,23 @@ ACCEPTED = (
 
 def lines(path: Path) -> Iterator[tuple[int, str]]:
     """Non-blank lines with their numbers, each UTF-8 or else Latin-1 (ml-100k's u.item is Latin-1,
-    older MovieLens and Amazon dumps mix them); ``.gz`` files are read compressed."""
+    older MovieLens and Amazon dumps mix them); ``.gz`` files are read compressed. Streamed: ML-25M's
+    ratings.csv is 650 MB."""
+    for number, line in enumerate(_text_lines(path), start=1):
+        if line.strip():
+            yield number, line
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """Every line of the file, decoded one by one, without its line ending."""
     if not path.is_file():
         raise DataError(path, "file not found")
-    if path.suffix != ".gz":
-        for number, line in enumerate(read_text(path).splitlines(), start=1):
-            if line.strip():
-                yield number, line
-        return
     number = 0
     try:
-        with gzip.open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                line = _decode(raw).rstrip("\r\n")
-                if line.strip():
-                    yield number, line
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
+            for raw in handle:
+                number += 1  # for the error below
+                yield _decode(raw).rstrip("\r\n")
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise DataError(path, f"not a readable gzip file ({err})", line=number or None) from None
 
@@ -160,10 +161,12 @@ def read_ratings(path: Path) -> Iterator[Rating]:
 
 
 def _csv_rows(path: Path, header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    text = read_text(path) if path.suffix != ".gz" else "\n".join(line for _, line in lines(path))
-    text = text.lstrip("\ufeff")
-    reader = csv.reader(io.StringIO(text))
+    # line endings put back: a quoted field may span lines (csv's line_num is then the field's last line)
+    text = (f"{line}\n" for line in _text_lines(path))
+    reader = csv.reader(text)
     first = next(reader, None)
+    if first and first[0].startswith("\ufeff"):
+        first[0] = first[0][1:]
     if first is None or tuple(f.strip() for f in first[: len(header)]) != header:
         raise DataError(path, f"expected the header {','.join(header)}", line=1)
     for fields in reader:

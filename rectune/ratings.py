@@ -135,13 +135,19 @@ def _text(value: object) -> str:
 
 def read_reviews(path: str | os.PathLike) -> list[Review]:
     """Reviews from any of the formats (a MovieLens release folder too), in file order; an empty file is an error."""
+    return list(iter_reviews(path))
+
+
+def iter_reviews(path: str | os.PathLike) -> Iterator[Review]:
+    """:func:`read_reviews` one at a time, for sources larger than memory."""
     path = movielens.release_folder_file(path, "ratings")
-    reviews: list[Review] = []
+    count = 0
     if movielens.sniff(path) != "json":
         for record in movielens.read_ratings(path):
             rating = rating_value(record.rating, path, record.line, "rating", MOVIELENS_SCALE)
             timestamp = timestamp_value(record.timestamp, path, record.line, "timestamp")
-            reviews.append(Review(record.user, record.item, rating, timestamp))
+            count += 1
+            yield Review(record.user, record.item, rating, timestamp)
     else:
         for line, record in _records(path):
             if "user_id" in record:  # 2023 release, timestamps in milliseconds
@@ -160,10 +166,10 @@ def read_reviews(path: str | os.PathLike) -> list[Review]:
                 raise DataError(
                     path, "not an Amazon review: needs 'user_id' (2023) or 'reviewerID' (2014/2018)", line=line
                 )
-            reviews.append(Review(user, item, rating, timestamp, _text(title), _text(text)))
-    if not reviews:
+            count += 1
+            yield Review(user, item, rating, timestamp, _text(title), _text(text))
+    if not count:
         raise DataError(path, "no reviews in file")
-    return reviews
 
 
 @dataclass(frozen=True)
@@ -177,9 +183,14 @@ class RatingScale:
     @classmethod
     def of(cls, reviews: list[Review]) -> RatingScale:
         values = {r.rating for r in reviews}
-        step = 1.0 if all(v.is_integer() for v in values) else 0.5
+        return cls.seen(min(values), max(values), all(v.is_integer() for v in values))
+
+    @classmethod
+    def seen(cls, lowest: float, highest: float, whole: bool) -> RatingScale:
+        """The scale of ratings from ``lowest`` to ``highest``, ``whole`` when none is a fraction."""
+        step = 1.0 if whole else 0.5
         # the release's scale, not just the values seen: MovieLens half stars run 0.5-5, whole stars 1-5
-        return cls(min(min(values), step if step < 1 else 1.0), max(max(values), 5.0), step)
+        return cls(min(lowest, step if step < 1 else 1.0), max(highest, 5.0), step)
 
     def as_list(self) -> list[float]:
         return [self.low, self.high, self.step]
@@ -279,12 +290,17 @@ def merge_ratings(reviews: list[Review], canonical: dict[str, str]) -> tuple[lis
     return merged, sum(r.item in canonical for r in reviews)
 
 
+def merged_ids(catalog: dict[str, CatalogItem]) -> dict[str, str]:
+    """Merged id -> the id kept for it: MovieLens titles listed twice (``merged_ids``)."""
+    return {alias: i.id for i in catalog.values() for alias in i.attributes.get("merged_ids", [])}
+
+
 def read_source(reviews: str | os.PathLike, items: str | os.PathLike | None) -> tuple[list[Review], dict, dict]:
     """Reviews and items of a source (see :func:`source_items`), duplicate MovieLens titles merged, and the
     facts for ``stats.json``: ``merged_duplicate_items`` (ids folded into another) and ``moved_ratings``."""
     found = read_reviews(reviews)
     catalog = source_items(reviews, items)
-    canonical = {alias: i.id for i in catalog.values() for alias in i.attributes.get("merged_ids", [])}
+    canonical = merged_ids(catalog)
     merged, moved = merge_ratings(found, canonical)
     return merged, catalog, {"merged_duplicate_items": len(canonical), "moved_ratings": moved}
 

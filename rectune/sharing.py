@@ -139,8 +139,9 @@ def _stage_words(stage: str) -> str:
     return {"sft": "supervised fine-tuning", "rft": "GRPO from the base", "sft_rft": "GRPO after SFT"}[stage]
 
 
-def dataset_card(folder: Path, title: str, benchmark: str) -> str:
-    """A Hub dataset card whose ``configs:`` make ``load_dataset(folder, name)`` load one file kind each."""
+def dataset_card(folder: Path, title: str, benchmark: str, name: str) -> str:
+    """A Hub dataset card whose ``configs:`` make ``load_dataset(folder, name)`` load one file kind each;
+    ``name`` is the folder's once published (cards are written in a staging folder)."""
     configs = []
     for path in sorted(folder.glob("*.jsonl")):
         if not path.stat().st_size:
@@ -154,11 +155,11 @@ def dataset_card(folder: Path, title: str, benchmark: str) -> str:
         + "---\n\n"
         + f"# {title}\n\nBuilt by RecTune's data_prep for the {benchmark} benchmark. Each file is one config "
         f"({names}):\n\n```python\nfrom datasets import load_dataset\n\n"
-        f'rows = load_dataset("{folder.name}", "test", split="train")\n```\n\n'
+        f'rows = load_dataset({json.dumps(name)}, "test", split="train")\n```\n\n'
         "`stats.json` records how the files were built. The canonical row format is documented in RecTune's README.\n"
     )
 
 
-def write_dataset_card(folder: Path, title: str, benchmark: str) -> None:
+def write_dataset_card(folder: Path, title: str, benchmark: str, name: str) -> None:
     with atomic_write(folder / "README.md") as handle:
-        handle.write(dataset_card(folder, title, benchmark))
+        handle.write(dataset_card(folder, title, benchmark, name))

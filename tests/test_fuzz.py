@@ -19,6 +19,7 @@ from rectune.benchmarks.perrec import groups
 from rectune.benchmarks.recbench.release import read_release
 from rectune.catalog import KnowledgeGraph
 from rectune.io import write_json
+from rectune.rating_store import RatingStore
 from rectune.ratings import read_items, read_reviews
 from rectune.rewards import resolve_rewards
 from rectune.scoring import score_benchmark
@@ -39,8 +40,8 @@ def worlds() -> dict[str, tuple[list, Resources]]:
     ratings = ROOT / "fixtures" / "ratings"
     reviews, items = read_reviews(ratings / "ratings.dat"), read_items(ratings / "movies.dat")
     settings = groups.GroupSettings(min_history=2, k=1)
-    found = groups.find_groups(groups.first_ratings(reviews), settings)
-    groups.attach_prompts(found, groups.first_ratings(reviews), items, settings)
+    found = groups.find_groups(RatingStore(reviews, {}), settings)
+    groups.attach_prompts(found, RatingStore(reviews, {}), items, settings)
     perrec = ([row for g in found for row in groups.group_record(g, items, "movies").rows()], Resources.loaded())
 
     amazon = ROOT / "fixtures" / "amazon"

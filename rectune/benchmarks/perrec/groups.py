@@ -47,7 +47,7 @@ from tqdm import tqdm
 from rectune.benchmarks.perrec.profiles import NO_EARLIER, Profile, profile_text
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, LABELS, NAME, PerRecGroup
 from rectune.io import RecTuneError
-from rectune.movielens import chronological, tied_events
+from rectune.rating_store import RatingStore
 from rectune.ratings import Review, item_title
 from rectune.sampling import stratified_sample
 from rectune.titles import CatalogItem, split_title
@@ -135,31 +135,13 @@ def difficulty(relatives: list[float], close_gap: float) -> str:
     return DIFFICULTIES[min(points, len(DIFFICULTIES) - 1)]
 
 
-Ratings = dict[str, dict[str, Review]]  # user -> item -> the user's first rating of it, in time order
-
-
-def first_ratings(reviews: list[Review]) -> Ratings:
-    """Each user's first rating of each item, in time order: what grouping, prompts and stats read."""
-    by_user: dict[str, dict[str, Review]] = {}
-    for review in chronological(reviews):
-        by_user.setdefault(review.user, {}).setdefault(review.item, review)
-    return by_user
-
-
-def find_groups(by_user: Ratings, settings: GroupSettings) -> list[Group]:
+def find_groups(store: RatingStore, settings: GroupSettings) -> list[Group]:
     """Groups of co-rating users (see module docstring), without prompts; deterministic."""
-    means = {u: sum(r.rating for r in items.values()) / len(items) for u, items in by_user.items()}
-    by_item: dict[str, list[Member]] = {}
-    for user, items in by_user.items():
-        if len(items) - 1 < settings.min_history:
-            continue
-        for review in items.values():
-            member = Member(user, review.rating, review.rating - means[user], review.timestamp)
-            by_item.setdefault(review.item, []).append(member)
+    by_item = store.by_item(settings.min_history)  # item by item: one item's ratings in memory at a time
     window = settings.window_days * 86400
     groups: list[Group] = []
-    for item in tqdm(sorted(by_item), desc="grouping", unit="item", disable=None):
-        candidates = sorted(by_item[item], key=lambda m: (m.timestamp, m.user))
+    for item, ratings in tqdm(by_item, desc="grouping", unit=" items", disable=None):
+        candidates = [Member(*rating) for rating in ratings]  # by time, then user
         used: set[str] = set()
         for start, first in enumerate(candidates):
             if first.user in used:
@@ -184,7 +166,7 @@ def find_groups(by_user: Ratings, settings: GroupSettings) -> list[Group]:
 
 def attach_prompts(
     groups: list[Group],
-    by_user: Ratings,
+    store: RatingStore,
     items: dict[str, CatalogItem],
     settings: GroupSettings,
     hidden: set[str] | frozenset[str] = frozenset(),
@@ -196,8 +178,9 @@ def attach_prompts(
     rating of a held-out item, which is what the test asks for. With ``settings.past_only`` the history
     and profile come from the items the user rated before the shared item only.
     """
-    corpus = {i: _tokens(_item_text(items.get(i), i)) for u in by_user.values() for i in u}
+    corpus = {i: _tokens(_item_text(items.get(i), i)) for i in store.rated_items()}
     bm25 = BM25(corpus)
+    by_user = store.first_ratings(m.user for g in groups for m in g.members)  # these groups' users only
     visible: dict[str, tuple[list[Review], list[int], float]] = {}  # user -> chronological, times, rating sum
     profiles: dict[str, list[tuple[int, dict]]] = {}  # user -> (earlier ratings shown, block) awaiting a profile
     scored_item, scores = None, {}
@@ -209,7 +192,7 @@ def attach_prompts(
         group.users = []
         for label, member in zip(LABELS, members, strict=False):
             if member.user not in visible:
-                seen = [r for r in by_user[member.user].values() if r.item not in hidden]
+                seen = [r for r in by_user.pop(member.user) if r.item not in hidden]
                 visible[member.user] = (seen, [r.timestamp for r in seen], sum(r.rating for r in seen))
             seen, times, total = visible[member.user]
             if settings.past_only:  # the shared item itself was rated at member.timestamp: not before it
@@ -272,7 +255,7 @@ def members_without_earlier_ratings(groups: list[Group]) -> int:
     return sum(u["profile"] == NO_EARLIER for g in groups for u in g.users)
 
 
-def stats(train: list[Group], test: list[Group], by_user: Ratings, settings: GroupSettings) -> dict:
+def stats(train: list[Group], test: list[Group], store: RatingStore, settings: GroupSettings) -> dict:
     def counts(groups: list[Group]) -> dict:
         return {
             "groups": len(groups),
@@ -281,13 +264,14 @@ def stats(train: list[Group], test: list[Group], by_user: Ratings, settings: Gro
             "by_difficulty": {d: sum(g.difficulty == d for g in groups) for d in DIFFICULTIES},
         }
 
+    # eligible users: min_history other ratings, the only ones a group may hold; tied ratings: sharing their
+    # second with another of the same user's (ordered by numeric item id)
+    facts = store.user_facts(settings.min_history)
     return {
-        "users": len(by_user),
-        # users with min_history other ratings: the only ones a group may hold
-        "eligible_users": sum(len(items) - 1 >= settings.min_history for items in by_user.values()),
+        "users": facts["users"],
+        "eligible_users": facts["eligible_users"],
         "users_in_groups": len({m.user for g in [*train, *test] for m in g.members}),
-        # ratings sharing their second with another of the same user's (ordered by numeric item id)
-        "tied_ratings": sum(tied_events(list(items.values())) for items in by_user.values()),
+        "tied_ratings": facts["tied_ratings"],
         "settings": vars(settings),
         "train": counts(train),
         "test": counts(test),

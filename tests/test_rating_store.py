@@ -1,0 +1,68 @@
+"""The DuckDB rating store: which rating of a pair is kept, the orders the builds walk, the per-user facts."""
+
+from pathlib import Path
+
+import pytest
+
+from rectune.io import DataError
+from rectune.rating_store import RatingStore
+from rectune.ratings import Review
+
+
+def test_first_ratings_keep_the_earliest_in_time_then_id_then_file_order():
+    reviews = [
+        Review("u", "1274", 4.0, 100),
+        Review("u", "759", 2.0, 100),  # same second: 759 < 1274 by number, not by text
+        Review("u", "759", 5.0, 90),  # rated again earlier in time: this one is the first
+        Review("u", "b", 3.0, 50),
+        Review("u", "b", 1.0, 50),  # same second and item: file order keeps the 3.0
+        Review("v", "b", 2.0, 7),
+    ]
+    with RatingStore(reviews, {}) as store:
+        history = store.first_ratings(["u"])
+        assert list(history) == ["u"]
+        assert [(r.item, r.rating, r.timestamp) for r in history["u"]] == [
+            ("b", 3.0, 50), ("759", 5.0, 90), ("1274", 4.0, 100)
+        ]  # fmt: skip
+        assert store.count == 6 and store.moved() == 0
+        # u: 3 first ratings summing 12 (mean 4); v: 1 rating of 2
+        assert store.user_facts(min_history=2) == {"users": 2, "eligible_users": 1, "tied_ratings": 0}
+
+
+def test_merged_ids_count_as_the_kept_item():
+    # "9" is a second listing of "3": u rated both in the same second, the lower id (3) stays
+    reviews = [Review("u", "9", 1.0, 10), Review("u", "3", 5.0, 10), Review("v", "9", 4.0, 20)]
+    with RatingStore(reviews, {"9": "3"}) as store:
+        assert store.moved() == 2
+        assert store.rated_items() == ["3"]
+        ratings = store.first_ratings(["u", "v"])
+        assert [(r.item, r.rating) for r in ratings["u"]] == [("3", 5.0)]
+        assert [(r.item, r.rating) for r in ratings["v"]] == [("3", 4.0)]
+
+
+def test_by_item_walks_items_in_code_point_order_with_relative_ratings():
+    reviews = [
+        Review("a", "x", 5.0, 30), Review("a", "y", 3.0, 10), Review("a", "Z", 1.0, 10),  # mean 3, one tie
+        Review("b", "x", 2.0, 30), Review("b", "y", 4.0, 5),  # mean 3
+        Review("c", "x", 4.0, 1),  # one rating: no other item
+    ]  # fmt: skip
+    with RatingStore(reviews, {}) as store:
+        walked = list(store.by_item(min_history=1))
+        assert walked == [
+            ("Z", [("a", 1.0, -2.0, 10)]),  # "Z" < "x" by code point
+            ("x", [("a", 5.0, 2.0, 30), ("b", 2.0, -1.0, 30)]),  # same second: by user
+            ("y", [("b", 4.0, 1.0, 5), ("a", 3.0, 0.0, 10)]),
+        ]
+        assert [item for item, _ in store.by_item(min_history=0)] == ["Z", "x", "y"]
+        # a's y and Z share second 10: two tied ratings; c has too few others at min_history 1
+        assert store.user_facts(min_history=1) == {"users": 3, "eligible_users": 2, "tied_ratings": 2}
+        assert store.scale().as_list() == [1.0, 5.0, 1.0]
+
+
+def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path):
+    ratings = tmp_path / "ratings.dat"
+    ratings.write_text("1::10::4::978300760\n1::11::nine::978300761\n")
+    folders = set(Path("/tmp").glob("rectune-ratings-*"))
+    with pytest.raises(DataError, match=r"ratings\.dat:2: key 'rating'"):
+        RatingStore(ratings, {})
+    assert set(Path("/tmp").glob("rectune-ratings-*")) == folders
