@@ -26,7 +26,8 @@ from rectune.catalog import catalog_rows
 from rectune.cli import build_summary, fraction, run
 from rectune.io import RecTuneError, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import WHOLE_STARS, add_source_arguments, read_source
+from rectune.rating_store import RatingStore
+from rectune.ratings import WHOLE_STARS, add_source_arguments, merged_ids, source_items
 from rectune.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,11 @@ def main() -> None:
     settings = build.BuildSettings(
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )
-    reviews, items, source_facts = read_source(args.reviews, args.items)
-    train, test, kept, sampling = build.build_rows(reviews, items, args.domain, settings, args.seed, args.max_users)
+    items = source_items(args.reviews, args.items)
+    canonical = merged_ids(items)
+    with RatingStore(args.reviews, canonical, with_text=True) as store:  # on disk, out of core
+        train, test, core, sampling = build.build_rows(store, items, args.domain, settings, args.seed, args.max_users)
+        reviews, moved, tied = store.count, store.moved(), store.core_tied_last()
     skipped = {}
     if settings.feedback == "ratings":
         skipped = {t: "the source has ratings only, no review text" for t in TEXT_TASKS if t in args.tasks}
@@ -85,9 +89,10 @@ def main() -> None:
     train = [r for r in train if r.user not in held_out]
 
     summary = {
-        "reviews": len(reviews),
-        **source_facts,
-        "core": {"reviews": len(kept), "users": len({r.user for r in kept}), "items": len({r.item for r in kept})},
+        "reviews": reviews,
+        "merged_duplicate_items": len(canonical),
+        "moved_ratings": moved,
+        "core": {key: core[key] for key in ("reviews", "users", "items")},
         "settings": vars(settings),
         "train": dict(Counter(r.task for r in train)),
         "valid": dict(Counter(r.task for r in valid)),
@@ -96,16 +101,16 @@ def main() -> None:
         "sampling": sampling,
         "rating_scale": settings.scale or WHOLE_STARS.as_list(),
         # users whose last two ratings share a second: the later by numeric item id is their test target
-        "tied_test_targets": build.tied_targets(kept),
+        "tied_test_targets": tied,
     }
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
-        write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(kept, items)))
+        write_jsonl(staging / "catalog.jsonl", catalog_rows(build.catalog(core["item_ids"], items)))
         for split, rows in (("train", train), ("valid", valid), ("test", test)):  # training views derive from these
             write_jsonl(staging / f"{split}.jsonl", (r.to_dict() for r in rows))
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"LLMRec {args.domain}", BENCHMARK.name, out.name)
     core = summary["core"]
-    print(f"{len(reviews)} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
+    print(f"{reviews} reviews -> {settings.min_interactions}-core: {core['users']} users, {core['items']} items")
     for task in args.tasks:
         print(f"  {task:14s} train {summary['train'].get(task, 0):6d}  test {summary['test'].get(task, 0):6d}")
     print(f"wrote {out}/: {build_summary(out)}")

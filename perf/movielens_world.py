@@ -161,3 +161,52 @@ def synthetic(
         for _ in range(rng.randint(1, 3) if rng.random() < tagged else 0)
     ]
     return World(movies, ratings, users, tags)
+
+
+def write_bursty_csv(folder: Path, n_users: int, n_items: int, n_ratings: int, seed: int = 0) -> Path:
+    """An ml-latest-layout release (``ratings.csv`` sorted by user then movie, half stars; ``movies.csv``)
+    of about ``n_ratings`` ratings, generated with numpy in blocks of users so that ML-25M's 25 million
+    fit in memory: every user has at least 20 ratings and activity is heavy-tailed (ML-25M: median 71,
+    mean 154), films are rated by popularity (a few thousand hold most ratings), and ratings come in
+    bursts as in :func:`synthetic` (seconds apart, one in ten in the same second, a new session days or
+    weeks later one time in twenty)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    genres = [g for g in GENRES_100K if g != "unknown"]
+    titles = []
+    with open(folder / "movies.csv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["movieId", "title", "genres"])
+        for index in range(1, n_items + 1):
+            title = catalog_title(len(titles), int(rng.integers(1930, 2019))) if index % 400 else titles[-1]
+            titles.append(title)
+            picked = rng.choice(len(genres), size=int(rng.integers(1, 4)), replace=False)
+            writer.writerow([index, title, "|".join(genres[g] for g in sorted(picked))])
+    counts = np.maximum(20, rng.lognormal(4.3, 1.0, n_users)).astype(np.int64)
+    # a tenth more drawn than asked for: draws of a film the user already rated are dropped
+    counts = np.minimum(np.maximum(20, counts * n_ratings * 11 // (10 * counts.sum())), n_items // 2)
+    quality = rng.normal(0.0, 0.6, n_items)
+    with open(folder / "ratings.csv", "w", encoding="ascii") as handle:
+        handle.write("userId,movieId,rating,timestamp\n")
+        for first in range(0, n_users, 5000):
+            block = counts[first : first + 5000]
+            users = np.repeat(np.arange(first + 1, first + 1 + len(block)), block)
+            items = (n_items * rng.random(len(users)) ** 2.5).astype(np.int64)  # popular films first
+            keys = np.unique(users * (n_items + 1) + items)  # one rating per user and film, by user then film
+            users, items = keys // (n_items + 1), keys % (n_items + 1)
+            gaps = np.where(rng.random(len(users)) < 0.1, 0, rng.integers(5, 181, len(users)))
+            gaps = np.where(rng.random(len(users)) < 0.05, rng.integers(1, 41, len(users)) * 86400, gaps)
+            order = rng.permutation(len(users))  # the order the user rated in, unrelated to film ids
+            order = order[np.argsort(users[order], kind="stable")]
+            clock = np.cumsum(gaps[order])
+            starts = np.searchsorted(users[order], users[order])  # each row's user's first position
+            clock = clock - clock[starts] + 1_100_000_000 + (users[order] * 7919 % (300 * 86400))
+            times = np.empty_like(clock)
+            times[order] = clock
+            bias = rng.normal(0.0, 0.5, len(block) + 1)[users - first]
+            stars = np.clip(np.round((3.5 + bias + quality[items] + rng.normal(0, 0.9, len(users))) * 2) / 2, 0.5, 5)
+            rows = zip(users.tolist(), (items + 1).tolist(), stars.tolist(), times.tolist(), strict=True)
+            handle.writelines(f"{u},{i},{s:.1f},{t}\n" for u, i, s, t in rows)
+    return folder

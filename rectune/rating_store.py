@@ -162,15 +162,49 @@ class RatingStore:
         if ratings:
             yield item, ratings
 
-    def first_ratings(self, users: Iterable[str]) -> dict[str, list[Review]]:
-        """The first ratings of ``users``, each user's in time order."""
+    def first_ratings(self, users: Iterable[str], in_core: bool = False) -> dict[str, list[Review]]:
+        """The first ratings of ``users`` (those in the :meth:`k_core` only, with ``in_core``), each user's in
+        time order; with their review's title and text when the store keeps them."""
         wanted = pa.table({"user": sorted(set(users))})  # noqa: F841
-        query = self.db.sql("""
-            SELECT f.user, f.item, f.rating, f.ts FROM first f JOIN wanted w ON f.user = w.user
+        core = "JOIN core c ON f.user = c.user AND f.item = c.item" if in_core else ""
+        text = ", r.title, r.text" if self.with_text else ""
+        source = "JOIN reviews r ON f.seq = r.seq" if self.with_text else ""
+        query = self.db.sql(f"""
+            SELECT f.user, f.item, f.rating, f.ts{text} FROM first f JOIN wanted w ON f.user = w.user {core} {source}
             ORDER BY f.user, f.ts, f.rank, f.seq
         """)
         by_user: dict[str, list[Review]] = {}
         for batch in query.to_arrow_reader(BATCH):
-            for user, item, rating, ts in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-                by_user.setdefault(user, []).append(Review(user, item, rating, ts))
+            for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                by_user.setdefault(row[0], []).append(Review(*row))
         return by_user
+
+    def has_text(self) -> bool:
+        """Whether any review has a text (MovieLens: ratings only)."""
+        return self.with_text and bool(self.db.execute("SELECT bool_or(text <> '') FROM reviews").fetchone()[0])
+
+    def k_core(self, k: int) -> dict[str, int]:
+        """Keep, as the core, the first ratings left once users and items with fewer than ``k`` of them are
+        dropped, again until none is (the k-core is the same whatever the order of drops). Returns each
+        core user's count of ratings."""
+        self.db.execute("CREATE OR REPLACE TABLE core AS SELECT user, item, ts FROM first")
+        while True:
+            (dropped,) = self.db.execute(f"""
+                DELETE FROM core WHERE user IN (SELECT user FROM core GROUP BY 1 HAVING count(*) < {int(k)})
+                OR item IN (SELECT item FROM core GROUP BY 1 HAVING count(*) < {int(k)})
+            """).fetchone()
+            if not dropped:
+                break
+        return dict(self.db.execute("SELECT user, count(*) FROM core GROUP BY 1").fetchall())
+
+    def core_items(self) -> list[str]:
+        return [row[0] for row in self.db.execute("SELECT DISTINCT item FROM core ORDER BY 1").fetchall()]
+
+    def core_tied_last(self) -> int:
+        """Core users whose last two ratings share a second."""
+        return self.db.execute("""
+            SELECT count(*) FROM (
+                SELECT c.user FROM core c JOIN (SELECT user, max(ts) AS last FROM core GROUP BY 1) m
+                ON c.user = m.user AND c.ts = m.last GROUP BY 1 HAVING count(*) > 1
+            )
+        """).fetchone()[0]

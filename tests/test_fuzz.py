@@ -45,9 +45,10 @@ def worlds() -> dict[str, tuple[list, Resources]]:
     perrec = ([row for g in found for row in groups.group_record(g, items, "movies").rows()], Resources.loaded())
 
     amazon = ROOT / "fixtures" / "amazon"
-    reviews, items = read_reviews(amazon / "reviews_2018.json"), read_items(amazon / "meta_2018.json")
-    train, test, kept, _ = build.build_rows(reviews, items, "beauty", build.BuildSettings(num_candidates=4), 0)
-    llmrec = (train + test, Resources.loaded(TitleMatcher(build.catalog(kept, items)), KnowledgeGraph()))
+    items = read_items(amazon / "meta_2018.json")
+    with RatingStore(amazon / "reviews_2018.json", {}, with_text=True) as store:
+        train, test, core, _ = build.build_rows(store, items, "beauty", build.BuildSettings(num_candidates=4), 0)
+    llmrec = (train + test, Resources.loaded(TitleMatcher(build.catalog(core["item_ids"], items)), KnowledgeGraph()))
     return {"recbench+": recbench, "perrecbench": perrec, "llmrec": llmrec}
 
 

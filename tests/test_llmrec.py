@@ -18,7 +18,8 @@ from rectune.benchmarks import Resources
 from rectune.benchmarks.llmrec import build, prompts, rewards, scoring
 from rectune.benchmarks.llmrec.rows import LLMRecRow
 from rectune.io import DataError
-from rectune.ratings import read_items, read_reviews
+from rectune.rating_store import RatingStore
+from rectune.ratings import Review, read_items
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 from rectune.titles import CatalogItem, TitleMatcher
@@ -61,10 +62,22 @@ def test_max_users_samples_by_activity_and_keeps_the_totals(tmp_path):
 
 
 def test_k_core_is_iterative():
-    kept = build.k_core(read_reviews(FIXTURES / "reviews_2018.json"), 5)
-    assert len(kept) == 36
-    assert {r.user for r in kept} == {f"U{u}" for u in range(6)}
-    assert {r.item for r in kept} == {f"I{j}" for j in range(7)}
+    with RatingStore(FIXTURES / "reviews_2018.json", {}) as store:
+        counts = store.k_core(5)
+        assert sum(counts.values()) == 36
+        assert set(counts) == {f"U{u}" for u in range(6)}
+        assert store.core_items() == [f"I{j}" for j in range(7)]
+    # 2-core: d (one rating) goes; then z (c's only) has one; then c (x only) has one; a and b stay
+    reviews = [Review(u, i, 4.0, n) for n, (u, i) in enumerate(["ax", "ay", "bx", "by", "cx", "cz", "dz", "ax"])]
+    with RatingStore(reviews, {}) as store:
+        assert store.k_core(2) == {"a": 2, "b": 2}  # a's second rating of x counts once
+        assert store.core_items() == ["x", "y"]
+        assert store.core_tied_last() == 0
+    # a's last two ratings share a second: the tie rule picked its test target
+    tied = [Review("a", "x", 4.0, 5), Review("a", "y", 3.0, 9), Review("a", "z", 2.0, 9), Review("b", "x", 1.0, 1)]
+    with RatingStore(tied, {}) as store:
+        store.k_core(1)
+        assert store.core_tied_last() == 1
 
 
 def test_the_unreviewed_pool_is_the_list_it_stands_for():
@@ -221,8 +234,8 @@ def test_bad_inputs(tmp_path):
 def test_items_without_metadata_are_named_by_id(tmp_path):
     items = read_items(FIXTURES / "meta_2018.json")
     assert items["I3"].title == "Mint Lip Balm"
-    reviews = read_reviews(FIXTURES / "reviews_2018.json")
-    train, test, _, _ = build.build_rows(reviews, {}, "b", build.BuildSettings(), 0)
+    with RatingStore(FIXTURES / "reviews_2018.json", {}) as store:
+        train, test, _, _ = build.build_rows(store, {}, "b", build.BuildSettings(), 0)
     assert test[0].item["title"].startswith("item I")
 
 

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tqdm import tqdm
 
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
-from rectune.movielens import chronological
-from rectune.ratings import RatingScale, Review, item_title
+from rectune.rating_store import RatingStore
+from rectune.ratings import Review, item_title
 from rectune.sampling import activity_band, stratified_sample
 from rectune.titles import CatalogItem
 
@@ -37,22 +36,6 @@ class BuildSettings:
     max_review_words: int = 64
     scale: list[float] | None = None  # set from the data by build_rows (None: 1-5)
     feedback: str | None = None  # "ratings" when the source has no review text
-
-
-def k_core(reviews: list[Review], k: int) -> list[Review]:
-    """First review per (user, item), then drop users and items with fewer than ``k`` until none is left."""
-    seen, unique = set(), []
-    for review in chronological(reviews):
-        if (review.user, review.item) not in seen:
-            seen.add((review.user, review.item))
-            unique.append(review)
-    while True:
-        users = Counter(r.user for r in unique)
-        items = Counter(r.item for r in unique)
-        kept = [r for r in unique if users[r.user] >= k and items[r.item] >= k]
-        if len(kept) == len(unique):
-            return kept
-        unique = kept
 
 
 def _words(text: str, limit: int) -> str:
@@ -127,53 +110,45 @@ def user_rows(
 
 
 def build_rows(
-    reviews: list[Review],
+    store: RatingStore,
     items: dict[str, CatalogItem],
     domain: str,
     settings: BuildSettings,
     seed: int,
     max_users: int | None = None,
-) -> tuple[list[LLMRecRow], list[LLMRecRow], list[Review], dict | None]:
-    """Training rows (second-to-last review), test rows (last review), the k-core reviews and, with
-    ``max_users``, the record of the users' sample (stratified by activity: k-core reviews per user).
+) -> tuple[list[LLMRecRow], list[LLMRecRow], dict, dict | None]:
+    """Training rows (second-to-last review), test rows (last review), the k-core's facts (its reviews, users,
+    items and ``item_ids``) and, with ``max_users``, the record of the users' sample (stratified by activity:
+    k-core reviews per user). Only the sampled users' reviews are read out of the store.
 
     ``settings.scale`` and ``settings.feedback`` are set from the reviews; candidates are drawn from
     every k-core item, sampled or not."""
-    settings.scale = RatingScale.of(reviews).for_rows()
-    settings.feedback = None if any(r.text.strip() for r in reviews) else "ratings"
-    kept = k_core(reviews, settings.min_interactions)
-    by_user: dict[str, list[Review]] = {}
-    for review in kept:
-        by_user.setdefault(review.user, []).append(review)
+    settings.scale = store.scale().for_rows()
+    settings.feedback = None if store.has_text() else "ratings"
+    counts = store.k_core(settings.min_interactions)
     users, sampling = stratified_sample(
-        sorted(by_user), lambda u: activity_band(len(by_user[u])), max_users, seed, "users", "activity"
+        sorted(counts), lambda u: activity_band(counts[u]), max_users, seed, "users", "activity"
     )
-    all_items = sorted({r.item for r in kept})
+    all_items = store.core_items()
+    core = {"reviews": sum(counts.values()), "users": len(counts), "items": len(all_items), "item_ids": all_items}
+    by_user = store.first_ratings(users, in_core=True)
     positions = {item: index for index, item in enumerate(all_items)}
     rng = random.Random(seed)
     train, test = [], []
     for user in tqdm(users, desc="rows", unit="user", disable=None):
-        events = by_user[user]
+        events = by_user.pop(user)
         pool = Unreviewed(all_items, positions, {r.item for r in events})
         train += user_rows(user, events[:-1], items, domain, settings, rng, pool)
         test += user_rows(user, events, items, domain, settings, rng, pool)
-    return train, test, kept, sampling
+    return train, test, core, sampling
 
 
-def tied_targets(reviews: list[Review]) -> int:
-    """Users whose last two reviews share a timestamp: their test target was picked by the tie rule."""
-    by_user: dict[str, list[Review]] = {}
-    for review in reviews:
-        by_user.setdefault(review.user, []).append(review)
-    return sum(len(e) >= 2 and e[-1].timestamp == e[-2].timestamp for e in by_user.values())
-
-
-def catalog(reviews: list[Review], items: dict[str, CatalogItem]) -> list[CatalogItem]:
+def catalog(item_ids: list[str], items: dict[str, CatalogItem]) -> list[CatalogItem]:
     """The reviewed items in the source's spelling (answers are matched against it), ``name`` and
     ``merged_ids`` kept; items without metadata go by ``item ID``."""
     kept = ("name", "merged_ids")
     return [
         CatalogItem(i, items[i].title, {k: v for k, v in items[i].attributes.items() if k in kept})
         if i in items else CatalogItem(i, item_title(items, i))
-        for i in sorted({r.item for r in reviews})
+        for i in item_ids
     ]  # fmt: skip
