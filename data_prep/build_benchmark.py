@@ -30,7 +30,8 @@ from rectune.benchmarks.recbench.records import QUERY_FILES
 from rectune.cli import add_output_arguments, build_summary, run
 from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.outputs import claim_output, output_set
-from rectune.ratings import Review, merge_ratings, read_reviews, read_users
+from rectune.rating_store import RatingStore
+from rectune.ratings import Review, read_reviews, read_users
 from rectune.sampling import activity_band, stratified_sample
 
 log = logging.getLogger(__name__)
@@ -108,20 +109,19 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
-    if args.movielens:
-        items, histories, times, info, users = movielens_source(Path(args.movielens))
+    if args.movielens:  # sampled in the rating store: only the sampled users' ratings are read out
+        items, histories, times, info, users = movielens_source(Path(args.movielens), args.max_users, args.seed)
         anchors = tuple(args.anchor_relations or MOVIELENS_ANCHORS)
     else:
         if not (args.ratings and args.users):
             raise RecTuneError("--kg needs --ratings and --users")
         items, histories, times, info, users = kg_source(args)
         anchors = tuple(args.anchor_relations or PERSON_RELATIONS)
-    kept, info["sampling"] = stratified_sample(
-        list(histories), lambda u: activity_band(len(histories[u])), args.max_users, args.seed, "users", "activity"
-    )
+        kept, info["sampling"] = sample_users({u: len(h) for u, h in histories.items()}, args.max_users, args.seed)
+        if info["sampling"]:
+            histories, times = {u: histories[u] for u in kept}, {u: times[u] for u in kept}
+            info["ratings"] = {u: info["ratings"][u] for u in kept}
     if info["sampling"]:  # the release written holds the sampled users only; "users" in stats.json counts all
-        histories, times = {u: histories[u] for u in kept}, {u: times[u] for u in kept}
-        info["ratings"] = {u: info["ratings"][u] for u in kept}
         users = {u: profile for u, profile in users.items() if u in histories}
     rewrite = make_rewriter(args) if args.rewrite_model else None
     settings = BuildSettings(
@@ -184,23 +184,36 @@ def kg_source(args: argparse.Namespace) -> tuple:
     return (items, *_histories(reviews), read_users(args.users))
 
 
-def movielens_source(folder: Path) -> tuple:
-    """A MovieLens release: its KG (genres, year, tags), histories by time, and users where it has them."""
+def movielens_source(folder: Path, max_users: int | None, seed: int) -> tuple:
+    """A MovieLens release: its KG (genres, year, tags), the (sampled) users' histories by time, and users
+    where it has them. The ratings go through the on-disk rating store, so a sample of ML-25M's users
+    costs the sample's memory."""
     if not folder.is_dir():
         raise DataError(folder, "--movielens needs the release folder (holding the ratings and movies files)")
     movies = movielens.read_movies(movielens.release_folder_file(folder, "items"))
     tags_file = movielens.release_file(folder, "tags")
     items = movielens.kg_items(movies, movielens.read_tags(tags_file) if tags_file else {})
-    reviews, moved = merge_ratings(read_reviews(folder), movielens.canonical_ids(movies))
-    unknown = next((r for r in reviews if r.item not in movies), None)
-    if unknown is not None:
-        raise DataError(folder, f"user {unknown.user}: rated item {unknown.item!r}, which the movies file lacks")
-    users_file = movielens.release_file(folder, "users")
-    histories, times, info = _histories(reviews)
-    info["merged_duplicate_items"] = len(movielens.canonical_ids(movies))  # one film listed under two ids
-    info["moved_ratings"] = moved
+    canonical = movielens.canonical_ids(movies)
+    with RatingStore(folder, canonical) as store:
+        unknown = store.unknown_item(movies)
+        if unknown is not None:
+            raise DataError(folder, f"user {unknown[0]}: rated item {unknown[1]!r}, which the movies file lacks")
+        counts = store.user_counts()
+        kept, sampling = sample_users(counts, max_users, seed)
+        by_user = store.first_ratings(kept)
+        histories, times, info = _histories([r for user in kept for r in by_user.pop(user)])
+        # the facts of every user, sampled or not
+        info.update(users=len(counts), tied_events=store.user_facts(0)["tied_ratings"])
+        info.update(merged_duplicate_items=len(canonical), moved_ratings=store.moved())  # films listed twice
     info["tagged_items"] = sum(1 for i in items if "Tag" in i.attributes)
+    info["sampling"] = sampling
+    users_file = movielens.release_file(folder, "users")
     return items, histories, times, info, movielens.read_users(users_file) if users_file else {}
+
+
+def sample_users(counts: dict[str, int], max_users: int | None, seed: int) -> tuple[list[str], dict | None]:
+    """``--max-users``: a seeded sample stratified by activity (ratings per user), in ``counts``' order."""
+    return stratified_sample(list(counts), lambda u: activity_band(counts[u]), max_users, seed, "users", "activity")
 
 
 def _histories(reviews: list[Review]) -> tuple[dict, dict, dict]:

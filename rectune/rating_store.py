@@ -162,6 +162,18 @@ class RatingStore:
         if ratings:
             yield item, ratings
 
+    def user_counts(self) -> dict[str, int]:
+        """Each user's count of first ratings, users in the order they first appear in the source."""
+        return dict(self.db.execute("SELECT user, n FROM users JOIN (SELECT user, min(seq) AS since FROM first "
+                                    "GROUP BY 1) USING (user) ORDER BY since").fetchall())  # fmt: skip
+
+    def unknown_item(self, known: Iterable[str]) -> tuple[str, str] | None:
+        """The first (user, item) in file order whose item is not in ``known``, if any."""
+        ids = pa.table({"item": list(known)})  # noqa: F841
+        return self.db.execute(
+            "SELECT user, item FROM first WHERE item NOT IN (SELECT item FROM ids) ORDER BY seq LIMIT 1"
+        ).fetchone()
+
     def first_ratings(self, users: Iterable[str], in_core: bool = False) -> dict[str, list[Review]]:
         """The first ratings of ``users`` (those in the :meth:`k_core` only, with ``in_core``), each user's in
         time order; with their review's title and text when the store keeps them."""
