@@ -72,13 +72,14 @@ def main() -> None:
     items = source_items(args.reviews, args.items)
     canonical = merged_ids(items)
     with RatingStore(args.reviews, canonical) as store:  # on disk: memory stays flat at any release's size
-        found = groups.find_groups(store, settings)
-        if not found:
+        kept, sampling = groups.sample_groups(store, settings, args.max_groups, args.seed)
+        if not kept:
             raise RecTuneError(
                 f"no groups in {args.reviews}: no item was rated by two users with >= {settings.min_history} other "
                 f"ratings within {settings.window_days:g} days and relative ratings > {settings.min_gap} apart"
             )
-        write_benchmark(args, out, store, items, found, settings, {"merged_duplicate_items": len(canonical)})
+        facts = {"merged_duplicate_items": len(canonical)}
+        write_benchmark(args, out, store, items, kept, sampling, settings, facts)
 
 
 def write_benchmark(
@@ -86,11 +87,11 @@ def write_benchmark(
     out: Path,
     store: RatingStore,
     items: dict,
-    found: list,
+    kept: list,
+    sampling: dict | None,
     settings: groups.GroupSettings,
     facts: dict,
 ) -> None:
-    kept, sampling = groups.sample_groups(found, args.max_groups, args.seed)
     train, test = groups.split_by_item(kept, args.test_size, args.seed)
     train, valid = groups.split_by_item(train, args.valid_size, args.seed + 1)  # items apart from the test's
     rating_scale = store.scale()
@@ -113,8 +114,8 @@ def write_benchmark(
         write_json(staging / "stats.json", summary)
         write_dataset_card(staging, f"PerRecBench {args.domain}", BENCHMARK.name, out.name)
 
-    sampled = f" (a sample of {len(kept)})" if sampling else ""
-    print(f"{store.count} ratings, {len(found)} groups{sampled}: {len(train)} train / {len(test)} test")
+    found, sampled = (sampling["groups"]["found"], f" (a sample of {len(kept)})") if sampling else (len(kept), "")
+    print(f"{store.count} ratings, {found} groups{sampled}: {len(train)} train / {len(test)} test")
     for split in ("train", "test"):
         by = summary[split]
         print(f"  {split}: sizes {by['by_size']}, difficulty {by['by_difficulty']}")

@@ -45,18 +45,30 @@ def stratified_sample(
     """At most ``limit`` of ``members`` (all of them, and no record, when there are no more than that)."""
     if limit is None or len(members) <= limit:
         return list(members), None
-    if limit < 1:
-        raise RecTuneError(f"the sample of {what} must hold at least 1, got {limit}")
     strata: dict[str, list[int]] = {}
     for index, member in enumerate(members):
         strata.setdefault(stratum(member), []).append(index)
-    places = shares({s: len(indices) for s, indices in strata.items()}, limit)
-    kept = sorted(i for s, indices in strata.items() for i in random.Random(f"{seed}/{s}").sample(indices, places[s]))
+    chosen, record = stratified_choice({s: len(indices) for s, indices in strata.items()}, limit, seed, what, by)
+    kept = sorted(strata[s][n] for s, ordinals in chosen.items() for n in ordinals)
+    return [members[i] for i in kept], record
+
+
+def stratified_choice(
+    sizes: dict[str, int], limit: int, seed: int, what: str, by: str
+) -> tuple[dict[str, set[int]], dict]:
+    """The sample of :func:`stratified_sample` given the strata's sizes only: per stratum, the ordinals (from 0,
+    in input order) of the members kept, and the record. A stream too large to hold (PerRecBench's groups at
+    ML-25M) is counted in one pass and sampled in a second. ``random.sample`` picks positions by the
+    population's size alone, so drawing ordinals picks the same members as drawing from the list."""
+    if limit < 1:
+        raise RecTuneError(f"the sample of {what} must hold at least 1, got {limit}")
+    places = shares(sizes, limit)
+    chosen = {s: set(random.Random(f"{seed}/{s}").sample(range(n), places[s])) for s, n in sizes.items()}
     record = {
-        what: {"found": len(members), "kept": limit},
+        what: {"found": sum(sizes.values()), "kept": limit},
         "stratified_by": by,
         "seed": seed,
-        "found": {s: len(indices) for s, indices in sorted(strata.items())},
+        "found": dict(sorted(sizes.items())),
         "kept": dict(sorted(places.items())),
     }
-    return [members[i] for i in kept], record
+    return chosen, record

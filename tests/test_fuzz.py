@@ -40,7 +40,7 @@ def worlds() -> dict[str, tuple[list, Resources]]:
     ratings = ROOT / "fixtures" / "ratings"
     reviews, items = read_reviews(ratings / "ratings.dat"), read_items(ratings / "movies.dat")
     settings = groups.GroupSettings(min_history=2, k=1)
-    found = groups.find_groups(RatingStore(reviews, {}), settings)
+    found = list(groups.find_groups(RatingStore(reviews, {}), settings))
     groups.attach_prompts(found, RatingStore(reviews, {}), items, settings)
     perrec = ([row for g in found for row in groups.group_record(g, items, "movies").rows()], Resources.loaded())
 

@@ -123,9 +123,9 @@ def test_gap_of_exactly_the_threshold_does_not_pass():
         Review("b", "x", 4.0, 20),
         Review("b", "z", 4.6, 21),
     ]
-    assert grouping.find_groups(RatingStore(reviews, {}), settings) == []
+    assert list(grouping.find_groups(RatingStore(reviews, {}), settings)) == []
     reviews[0].rating = 4.7  # a's mean 4.35: gaps 0.65 on x and on z
-    assert sorted(g.item for g in grouping.find_groups(RatingStore(reviews, {}), settings)) == ["x", "z"]
+    assert sorted(g.item for g in list(grouping.find_groups(RatingStore(reviews, {}), settings))) == ["x", "z"]
 
 
 def test_perrec_history_is_rated_before_the_shared_item(tmp_path):

@@ -79,20 +79,20 @@ def test_item_metadata_in_every_format():
 
 
 def test_groups_by_hand():
-    groups = grouping.find_groups(STORE_2023, SETTINGS)
+    groups = list(grouping.find_groups(STORE_2023, SETTINGS))
     members = [[(m.user, m.relative) for m in g.members] for g in groups]
     assert members == [[("u1", 2.0), ("u2", 0.0), ("u3", -1.0)], [("u5", -1.0), ("u4", 2.0)]]
     assert [g.item for g in groups] == ["X", "X"]
     assert [g.difficulty for g in groups] == ["medium", "easy"]
     # a 6-day window leaves u4 (7 days after u5) out: u5 has no partner and u4 none either
-    narrow = grouping.find_groups(STORE_2023, grouping.GroupSettings(6, 2))
+    narrow = list(grouping.find_groups(STORE_2023, grouping.GroupSettings(6, 2)))
     assert [[m.user for m in g.members] for g in narrow] == [["u1", "u2", "u3"]]
     # gaps must exceed 1.5: u3 (1 from u2) no longer joins u1 and u2, and has no partner in its own window
     strict = grouping.GroupSettings(min_history=2, min_gap=1.5)
-    groups = grouping.find_groups(STORE_2023, strict)
+    groups = list(grouping.find_groups(STORE_2023, strict))
     assert [[m.user for m in g.members] for g in groups] == [["u1", "u2"], ["u5", "u4"]]
     # the paper's 20-item history requirement leaves nobody here
-    assert grouping.find_groups(STORE_2023, grouping.GroupSettings()) == []
+    assert list(grouping.find_groups(STORE_2023, grouping.GroupSettings())) == []
 
 
 def test_difficulty_tiers():
@@ -134,7 +134,7 @@ def test_bm25_sums_in_the_query_order_so_every_process_breaks_ties_alike():
 def test_bm25_history_and_rows():
     reviews = read_reviews(FIXTURES / "reviews_2023.jsonl")
     items = read_items(FIXTURES / "meta_2023.jsonl")
-    groups = grouping.find_groups(RatingStore(reviews, {}), SETTINGS)
+    groups = list(grouping.find_groups(RatingStore(reviews, {}), SETTINGS))
     grouping.attach_prompts(groups, RatingStore(reviews, {}), items, SETTINGS)
     by_user = {u["user"]: u for u in groups[0].users}
     # "rose" is shared with the lip balm, not the soap: BM25 picks F2 for k=1
@@ -379,7 +379,7 @@ def test_max_groups_keeps_a_stratified_sample_and_the_totals(tmp_path):
 
 def test_split_is_by_item(tmp_path):
     reviews = read_reviews(ROOT / "tests" / "fixtures" / "ratings" / "ratings.dat")
-    groups = grouping.find_groups(RatingStore(reviews, {}), SETTINGS)
+    groups = list(grouping.find_groups(RatingStore(reviews, {}), SETTINGS))
     groups += [grouping.Group(f"Y#{i}", "Y", groups[0].members) for i in range(3)]
     train, test = grouping.split_by_item(groups, 0.5, seed=0)
     assert {g.item for g in train}.isdisjoint({g.item for g in test}) and len(train) + len(test) == 5
@@ -390,7 +390,7 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
     shutil.copytree(perrec_data, out)
     # the fixture's split puts both groups in train: write their canonical rows as the test file
     reviews = read_reviews(FIXTURES / "ratings.dat")
-    groups = grouping.find_groups(RatingStore(reviews, {}), SETTINGS)
+    groups = list(grouping.find_groups(RatingStore(reviews, {}), SETTINGS))
     grouping.attach_prompts(groups, RatingStore(reviews, {}), read_items(FIXTURES / "movies.dat"), SETTINGS)
     rows = [r for g in groups for r in grouping.group_record(g, {}, "beauty").rows()]
     (out / "test.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))

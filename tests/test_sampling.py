@@ -3,7 +3,7 @@
 import pytest
 
 from rectune.io import RecTuneError
-from rectune.sampling import activity_band, shares, stratified_sample
+from rectune.sampling import activity_band, shares, stratified_choice, stratified_sample
 
 
 def test_activity_bands():
@@ -42,3 +42,14 @@ def test_no_sample_when_everything_fits_and_a_clear_error_for_zero():
     assert stratified_sample(members, str, 2, 0, "users", "activity") == (members, None)
     with pytest.raises(RecTuneError, match="the sample of users must hold at least 1, got 0"):
         stratified_sample(members, str, 0, 0, "users", "activity")
+
+
+def test_a_choice_from_the_strata_sizes_keeps_what_the_list_sample_keeps():
+    # counting a stream in one pass and keeping ordinals in a second picks the very members the list sample picks
+    members = [f"{band}{n}" for n in range(40) for band in "ab" if n % 3 or band == "a"] + ["c0", "c1"]
+    kept, record = stratified_sample(members, lambda m: m[0], 9, 7, "groups", "difficulty")
+    sizes = {"a": 40, "b": 26, "c": 2}
+    chosen, same_record = stratified_choice(sizes, 9, 7, "groups", "difficulty")
+    ordinals = {s: [m for m in members if m[0] == s] for s in sizes}
+    assert sorted(ordinals[s][n] for s, picked in chosen.items() for n in picked) == sorted(kept)
+    assert record == same_record and record["kept"] == {"a": 5, "b": 4, "c": 0}  # 9 * 40/68 = 5.3, 3.4, 0.3

@@ -40,6 +40,7 @@ import random
 import re
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
@@ -49,7 +50,7 @@ from rectune.benchmarks.perrec.rows import DIFFICULTIES, LABELS, NAME, PerRecGro
 from rectune.io import RecTuneError
 from rectune.rating_store import RatingStore
 from rectune.ratings import Review, item_title
-from rectune.sampling import stratified_sample
+from rectune.sampling import stratified_choice
 from rectune.titles import CatalogItem, split_title
 
 
@@ -135,11 +136,11 @@ def difficulty(relatives: list[float], close_gap: float) -> str:
     return DIFFICULTIES[min(points, len(DIFFICULTIES) - 1)]
 
 
-def find_groups(store: RatingStore, settings: GroupSettings) -> list[Group]:
-    """Groups of co-rating users (see module docstring), without prompts; deterministic."""
+def find_groups(store: RatingStore, settings: GroupSettings) -> Iterator[Group]:
+    """Groups of co-rating users (see module docstring), without prompts, one at a time; deterministic."""
     by_item = store.by_item(settings.min_history)  # item by item: one item's ratings in memory at a time
     window = settings.window_days * 86400
-    groups: list[Group] = []
+    found = 0
     for item, ratings in tqdm(by_item, desc="grouping", unit=" items", disable=None):
         candidates = [Member(*rating) for rating in ratings]  # by time, then user
         used: set[str] = set()
@@ -158,10 +159,9 @@ def find_groups(store: RatingStore, settings: GroupSettings) -> list[Group]:
             used.add(first.user)  # a rating that cannot open a group is in no later window either
             if len(chosen) >= 2:
                 used.update(m.user for m in chosen)
-                groups.append(Group(f"{item}#{len(groups)}", item, chosen))
-    for group in groups:
-        group.difficulty = difficulty([m.relative for m in group.members], settings.close_gap)
-    return groups
+                level = difficulty([m.relative for m in chosen], settings.close_gap)
+                yield Group(f"{item}#{found}", item, chosen, level)
+                found += 1
 
 
 def attach_prompts(
@@ -235,9 +235,25 @@ def group_record(
     return PerRecGroup(group.id, NAME, domain, group.difficulty, item, group.users, scale)
 
 
-def sample_groups(found: list[Group], limit: int | None, seed: int) -> tuple[list[Group], dict | None]:
-    """``--max-groups``: a seeded sample stratified by difficulty, and its record for ``stats.json``."""
-    return stratified_sample(found, lambda g: g.difficulty, limit, seed, "groups", "difficulty")
+def sample_groups(
+    store: RatingStore, settings: GroupSettings, limit: int | None, seed: int
+) -> tuple[list[Group], dict | None]:
+    """The groups, or with ``limit`` (``--max-groups``) a seeded sample stratified by difficulty, and its record
+    for ``stats.json``. A sample counts the groups in one pass and keeps its own in a second, so memory holds
+    the sample, not every group (ML-25M has millions)."""
+    if limit is None:
+        return list(find_groups(store, settings)), None
+    sizes = Counter(g.difficulty for g in find_groups(store, settings))
+    if sum(sizes.values()) <= limit:
+        return list(find_groups(store, settings)), None
+    chosen, record = stratified_choice(dict(sizes), limit, seed, "groups", "difficulty")
+    ordinals: Counter[str] = Counter()
+    kept = []
+    for group in find_groups(store, settings):
+        if ordinals[group.difficulty] in chosen[group.difficulty]:
+            kept.append(group)
+        ordinals[group.difficulty] += 1
+    return kept, record
 
 
 def split_by_item(groups: list[Group], test_size: float, seed: int) -> tuple[list[Group], list[Group]]:
