@@ -42,7 +42,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: experiment data-experiment bench-movielens bench-scale test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -90,6 +90,11 @@ bench-movielens: install
 # the same at ml-100k and ML-1M sizes (about 10 minutes on a 2-core machine)
 bench-scale: install
 	$(PY) -m perf.bench_movielens --sizes ml-100k ml-1m
+
+# ML-25M- and Amazon-2023-sized releases, sampled builds (see README "MovieLens"; generating ML-25M alone
+# writes 700 MB and the builds take tens of minutes)
+bench-large: install
+	$(PY) -m perf.bench_movielens --sizes ml-25m amazon-2023
 
 # The GPU paths on one CUDA GPU, offline, with the embedded model (install a CUDA torch into .venv first).
 gpu-check: install

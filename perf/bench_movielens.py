@@ -3,11 +3,12 @@ logs are (``perf/movielens_world.py``): time, peak resident memory and bytes wri
 
 Targets (issue 26): on an ml-100k-sized release PerRecBench within 20 CPU-s, 400 MB peak, 120 MB
 written; on an ML-1M-sized one each of PerRecBench, LLMRec and the builder within 3 min and 2 GB; on an
-ML-25M-sized one each within 30 min and 8 GB, with --max-groups / --max-users samples (FLAGS).
+ML-25M-sized one each within 30 min and 8 GB, with --max-groups / --max-users samples (FLAGS); and the
+same two samples from an Amazon-2023-shaped category of 4 million reviews (``perf/amazon_world.py``).
 Figures are measured on synthetic data of the releases' sizes and layouts, not on the releases.
 
     python -m perf.bench_movielens                 # ml-100k size
-    python -m perf.bench_movielens --sizes ml-100k ml-1m ml-25m
+    python -m perf.bench_movielens --sizes ml-100k ml-1m ml-25m amazon-2023
     python -m perf.bench_movielens --sizes ml-25m --release /tmp/ml25m   # reuse (or keep) the generated release
 """
 
@@ -19,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf.amazon_world import write_amazon_2023
 from perf.movielens_world import synthetic, write, write_bursty_csv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,10 +28,12 @@ SIZES = {  # layout, users, films, ratings
     "ml-100k": ("ml-100k", 943, 1682, 100_000),
     "ml-1m": ("ml-1m", 6040, 3706, 1_000_209),
     "ml-25m": ("ml-latest", 162_541, 59_047, 25_000_095),  # written by the numpy generator
+    "amazon-2023": ("amazon-2023", 1_500_000, 400_000, 4_000_000),  # users, items, reviews (perf/amazon_world.py)
 }
 FLAGS = {  # samples at ML-25M: the full PerRecBench output would be tens of GB (see the README)
     "ml-25m": {"perrecbench.py": ("--max-groups", "20000"), "llmrec.py": ("--max-users", "20000"),
                "build_benchmark.py": ("--max-users", "5000")},
+    "amazon-2023": {"perrecbench.py": ("--max-groups", "20000"), "llmrec.py": ("--max-users", "20000")},
 }  # fmt: skip
 TARGETS = {  # (size, script): (CPU or wall seconds, which, peak MB, MB written)
     ("ml-100k", "perrecbench.py"): (20, "cpu", 400, 120),
@@ -39,6 +43,8 @@ TARGETS = {  # (size, script): (CPU or wall seconds, which, peak MB, MB written)
     ("ml-25m", "perrecbench.py"): (1800, "wall", 8000, None),
     ("ml-25m", "llmrec.py"): (1800, "wall", 8000, None),
     ("ml-25m", "build_benchmark.py"): (1800, "wall", 8000, None),
+    ("amazon-2023", "perrecbench.py"): (1800, "wall", 8000, None),
+    ("amazon-2023", "llmrec.py"): (1800, "wall", 8000, None),
 }
 SUMMARY = re.compile(r"\(([\d.]+) CPU-s\), peak (\d+) MB resident, ([\d.]+) MB written")
 
@@ -64,6 +70,8 @@ def release(size: str, folder: Path) -> Path:
         return folder
     if size == "ml-25m":
         return write_bursty_csv(folder, users, films, ratings, seed=0)
+    if size == "amazon-2023":
+        return write_amazon_2023(folder, users, films, ratings, seed=0)
     return write(folder, layout, synthetic(users, films, ratings, seed=0))
 
 
@@ -81,6 +89,9 @@ def main() -> None:
                 "llmrec.py": ("--reviews", str(folder), "--domain", "movies"),
                 "build_benchmark.py": ("--movielens", str(folder)),
             }
+            if size == "amazon-2023":  # the builder takes MovieLens or a KG, not Amazon reviews
+                source = ("--reviews", str(folder / "reviews.jsonl"), "--items", str(folder / "meta.jsonl"))
+                runs = {script: (*source, "--domain", "books") for script in ("perrecbench.py", "llmrec.py")}
             for script, flags in runs.items():
                 sample = FLAGS.get(size, {}).get(script, ())
                 out = str(Path(tmp) / f"{size}-{script}")
