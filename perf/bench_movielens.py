@@ -56,6 +56,7 @@ def measure(script: str, *args: str) -> tuple[float, float, float, float]:
                           capture_output=True, text=True)  # fmt: skip
     wall = time.perf_counter() - start
     cpu, peak, written = SUMMARY.search(done.stdout).groups()
+    print(f"  {script}: {done.stdout.splitlines()[0]}")  # what it found: ratings, groups or users, samples
     return wall, float(cpu), float(peak), float(written)
 
 

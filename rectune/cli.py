@@ -11,6 +11,7 @@ import argparse
 import errno
 import os
 import resource
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +25,10 @@ _OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.
 
 
 def run(main: Callable[[], object]) -> None:
-    """Call ``main``; a user error prints ``error: ...`` on stderr and exits with status 2."""
+    """Call ``main``; a user error prints ``error: ...`` on stderr and exits with status 2. A SIGTERM (``kill``,
+    a scheduler's time limit) exits with status 143 through the ``with`` blocks, so staged outputs and the
+    on-disk rating store are removed as on any other failure."""
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         main()
     except RecTuneError as err:
@@ -36,6 +40,10 @@ def run(main: Callable[[], object]) -> None:
         _fail(f"{err.strerror or err}{where}")
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _fail(message: str) -> None:

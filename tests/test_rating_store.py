@@ -66,3 +66,30 @@ def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path):
     with pytest.raises(DataError, match=r"ratings\.dat:2: key 'rating'"):
         RatingStore(ratings, {})
     assert set(Path("/tmp").glob("rectune-ratings-*")) == folders
+
+
+def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from perf.movielens_world import synthetic, write
+
+    release = write(tmp_path / "ml", "ml-100k", synthetic(943, 1682, 100_000, seed=0))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    script = Path(__file__).resolve().parent.parent / "data_prep" / "perrecbench.py"
+    build = subprocess.Popen(
+        [sys.executable, str(script), "--reviews", str(release), "--domain", "movies", "--out", str(tmp_path / "out")],
+        env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("rectune-ratings-*")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert list(scratch.glob("rectune-ratings-*")), "the build never opened its rating store"
+    build.send_signal(signal.SIGTERM)
+    assert build.wait(timeout=60) == 128 + signal.SIGTERM
+    assert list(scratch.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "scratch"]  # no out/, no staging folder beside it
