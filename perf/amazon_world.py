@@ -5,7 +5,7 @@ Reviews (``user_id``, ``parent_asin``, ``asin``, ``rating`` whole stars, ``times
 ``main_category``, ``categories``, ``description``, ``features``, ``average_rating``, ``rating_number``,
 ``store``, ``details``), as the 2023 release writes them. The shape is a category's: most users write one
 or two reviews and a few write hundreds (a heavy tail), a few items hold most reviews, ratings lean to
-five stars, and a user's reviews come in bursts (several the same day, then weeks apart).
+five stars, and a user's reviews come in bursts (several the same day, then days apart).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def write_amazon_2023(folder: Path, n_users: int, n_items: int, n_reviews: int, 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     counts = np.maximum(1, rng.pareto(1.3, n_users) + 1).astype(np.int64)  # most write one, a few hundreds
-    counts = np.minimum(np.maximum(1, counts * n_reviews // counts.sum()), n_items // 10)
+    counts = np.minimum(np.maximum(1, counts * n_reviews // counts.sum()), 2000)  # top reviewers write thousands
     with open(folder / "meta.jsonl", "w", encoding="utf-8") as handle:
         for index in range(n_items):
             category = CATEGORIES[index % len(CATEGORIES)]
@@ -45,7 +45,7 @@ def write_amazon_2023(folder: Path, n_users: int, n_items: int, n_reviews: int, 
             items = (n_items * rng.random(len(users)) ** 3).astype(np.int64)  # a few items hold most reviews
             stars = rng.choice([1, 2, 3, 4, 5], len(users), p=[0.07, 0.05, 0.08, 0.17, 0.63])
             same_day = rng.random(len(users)) < 0.6
-            gaps = np.where(same_day, rng.integers(60, 3600, len(users)), rng.integers(7, 120, len(users)) * 86400)
+            gaps = np.where(same_day, rng.integers(60, 3600, len(users)), rng.integers(1, 8, len(users)) * 86400)
             start = 1_300_000_000 + (users * 104_729) % (8 * 365 * 86400)
             offsets = np.cumsum(gaps)
             starts = np.searchsorted(users, users)

@@ -128,6 +128,11 @@ def test_bm25_sums_in_the_query_order_so_every_process_breaks_ties_alike():
     # these three weights sum to different floats in different orders (a set's order varies by process)
     assert (weight["war"] + weight["drama"]) + weight["crime"] != (weight["crime"] + weight["war"]) + weight["drama"]
     assert bm25.scores(["war", "drama", "crime"])["x"] == (weight["war"] + weight["drama"]) + weight["crime"]
+    # one document scored alone (a sampled build's short histories) makes the very same sum, bit for bit
+    for query in (["war", "drama", "crime"], ["crime", "war", "drama"], ["comedy", "thriller"]):
+        assert {doc: bm25.score(doc, query) for doc in bm25.scores(query)} == bm25.scores(query)
+    assert bm25.score("y", ["crime"]) == 0.0 and bm25.score("unrated", ["war"]) == 0.0
+    assert bm25.postings_cost(["war", "drama", "nowhere"]) == 3 + 3  # war: x z w; drama: x y w
     assert bm25.scores(["crime", "war", "drama"])["x"] == (weight["crime"] + weight["war"]) + weight["drama"]
 
 

@@ -118,6 +118,19 @@ class BM25:
             for term in weights:
                 self.postings.setdefault(term, []).append(doc_id)
 
+    def score(self, doc_id: str, terms: list[str]) -> float:
+        """One document's score against distinct query ``terms``: the sum :meth:`scores` makes, in its order."""
+        weights, total = self.weights.get(doc_id, {}), 0.0
+        for term in terms:
+            weight = weights.get(term)
+            if weight is not None:
+                total += weight
+        return total
+
+    def postings_cost(self, terms: list[str]) -> int:
+        """How many documents :meth:`scores` visits for ``terms``."""
+        return sum(len(self.postings.get(term, ())) for term in terms)
+
     def scores(self, query: list[str]) -> dict[str, float]:
         """The score against ``query`` of every document sharing a term with it (the rest score 0)."""
         totals: dict[str, float] = {}
@@ -183,10 +196,12 @@ def attach_prompts(
     by_user = store.first_ratings(m.user for g in groups for m in g.members)  # these groups' users only
     visible: dict[str, tuple[list[Review], list[int], float]] = {}  # user -> chronological, times, rating sum
     profiles: dict[str, list[tuple[int, dict]]] = {}  # user -> (earlier ratings shown, block) awaiting a profile
-    scored_item, scores = None, {}
+    scored_item, scores, terms, cost = None, None, [], 0
     for group in tqdm(groups, desc="prompts", unit="group", disable=None):
-        if group.item != scored_item:  # groups come item by item: score the item's neighbours once
-            scored_item, scores = group.item, bm25.scores(corpus[group.item])
+        if group.item != scored_item:  # groups come item by item: the item's neighbours are scored once at most
+            scored_item, scores = group.item, None
+            terms = list(dict.fromkeys(corpus[group.item]))
+            cost = bm25.postings_cost(terms)
         members = list(group.members)
         random.Random(group.id).shuffle(members)  # so the best-liked user is not always A
         group.users = []
@@ -201,7 +216,14 @@ def attach_prompts(
                 shown = [r for r in seen if r.item != group.item]
             own = 0 if group.item in hidden else 1
             others = len(seen) - own  # whole or half stars: the sum less one rating is exact
-            ranked = heapq.nsmallest(settings.k, shown, key=lambda r: (-scores.get(r.item, 0.0), -r.timestamp))
+            # the item's neighbours scored through the postings once, or, where a history is shorter than that
+            # (a sample of a large catalog: a common term's postings span it), this history's items alone
+            if scores is None and len(shown) * len(terms) >= cost:
+                scores = bm25.scores(terms)
+            if scores is not None:
+                ranked = heapq.nsmallest(settings.k, shown, key=lambda r: (-scores.get(r.item, 0.0), -r.timestamp))
+            else:
+                ranked = heapq.nsmallest(settings.k, shown, key=lambda r: (-bm25.score(r.item, terms), -r.timestamp))
             # with every other item hidden, the mean behind the relative rating is all that can be shown
             mean = (total - own * member.rating) / others if others else member.rating - member.relative
             block = {
