@@ -28,6 +28,7 @@ from rectune.ratings import RatingScale, Review, iter_reviews
 
 BATCH = 100_000  # reviews parsed per insert: bounds what Python holds while reading
 MEMORY_LIMIT = "2GB"  # DuckDB's own; past it, sorts and aggregates spill to the store's folder
+RELEASED_LIMIT = "64MB"  # set for a moment between steps: DuckDB then frees what it cached beyond it
 
 
 class RatingStore:
@@ -49,7 +50,7 @@ class RatingStore:
             str(Path(self.folder.name) / "ratings.duckdb"),
             config={"memory_limit": memory_limit, "temp_directory": str(Path(self.folder.name) / "spill")},
         )
-        self.with_text = with_text
+        self.with_text, self.memory_limit = with_text, memory_limit
         try:
             self.count = self._read(reviews)
             self._index(canonical)
@@ -116,6 +117,13 @@ class RatingStore:
             ) f JOIN ranks k ON f.item = k.item
         """)
         self.db.execute("CREATE TABLE users AS SELECT user, count(*) AS n, sum(rating) AS total FROM first GROUP BY 1")
+        self._release()
+
+    def _release(self) -> None:
+        """Hand the buffers a finished step used back to the system: DuckDB keeps freed memory, up to its
+        limit, for the next query, while the Python side of a build needs it now (350 MB at ML-1M size)."""
+        self.db.execute(f"SET memory_limit = '{RELEASED_LIMIT}'")
+        self.db.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     def scale(self) -> RatingScale:
         low, high, whole = self.db.execute(
@@ -151,16 +159,18 @@ class RatingStore:
             ORDER BY f.item, f.ts, f.user
         """)
         item, ratings = None, []
+        users: dict[str, str] = {}  # one string per user: the groups kept hold millions of members at ML-25M
         for batch in query.to_arrow_reader(BATCH):
             columns = [column.to_pylist() for column in batch.columns]
-            for row in zip(*columns, strict=True):
-                if row[0] != item:
+            for row_item, user, *rest in zip(*columns, strict=True):
+                if row_item != item:
                     if ratings:
                         yield item, ratings
-                    item, ratings = row[0], []
-                ratings.append(row[1:])
+                    item, ratings = row_item, []
+                ratings.append((users.setdefault(user, user), *rest))
         if ratings:
             yield item, ratings
+        self._release()
 
     def user_counts(self) -> dict[str, int]:
         """Each user's count of first ratings, users in the order they first appear in the source."""
@@ -186,9 +196,14 @@ class RatingStore:
             ORDER BY f.user, f.ts, f.rank, f.seq
         """)
         by_user: dict[str, list[Review]] = {}
+        ids: dict[str, str] = {}  # one string per item id, not one per rating: millions of ratings, thousands of items
         for batch in query.to_arrow_reader(BATCH):
-            for row in zip(*(column.to_pylist() for column in batch.columns), strict=True):
-                by_user.setdefault(row[0], []).append(Review(*row))
+            for user, item, *rest in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+                history = by_user.get(user)
+                if history is None:
+                    history = by_user[user] = []
+                history.append(Review(history[0].user if history else user, ids.setdefault(item, item), *rest))
+        self._release()
         return by_user
 
     def has_text(self) -> bool:
@@ -207,7 +222,9 @@ class RatingStore:
             """).fetchone()
             if not dropped:
                 break
-        return dict(self.db.execute("SELECT user, count(*) FROM core GROUP BY 1").fetchall())
+        counts = dict(self.db.execute("SELECT user, count(*) FROM core GROUP BY 1").fetchall())
+        self._release()
+        return counts
 
     def core_items(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT DISTINCT item FROM core ORDER BY 1").fetchall()]
