@@ -11,7 +11,9 @@ stats.json. Recipes name the training views train_sft_F.jsonl / train_rft_F.json
 pointwise/pairwise/listwise (a recipe mixes formats by listing several), valid_sft.jsonl,
 valid_rft.jsonl: training derives them from the groups (rectune/training_data.py), so no prompt is
 stored twice. Groups are split by their shared item, so no item is in both splits. Rows carry the
-source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5.
+source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5. Ratings go through an on-disk
+DuckDB store (rectune/rating_store.py), so ML-25M or an Amazon 2023 category builds in bounded memory;
+--max-groups keeps memory to the sample's.
 """
 
 import argparse
