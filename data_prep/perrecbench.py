@@ -73,7 +73,7 @@ def main() -> None:
         raise RecTuneError(f"--max-group-size must be between 2 and {len(LABELS)}")
     items = source_items(args.reviews, args.items)
     canonical = merged_ids(items)
-    with RatingStore(args.reviews, canonical) as store:  # on disk: memory stays flat at any release's size
+    with RatingStore(args.reviews, canonical) as store:  # ratings on disk, grouped out of core
         kept, sampling = groups.sample_groups(store, settings, args.max_groups, args.seed)
         if not kept:
             raise RecTuneError(
