@@ -32,7 +32,7 @@ from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_
 from rectune.outputs import claim_output, output_set
 from rectune.rating_store import RatingStore
 from rectune.ratings import Review, read_reviews, read_users
-from rectune.sampling import activity_band, stratified_sample
+from rectune.sampling import sample_users
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,8 @@ def main() -> None:
             raise RecTuneError("--kg needs --ratings and --users")
         items, histories, times, info, users = kg_source(args)
         anchors = tuple(args.anchor_relations or PERSON_RELATIONS)
-        kept, info["sampling"] = sample_users({u: len(h) for u, h in histories.items()}, args.max_users, args.seed)
+        activity = {u: len(h) for u, h in histories.items()}
+        kept, info["sampling"] = sample_users(list(histories), activity, args.max_users, args.seed)
         if info["sampling"]:
             histories, times = {u: histories[u] for u in kept}, {u: times[u] for u in kept}
             info["ratings"] = {u: info["ratings"][u] for u in kept}
@@ -199,7 +200,7 @@ def movielens_source(folder: Path, max_users: int | None, seed: int) -> tuple:
         if unknown is not None:
             raise DataError(folder, f"user {unknown[0]}: rated item {unknown[1]!r}, which the movies file lacks")
         counts = store.user_counts()
-        kept, sampling = sample_users(counts, max_users, seed)
+        kept, sampling = sample_users(list(counts), counts, max_users, seed)  # counts: by first appearance
         by_user = store.first_ratings(kept)
         histories, times, info = _histories([r for user in kept for r in by_user.pop(user)])
         # the facts of every user, sampled or not
@@ -209,11 +210,6 @@ def movielens_source(folder: Path, max_users: int | None, seed: int) -> tuple:
     info["sampling"] = sampling
     users_file = movielens.release_file(folder, "users")
     return items, histories, times, info, movielens.read_users(users_file) if users_file else {}
-
-
-def sample_users(counts: dict[str, int], max_users: int | None, seed: int) -> tuple[list[str], dict | None]:
-    """``--max-users``: a seeded sample stratified by activity (ratings per user), in ``counts``' order."""
-    return stratified_sample(list(counts), lambda u: activity_band(counts[u]), max_users, seed, "users", "activity")
 
 
 def _histories(reviews: list[Review]) -> tuple[dict, dict, dict]:

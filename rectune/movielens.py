@@ -16,8 +16,8 @@ Layouts (files are UTF-8 or Latin-1; a release folder or any single file is acce
 
 Ratings keep file order; equal timestamps are ordered by the item's numeric id (:func:`chronological`).
 Items listed twice under one title (ml-100k has 18 films with two ids) are one film: the lowest id
-keeps it and records the others in ``merged_ids``; :func:`rectune.ratings.merge_ratings` moves their
-ratings onto it.
+keeps it and records the others in ``merged_ids``; the rating store (:mod:`rectune.rating_store`)
+moves their ratings onto it.
 Prompts show titles the way a person writes them (:attr:`Movie.name`); the catalog keeps the
 release's spelling for matching.
 """

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rectune import movielens
@@ -181,11 +181,6 @@ class RatingScale:
     step: float
 
     @classmethod
-    def of(cls, reviews: list[Review]) -> RatingScale:
-        values = {r.rating for r in reviews}
-        return cls.seen(min(values), max(values), all(v.is_integer() for v in values))
-
-    @classmethod
     def seen(cls, lowest: float, highest: float, whole: bool) -> RatingScale:
         """The scale of ratings from ``lowest`` to ``highest``, ``whole`` when none is a fraction."""
         step = 1.0 if whole else 0.5
@@ -276,33 +271,9 @@ def item_title(items: dict[str, CatalogItem], item_id: str) -> str:
     return info.name if info else f"item {item_id}"
 
 
-def merge_ratings(reviews: list[Review], canonical: dict[str, str]) -> tuple[list[Review], int]:
-    """Ratings of merged ids (MovieLens titles listed twice; ``canonical``: merged id -> kept id) moved onto
-    the kept item; where a user rated both copies, the earlier rating stays. Returns the reviews (file
-    order) and how many moved."""
-    if not canonical:
-        return reviews, 0
-    first: dict[tuple[str, str], int] = {}
-    for review in movielens.chronological(reviews):
-        first.setdefault((review.user, canonical.get(review.item, review.item)), id(review))
-    keep = set(first.values())
-    merged = [replace(r, item=canonical.get(r.item, r.item)) for r in reviews if id(r) in keep]
-    return merged, sum(r.item in canonical for r in reviews)
-
-
 def merged_ids(catalog: dict[str, CatalogItem]) -> dict[str, str]:
     """Merged id -> the id kept for it: MovieLens titles listed twice (``merged_ids``)."""
     return {alias: i.id for i in catalog.values() for alias in i.attributes.get("merged_ids", [])}
-
-
-def read_source(reviews: str | os.PathLike, items: str | os.PathLike | None) -> tuple[list[Review], dict, dict]:
-    """Reviews and items of a source (see :func:`source_items`), duplicate MovieLens titles merged, and the
-    facts for ``stats.json``: ``merged_duplicate_items`` (ids folded into another) and ``moved_ratings``."""
-    found = read_reviews(reviews)
-    catalog = source_items(reviews, items)
-    canonical = merged_ids(catalog)
-    merged, moved = merge_ratings(found, canonical)
-    return merged, catalog, {"merged_duplicate_items": len(canonical), "moved_ratings": moved}
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, example_domain: str) -> None:

@@ -9,7 +9,7 @@ the unsampled totals beside what was kept, so a sampled build still says how lar
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from rectune.io import RecTuneError
@@ -37,6 +37,14 @@ def shares(sizes: dict[str, int], limit: int) -> dict[str, int]:
     for stratum in by_remainder[: limit - sum(places.values())]:
         places[stratum] += 1
     return places
+
+
+def sample_users(
+    users: Sequence[str], counts: Mapping[str, int], limit: int | None, seed: int
+) -> tuple[list[str], dict | None]:
+    """``--max-users`` (LLMRec, the builder): a seeded sample of ``users`` stratified by activity band
+    (``counts``: ratings per user), in the order given."""
+    return stratified_sample(users, lambda u: activity_band(counts[u]), limit, seed, "users", "activity")
 
 
 def stratified_sample(

@@ -15,7 +15,7 @@ from rectune.benchmarks.perrec.prompts import build_messages
 from rectune.benchmarks.perrec.rows import PerRecRow
 from rectune.io import DataError
 from rectune.rating_store import RatingStore
-from rectune.ratings import RatingScale, Review, parse_rating, read_items, read_reviews, read_source, read_users
+from rectune.ratings import RatingScale, Review, merged_ids, parse_rating, read_items, read_reviews, read_users
 from rectune.schema import load_rows
 from rectune.scoring import score_benchmark
 
@@ -56,11 +56,14 @@ def test_every_layout_reads_the_same_ratings_and_titles(tmp_path, layout):
     assert items["32"].title == "City of Lost Children, The (Cité des enfants perdus, La) (1995)"
     assert items["32"].name == "The City of Lost Children (1995)"
     # ratings of the merged id move to the kept one; user 1 rated both copies: the earlier rating stays
-    reviews, _, facts = read_source(folder, None)
-    assert [(r.user, r.item, r.rating) for r in reviews] == [
-        ("1", "1274", 4.0), ("1", "759", 3.0), ("1", "1", 5.0), ("2", "1274", 2.0), ("2", "32", 4.0),
-    ]  # fmt: skip
-    assert facts == {"merged_duplicate_items": 1, "moved_ratings": 2}
+    assert merged_ids(items) == {"1275": "1274"}
+    with RatingStore(folder, merged_ids(items)) as store:
+        histories = store.first_ratings(["1", "2"])
+        assert store.moved() == 2
+    assert {user: [(r.item, r.rating) for r in history] for user, history in histories.items()} == {
+        "1": [("1", 5.0), ("759", 3.0), ("1274", 4.0)],  # by time; 759 and 1274 share a second
+        "2": [("32", 4.0), ("1274", 2.0)],
+    }
 
 
 @pytest.mark.parametrize("layout", ["ml-100k", "ml-1m"])
@@ -97,9 +100,10 @@ def test_ties_are_ordered_by_numeric_item_id():
 
 
 def test_half_star_scale_is_read_and_parsed():
-    reviews = [Review("1", "a", 0.5, 1), Review("1", "b", 4.5, 2)]
-    assert RatingScale.of(reviews).as_list() == [0.5, 5.0, 0.5]
-    assert RatingScale.of([Review("1", "a", 2.0, 1)]).as_list() == [1.0, 5.0, 1.0]
+    assert RatingScale.seen(0.5, 4.5, whole=False).as_list() == [0.5, 5.0, 0.5]
+    assert RatingScale.seen(2.0, 2.0, whole=True).as_list() == [1.0, 5.0, 1.0]
+    with RatingStore([Review("1", "a", 0.5, 1), Review("1", "b", 4.5, 2)], {}) as store:
+        assert store.scale().as_list() == [0.5, 5.0, 0.5]  # the lowest, and the highest of the scale
     assert [parse_rating(t) for t in ("0.5", "4.5 stars", "I'd say 3", "0", "6")] == [0.5, 4.5, 3.0, None, None]
 
 

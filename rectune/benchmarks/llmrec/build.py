@@ -23,7 +23,7 @@ from tqdm import tqdm
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
 from rectune.rating_store import RatingStore
 from rectune.ratings import Review, item_title
-from rectune.sampling import activity_band, stratified_sample
+from rectune.sampling import sample_users
 from rectune.titles import CatalogItem
 
 
@@ -126,9 +126,7 @@ def build_rows(
     settings.scale = store.scale().for_rows()
     settings.feedback = None if store.has_text() else "ratings"
     counts = store.k_core(settings.min_interactions)
-    users, sampling = stratified_sample(
-        sorted(counts), lambda u: activity_band(counts[u]), max_users, seed, "users", "activity"
-    )
+    users, sampling = sample_users(sorted(counts), counts, max_users, seed)
     all_items = store.core_items()
     core = {"reviews": sum(counts.values()), "users": len(counts), "items": len(all_items), "item_ids": all_items}
     by_user = store.first_ratings(users, in_core=True)
