@@ -93,8 +93,18 @@ def parse_args() -> argparse.Namespace:
     endpoint.add_argument("--api-model", default=None, help="model name the endpoint serves (gpt-4o, deepseek-chat)")
     endpoint.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     endpoint.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    endpoint.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request attempt")
-    endpoint.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (with backoff)")
+    endpoint.add_argument(
+        "--request-timeout", type=float, default=300.0,
+        help="seconds a request may take in all, from sending it to the answer's last byte (each try)",
+    )  # fmt: skip
+    endpoint.add_argument(
+        "--max-retries", type=int, default=5, help="retries on 429/5xx, timeouts and unusable answers (with backoff)"
+    )
+    endpoint.add_argument("--verbose", action="store_true", help="log every HTTP request (credentials hidden)")
+    endpoint.add_argument(
+        "--score-failures-as-empty", action="store_true",
+        help="score requests the endpoint refused (400/413/422) as empty answers instead of stopping",
+    )  # fmt: skip
     parser.add_argument("--batch-output", default=None, help="openai-batch: the provider's output file to score")
     parser.add_argument("--metrics", choices=["default", "official"], default="default", help="official: the authors'")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
@@ -149,9 +159,15 @@ def main() -> None:
         answers = (args.batch_output, load_answers(args.batch_output))
     elif args.backend == "openai":
         endpoint = Endpoint(
-            args.base_url, args.api_model, args.api_key_env, args.concurrency, args.request_timeout, args.max_retries
+            args.base_url,
+            args.api_model,
+            args.api_key_env,
+            args.concurrency,
+            args.request_timeout,
+            args.max_retries,
+            verbose=args.verbose,
         )
-        checkpoint = Checkpoint(kind="openai", path=f"{args.api_model} at {args.base_url}", base_model=args.api_model)
+        checkpoint = Checkpoint(kind="openai", path=endpoint.describe(), base_model=args.api_model)
         generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
@@ -176,6 +192,7 @@ def main() -> None:
         limits=limits(args),
         answers=answers,
         convention=args.metrics,
+        score_failures_as_empty=args.score_failures_as_empty,
     )
     print(report["table"])
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")

@@ -72,7 +72,7 @@ def train(dataset: Dataset, packing: bool, batch: int) -> tuple[float, int, int,
             bf16=False,
             use_cpu=True,
             save_strategy="no",
-            gradient_checkpointing=False,
+            activation_checkpointing=False,
             seed=0,
         )
         lora = LoraConfig(

@@ -11,10 +11,11 @@ rerun to resume from. The API key is read from the environment and never written
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
 
+from rectune.endpoint_request import TryCounter, UnusableAnswer, ask_once, backoff, redact_url, tries_text
 from rectune.generation import GenerationSettings
 from rectune.io import RecTuneError
 
@@ -38,28 +40,59 @@ class Endpoint:
     model: str
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 8
-    timeout: float = 300.0
+    timeout: float = 300.0  # seconds from sending a request to its last byte
     max_retries: int = 5
     client: Any = field(default=None, repr=False, compare=False)  # opened on first use by ask_one
+    counter: TryCounter = field(default_factory=TryCounter, repr=False, compare=False)
+    verbose: bool = False  # log every HTTP request (credentials in URLs hidden)
 
     def describe(self) -> str:
-        return f"{self.model} at {self.base_url}"
+        return f"{self.model} at {redact_url(self.base_url)}"
+
+
+HTTP_LOGGERS = ("httpx", "httpx2", "openai")
+
+
+class _RedactedUrls(logging.Filter):
+    """HTTP libraries log each request's URL: its credentials are hidden before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_url(str(a)) if "://" in str(a) else a for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = redact_url(record.msg)
+        return True
+
+
+def quiet_http_logs(verbose: bool = False) -> None:
+    """One log line per request would flood the progress bar: warnings only, unless ``verbose``."""
+    for name in HTTP_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO if verbose else logging.WARNING)
+        if not any(isinstance(f, _RedactedUrls) for f in logger.filters):
+            logger.addFilter(_RedactedUrls())
 
 
 def open_client(endpoint: Endpoint):
     """The ``openai`` client for ``endpoint``; a local server may run without a key."""
     import openai
 
+    quiet_http_logs(endpoint.verbose)
+
     key = os.environ.get(endpoint.api_key_env)
     if not key:
         if urlparse(endpoint.base_url).hostname not in LOCAL_HOSTS:
             raise RecTuneError(
-                f"no API key for {endpoint.base_url}: set {endpoint.api_key_env} (or name another variable "
-                "with --api-key-env)"
+                f"no API key for {redact_url(endpoint.base_url)}: set {endpoint.api_key_env} (or name another "
+                "variable with --api-key-env)"
             )
         key = "EMPTY"  # vLLM, SGLang and transformers serve accept any key unless started with one
     return openai.OpenAI(
-        base_url=endpoint.base_url, api_key=key, timeout=endpoint.timeout, max_retries=endpoint.max_retries
+        base_url=endpoint.base_url,
+        api_key=key,
+        timeout=endpoint.timeout,
+        max_retries=endpoint.max_retries,
+        http_client=openai.DefaultHttpxClient(event_hooks={"request": [endpoint.counter]}),
     )
 
 
@@ -81,7 +114,7 @@ def generate_endpoint(
     """Yield ``[(prompt index, answer, record)]`` as each answer arrives, ``concurrency`` requests in flight.
 
     ``record`` holds what the endpoint said: tokens, latency, finish reason, the model name it reports,
-    a separate reasoning field; a request the server refused (400) has ``error`` instead.
+    a separate reasoning field; a request the server refused (400, 413, 422) has ``error`` instead.
     """
     client = open_client(endpoint)
     pool = ThreadPoolExecutor(max_workers=endpoint.concurrency)
@@ -92,12 +125,12 @@ def generate_endpoint(
             while next_index < len(prompts) or pending:
                 while next_index < len(prompts) and len(pending) < endpoint.concurrency:
                     body = request_body(prompts[next_index], endpoint.model, settings)
-                    pending[pool.submit(_ask, client, body)] = next_index
+                    pending[pool.submit(_result, client, body, endpoint)] = next_index
                     next_index += 1
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = pending.pop(future)
-                    answer, record = _result(future.result, endpoint)
+                    answer, record = future.result()
                     if "error" in record:
                         bad_requests += 1
                         if not answered and bad_requests >= BAD_REQUESTS_BEFORE_STOP:
@@ -111,60 +144,56 @@ def generate_endpoint(
         client.close()  # requests still in flight after a stop end now, not after their timeouts and retries
 
 
-def _ask(client, body: dict) -> tuple[str, dict]:
-    start = time.perf_counter()
-    response = client.chat.completions.create(**body)
-    latency = time.perf_counter() - start
-    choice = response.choices[0]
-    message = choice.message
-    extra = message.model_extra or {}
-    usage = response.usage
-    record = {
-        "prompt_tokens": usage.prompt_tokens if usage else None,
-        "completion_tokens": usage.completion_tokens if usage else None,
-        "latency_s": round(latency, 3),
-        "finished_at": round(time.time(), 3),
-        "finish_reason": choice.finish_reason,
-        "served_model": response.model,
-    }
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    if reasoning:
-        record["reasoning"] = reasoning  # kept beside the answer, never scored
-    return message.content or "", record
-
-
 def ask_one(endpoint: Endpoint, messages: list[dict], settings: GenerationSettings) -> tuple[str, dict]:
     """One answer, waited for (the builder's query rewriting); errors as in :func:`generate_endpoint`."""
     if endpoint.client is None:
         endpoint.client = open_client(endpoint)
-    body = request_body(messages, endpoint.model, settings)
-    return _result(lambda: _ask(endpoint.client, body), endpoint)
+    return _result(endpoint.client, request_body(messages, endpoint.model, settings), endpoint)
 
 
-def _result(call: Callable[[], tuple[str, dict]], endpoint: Endpoint) -> tuple[str, dict]:
-    """The answer, or a 400's error record; anything no retry fixes is one line that stops the run."""
+_REFUSED = (400, 413, 422)  # the server refuses this request (too long, malformed), not every request
+
+
+def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
+    """The answer, or a refused request's error record; anything no retry fixes is one line that stops the run.
+
+    An unusable 200 answer is asked again, up to ``max_retries`` times in all, with backoff.
+    """
     import openai
 
-    try:
-        return call()
-    except openai.BadRequestError as err:
-        return "", {"error": f"400: {_message(err)}"}
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
-        raise RecTuneError(
-            f"{endpoint.base_url}: {err.status_code} {_message(err)} (check the key in {endpoint.api_key_env})"
-        ) from None
-    except openai.NotFoundError as err:
-        raise RecTuneError(f"{endpoint.describe()}: 404 {_message(err)} (is the model name right?)") from None
-    except openai.APIStatusError as err:
-        raise RecTuneError(
-            f"{endpoint.describe()}: {err.status_code} {_message(err)} after {endpoint.max_retries} retries; "
-            "the answers so far are kept: rerun to resume"
-        ) from None
-    except (openai.APITimeoutError, openai.APIConnectionError) as err:
-        raise RecTuneError(
-            f"{endpoint.describe()}: {err.__class__.__name__.removeprefix('API')} after {endpoint.max_retries} "
-            "retries; the answers so far are kept: rerun to resume"
-        ) from None
+    endpoint.counter.reset()
+    unusable = 0
+    while True:
+        try:
+            return ask_once(client, body, endpoint.counter, endpoint.timeout)
+        except UnusableAnswer as err:
+            unusable += 1
+            if unusable > endpoint.max_retries:
+                raise RecTuneError(
+                    f"{endpoint.describe()}: {err} after {tries_text(endpoint.counter.tries)}; "
+                    "the answers so far are kept: rerun to resume"
+                ) from None
+            time.sleep(backoff(unusable))
+        except openai.APIStatusError as err:
+            tries = tries_text(endpoint.counter.tries)
+            if err.status_code in _REFUSED:
+                return "", {"error": f"{err.status_code}: {_message(err)}"}
+            if err.status_code in (401, 403):
+                raise RecTuneError(
+                    f"{redact_url(endpoint.base_url)}: {err.status_code} {_message(err)} (check the key in "
+                    f"{endpoint.api_key_env})"
+                ) from None
+            if err.status_code == 404:
+                raise RecTuneError(f"{endpoint.describe()}: 404 {_message(err)} (is the model name right?)") from None
+            raise RecTuneError(
+                f"{endpoint.describe()}: {err.status_code} {_message(err)} after {tries}; "
+                "the answers so far are kept: rerun to resume"
+            ) from None
+        except (openai.APITimeoutError, openai.APIConnectionError) as err:
+            raise RecTuneError(
+                f"{endpoint.describe()}: {err.__class__.__name__.removeprefix('API')} after "
+                f"{tries_text(endpoint.counter.tries)}; the answers so far are kept: rerun to resume"
+            ) from None
 
 
 def _message(err) -> str:

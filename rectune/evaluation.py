@@ -127,6 +127,19 @@ def run_generation(
     return finished
 
 
+def failed_requests(path: Path, ids: set[str]) -> dict[str, str]:
+    """Row id -> the endpoint's error, for the requests of ``ids`` it refused in this run."""
+    failed: dict[str, str] = {}
+    if not path.is_file():
+        return failed
+    with path.open("rb") as handle:
+        for raw in handle:
+            row = _prediction(raw)
+            if row is not None and row.get("error") and row["id"] in ids:
+                failed[row["id"]] = str(row["error"])
+    return failed
+
+
 def evaluate_checkpoint(
     checkpoint: Checkpoint,
     data: str | os.PathLike,
@@ -143,21 +156,33 @@ def evaluate_checkpoint(
     limits: CompletionLimits = DEFAULT_LIMITS,
     answers: tuple[str, dict[str, str]] | None = None,
     convention: str = "default",
+    score_failures_as_empty: bool = False,
 ) -> tuple[dict, list[dict]]:
     """Generate (resuming), score and write the report folder ``out``.
 
     ``out`` must be new, empty or an earlier report folder; predictions already in it are reused only
     when the same checkpoint, data, prompt and generation settings made them, else this refuses.
     ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
-    they came from, and row id -> text, e.g. a batch output file) stand in for generation.
+    they came from, and row id -> text, e.g. a batch output file) stand in for generation. Requests an
+    endpoint refused stop the run before scoring unless ``score_failures_as_empty``.
     """
     out = Path(out)
     all_rows = load_rows(data)
     rows = all_rows[:limit] if limit is not None else all_rows
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     known = {r.id for r in all_rows}
+    failed: dict[str, str] = {}
     if answers is None:
         predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
+        failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
+        if failed and not score_failures_as_empty:
+            reasons = sorted(set(failed.values()))
+            raise RecTuneError(
+                f"{len(failed)} of {len(rows)} requests failed: {reasons[0]}"
+                + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else "")
+                + "; nothing was scored: rerun to ask them again, or pass --score-failures-as-empty to score them "
+                "as empty answers"
+            )
     else:
         predictions = record_answers(rows, all_rows, answers[1], answers[0], out / "predictions.jsonl")
     resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
@@ -165,10 +190,12 @@ def evaluate_checkpoint(
     report["config"] = config
     if checkpoint.kind == "openai":
         report["endpoint"] = endpoint_usage(out / "predictions.jsonl", {r.id for r in rows})
+        report["failed_requests"] = len(failed)  # scored as empty answers (--score-failures-as-empty)
     write_json(out / "report.json", report, line_per_item=("per_query",))
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
+    seal_report_folder(out)
     return report, table
 
 
@@ -231,6 +258,7 @@ def write_batch_file(
         for request in requests:
             request["body"].update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
     write_batch_requests(out / "batch_requests.jsonl", requests)
+    seal_report_folder(out)
     return out / "batch_requests.jsonl"
 
 
@@ -259,6 +287,7 @@ def eval_run_name(config: dict) -> str:
 
 REPORT_KIND = "eval report"
 REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "batch_requests.jsonl")
+REPORT_ENTRIES = [*REPORT_FILES, "wandb"]
 
 
 def predictions_key(
@@ -293,7 +322,12 @@ def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
                 "generate afresh, or choose another --out"
             )
     out.mkdir(parents=True, exist_ok=True)
-    write_marker(out, REPORT_KIND, [*REPORT_FILES, "wandb"])
+    write_marker(out, REPORT_KIND, REPORT_ENTRIES, hashed=[])
+
+
+def seal_report_folder(out: Path) -> None:
+    """Record the report files as written, so a rerun refuses a folder whose files changed since."""
+    write_marker(out, REPORT_KIND, REPORT_ENTRIES, hashed=[name for name in REPORT_FILES if (out / name).is_file()])
 
 
 def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:

@@ -36,6 +36,9 @@ class DataError(RecTuneError):
         self.line = line
 
 
+TEMP_TAG = "rectune"  # in every temporary file's name, so leftovers are told from a user's own .*.tmp files
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside ``path`` and rename it over ``path`` on success.
@@ -44,7 +47,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TEMP_TAG}-{os.getpid()}-", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would make shared outputs unreadable to others
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -34,13 +35,7 @@ def hold_output_lock(target: str | os.PathLike) -> None:
     if path in _HELD:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _describe(os.read(descriptor, 4096))
-        os.close(descriptor)
-        raise RecTuneError(f"{target}: in use by {holder}; wait for it to finish or choose another folder") from None
+    descriptor = _locked_descriptor(path, target)
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -51,6 +46,32 @@ def hold_output_lock(target: str | os.PathLike) -> None:
     os.pwrite(descriptor, json.dumps(holder).encode() + b"\n", 0)
     _HELD[path] = descriptor
     fault_point(f"locked:{Path(target).name}")
+
+
+def _locked_descriptor(path: Path, target: str | os.PathLike) -> int:
+    """Open ``path`` (never through a symbolic link) and flock it, as the file still at ``path``.
+
+    A releasing process unlinks the file while holding it; a process that opened the old file just before
+    would otherwise flock a file no longer there while a third locks the new one: both would hold the lock.
+    """
+    while True:
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RecTuneError(f"{target}: its lock file {path} is a symbolic link; remove it") from None
+            raise
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe(os.read(descriptor, 4096))
+            os.close(descriptor)
+            raise RecTuneError(
+                f"{target}: in use by {holder}; wait for it to finish or choose another folder"
+            ) from None
+        if _still_at(descriptor, path):
+            return descriptor
+        os.close(descriptor)  # locked a file its holder removed on release: lock the one at path now
 
 
 def release_output_lock(target: str | os.PathLike) -> None:
@@ -84,7 +105,8 @@ def output_lock(target: str | os.PathLike) -> Iterator[None]:
 
 def _still_at(descriptor: int, path: Path) -> bool:
     try:
-        return os.fstat(descriptor).st_ino == os.stat(path).st_ino
+        held, there = os.fstat(descriptor), os.lstat(path)
+        return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
     except FileNotFoundError:
         return False
 

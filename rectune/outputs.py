@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from rectune.io import UMASK, RecTuneError, fault_point, write_json
+from rectune.io import TEMP_TAG, UMASK, RecTuneError, fault_point, write_json
 from rectune.locks import hold_output_lock, output_lock
 
 
@@ -117,10 +118,10 @@ def check_output_folder(target: Path, kind: str, *, overwrite: bool) -> None:
         raise RecTuneError(f"{target}: is a file; the output must be a folder")
     if overwrite or not target.is_dir():
         return
-    entries = {entry.name for entry in target.iterdir() if not _is_stray(entry.name)} - {MARKER}
+    marker = read_marker(target)
+    entries = {entry.name for entry in target.iterdir() if not _is_stray(entry.name, marker)} - {MARKER}
     if not entries:
         return
-    marker = read_marker(target)
     if marker is None:
         raise RecTuneError(
             f"{target}: holds files RecTune did not write there ({_shown(entries)}; no {MARKER} says otherwise); "
@@ -132,11 +133,17 @@ def check_output_folder(target: Path, kind: str, *, overwrite: bool) -> None:
             f"{target}: holds a RecTune {marker.get('kind')} output, not a {kind} one; choose another "
             "folder or pass --overwrite to replace it"
         )
-    foreign = entries - set(marker.get("entries", []))
+    foreign = set() if kind in OPEN_KINDS else entries - set(marker.get("entries", []))
     if foreign:
         raise RecTuneError(
             f"{target}: holds files RecTune did not write there ({_shown(foreign)}); choose another folder or "
             "pass --overwrite to replace it"
+        )
+    changed = changed_files(target, marker)
+    if changed:
+        raise RecTuneError(
+            f"{target}: {changed[0]} changed since RecTune wrote it; choose another folder or pass --overwrite "
+            "to replace it"
         )
 
 
@@ -156,16 +163,58 @@ def read_marker(folder: Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
-def write_marker(folder: Path, kind: str, entries: list[str]) -> None:
-    write_json(folder / MARKER, {"kind": kind, "entries": sorted(set(entries) - {MARKER})})
+def write_marker(folder: Path, kind: str, entries: list[str], *, hashed: list[str] | None = None) -> None:
+    """Mark ``folder`` as a ``kind`` output holding ``entries``, with the size, time and SHA-256 of each file
+    under the ``hashed`` ones (default: all), so a rerun notices a file changed since. A run about to change
+    its folder's files marks it with ``hashed=[]`` first: no file is vouched for until it is done."""
+    entries = sorted(set(entries) - {MARKER})
+    files = {}
+    for name in entries if hashed is None else hashed:
+        top = folder / name
+        for path in [top] if top.is_file() else sorted(top.rglob("*")) if top.is_dir() else []:
+            if path.is_file() and not path.is_symlink():
+                stat = path.stat()
+                relative = path.relative_to(folder).as_posix()
+                files[relative] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_of(path)}
+    write_json(folder / MARKER, {"kind": kind, "entries": entries, "files": files})
 
 
-_STRAY = re.compile(r"^\..+\.(?:staging|old)-\d+-|^\..+\.(?:tmp|lock)$")
+def changed_files(folder: Path, marker: dict) -> list[str]:
+    """The files the marker vouches for that differ from what RecTune wrote (size and time, then SHA-256)."""
+    files = marker.get("files") if isinstance(marker.get("files"), dict) else {}
+    changed = []
+    for relative, recorded in sorted(files.items()):
+        path = folder / relative
+        if not isinstance(recorded, dict) or not path.is_file() or path.is_symlink():
+            continue  # removed since: nothing of the user's to lose
+        stat = path.stat()
+        if (stat.st_size, stat.st_mtime_ns) == (recorded.get("size"), recorded.get("mtime_ns")):
+            continue
+        if sha256_of(path) != recorded.get("sha256"):
+            changed.append(relative)
+    return changed
 
 
-def _is_stray(name: str) -> bool:
-    """A staging folder, a swapped-out folder or a temporary file left by an interrupted run, or a lock."""
-    return bool(_STRAY.match(name))
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+OPEN_KINDS = {"training run"}  # the trainer names what it writes (checkpoints, logs): the whole folder is ours
+_TEMPORARY = re.compile(rf"^\..+\.{re.escape(TEMP_TAG)}-\d+-[^/]+\.tmp$")  # io.atomic_write's own names
+
+
+def _is_stray(name: str, marker: dict | None) -> bool:
+    """A file or folder RecTune leaves while writing: a temporary file carrying its tag and process id, or
+    a lock, staging or swapped-out folder of an entry the marker lists. A user's ``.notes.tmp`` is none."""
+    if _TEMPORARY.match(name):
+        return True
+    listed = set(marker.get("entries", [])) | {MARKER} if marker else {MARKER}
+    match = re.match(r"^\.(.+)\.(?:lock|(?:staging|old)-\d+-[^/.]+)$", name)
+    return bool(match) and match.group(1) in listed
 
 
 def _swap(staging: Path, target: Path) -> None:
@@ -208,9 +257,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def make_shareable(folder: str | os.PathLike) -> None:
-    """Give the files under ``folder`` the usual modes (0644 under umask 022): some writers
-    (safetensors, ``tempfile``) create them private (0600), which breaks sharing a run folder."""
+def make_shareable(folder: str | os.PathLike, *, written_since_ns: int = 0) -> None:
+    """Give the files under ``folder`` (a folder RecTune made) the usual modes (0644 under umask 022): some
+    writers (safetensors, ``tempfile``) create them private (0600), which breaks sharing a run folder.
+
+    Only private files this process wrote are touched: those changed since ``written_since_ns`` and owned
+    by it; a symbolic link and what it points to never are.
+    """
     for path in Path(folder).rglob("*"):
-        if path.is_file() and not path.is_symlink():
+        stat = path.lstat()
+        ours = not path.is_symlink() and path.is_file() and stat.st_uid == os.getuid()
+        if ours and stat.st_mtime_ns >= written_since_ns and not stat.st_mode & 0o044:  # private: made so by a writer
             os.chmod(path, 0o666 & ~UMASK)

@@ -8,7 +8,6 @@ user's and is refused unless ``--overwrite``. One process at a time writes a fol
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from rectune.io import RecTuneError, write_json
 from rectune.locks import output_lock
-from rectune.outputs import check_output_path
+from rectune.outputs import check_output_path, sha256_of
 
 MANIFEST = ".rectune-files.json"
 
@@ -47,12 +46,12 @@ def check_file_output(path: Path, *, overwrite: bool) -> None:
 
 
 def _written_by_rectune(path: Path) -> bool:
-    return _manifest(path.parent).get(path.name) == _sha256(path)
+    return _manifest(path.parent).get(path.name) == sha256_of(path)
 
 
 def _record(folder: Path, written: list[Path]) -> None:
     entries = _manifest(folder)
-    entries.update({path.name: _sha256(path) for path in written})
+    entries.update({path.name: sha256_of(path) for path in written})
     write_json(folder / MANIFEST, dict(sorted(entries.items())))
 
 
@@ -65,14 +64,6 @@ def _manifest(folder: Path) -> dict[str, str]:
     except (ValueError, OSError):
         return {}  # unreadable: nothing counts as ours, so nothing is replaced
     return {k: v for k, v in entries.items() if isinstance(v, str)} if isinstance(entries, dict) else {}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def output_paths(prefix: str | os.PathLike, suffixes: tuple[str, ...]) -> list[Path]:

@@ -51,6 +51,13 @@ class RunArguments:
             "eval_strategy; default: the one beside the training data when eval_strategy is on."
         },
     )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Train into output_dir even when it holds files RecTune did not write there (the trainer may "
+            "replace some); command line only."
+        },
+    )
     early_stopping_patience: int | None = field(
         default=None,
         metadata={"help": "Stop after this many evaluations without improvement (needs eval_strategy)."},
@@ -179,11 +186,16 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
     return "\n".join(lines)
 
 
+COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite"}
+
+
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
     if not recipe.is_file():
         raise DataError(recipe, "recipe file not found")
+    text = recipe.read_text(encoding="utf-8")
     try:
-        config = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+        _refuse_aliases(recipe, text)
+        config = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise DataError(recipe, f"malformed YAML: {err}") from None
     if not isinstance(config, dict):
@@ -194,6 +206,8 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
         # point W&B at another server with the user's key, or make git run a command
         raise DataError(recipe, "key 'env': a recipe cannot set environment variables; set them in your shell")
     for key, value in config.items():
+        if key in COMMAND_LINE_ONLY:
+            raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
         if key in SECRETS:
             raise DataError(
                 recipe, f"key {key!r}: a recipe cannot hold a secret; pass --{key} or set {SECRETS[key]} in your shell"
@@ -206,6 +220,15 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             names = ", ".join(t.__name__ for t in dataclass_types)
             raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+
+
+def _refuse_aliases(recipe: Path, text: str) -> None:
+    """A YAML alias (``*name``) can expand a few lines into gigabytes (the "billion laughs"); recipes need none."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise DataError(
+                recipe, f"YAML alias *{event.anchor}: write the value out instead", event.start_mark.line + 1
+            )
 
 
 def _plain(value: Any) -> Any:
@@ -229,4 +252,4 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
         for item in dataclasses.fields(config):
             if item.name in flags:
                 values[item.name] = _plain(getattr(config, item.name))
-    return {key: value for key, value in values.items() if key not in SECRETS}
+    return {key: value for key, value in values.items() if key not in SECRETS and key not in COMMAND_LINE_ONLY}

@@ -10,20 +10,41 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from rectune.io import fault_point, read_json, write_json
-from rectune.outputs import lock_output
+from rectune.outputs import MARKER, claim_output, read_marker, write_marker
 
 log = logging.getLogger(__name__)
 
 
-def own_output_dir(output_dir: str | os.PathLike) -> None:
-    """Hold ``output_dir``'s lock for the whole run (main process): a second run into it stops at once,
-    instead of both writing checkpoints that a resume would then mix."""
+TRAINING_KIND = "training run"
+
+
+def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False) -> int:
+    """Claim ``output_dir`` for the whole run (main process) and return when, in ``time.time_ns()``.
+
+    It must be new, empty or a RecTune training folder (its marker), so a run never writes into (or
+    changes the modes of) a folder of the user's; ``overwrite`` trains into any folder. A second run into
+    it stops at once, instead of both writing checkpoints that a resume would then mix.
+    """
+    claimed_at = time.time_ns()
     if int(os.environ.get("RANK", "0")) == 0:
-        lock_output(output_dir)
+        folder = claim_output(output_dir, TRAINING_KIND, overwrite=overwrite)
+        if read_marker(folder) is None:
+            folder.mkdir(parents=True, exist_ok=True)
+            write_marker(folder, TRAINING_KIND, [], hashed=[])
+    return claimed_at
+
+
+def seal_output_dir(output_dir: str | os.PathLike) -> None:
+    """Record the stage's files (top level: adapter, card, recipe) so a rerun refuses edited ones."""
+    folder = Path(output_dir)
+    entries = [entry.name for entry in folder.iterdir() if entry.name != MARKER]
+    files = [name for name in entries if (folder / name).is_file() and not (folder / name).is_symlink()]
+    write_marker(folder, TRAINING_KIND, entries, hashed=files)
 
 
 def last_checkpoint(training_args: Any) -> str | None:

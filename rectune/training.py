@@ -15,7 +15,7 @@ from rectune.io import RecTuneError, atomic_write
 from rectune.outputs import make_shareable
 from rectune.recipes import RunArguments, resolved_recipe
 from rectune.sharing import make_portable, model_card, portable_name
-from rectune.stages import mark_finished, wandb_run_record
+from rectune.stages import mark_finished, seal_output_dir, wandb_run_record
 
 
 def set_model_init(training_args: Any, model_args: Any) -> None:
@@ -60,11 +60,13 @@ def save_stage(
     recipe: Path | None,
     base_model: str,
     sft_adapter: str | None = None,
+    claimed_at: int = 0,
 ) -> None:
     """Save the stage: adapter, portable base record, ``recipe.yaml``, model card, then ``finished.json``.
 
     The card and the base record are written before any Hub push (``push_to_hub``), in place of the
-    trainer's own card, so the pushed folder is the one described here.
+    trainer's own card, so the pushed folder is the one described here. Files this run wrote since
+    ``claimed_at`` (``own_output_dir``) are made readable to others; nothing else is touched.
     """
     output_dir = trainer.args.output_dir
 
@@ -78,16 +80,34 @@ def save_stage(
     if trainer.accelerator.is_main_process:
         write_files()
         mark_finished(output_dir, trainer, metadata)
-        make_shareable(output_dir)
+        make_shareable(output_dir, written_since_ns=claimed_at)
+        seal_output_dir(output_dir)
+
+
+def check_kernels(training_args: Any) -> None:
+    """Settings whose package is missing stop here in one line, not in a traceback mid-setup."""
+    import importlib.util
+
+    if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
+        raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
 
 
 def describe_setup(trainer: Any) -> str:
-    """One line saying how the run is spread: Accelerate's distributed type, processes, device, precision."""
+    """One line saying how the run is spread and computed: Accelerate's distributed type, processes, device,
+    precision, and the speed settings as the model and trainer hold them (attention kernel, activation
+    checkpointing, Liger kernels, torch.compile)."""
     state = trainer.accelerator.state
-    precision = "bf16" if trainer.args.bf16 else "fp16" if trainer.args.fp16 else "fp32"
+    args = trainer.args
+    precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
+    model = trainer.model
+    attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or "default"
+    checkpointing = getattr(model, "is_activation_checkpointing", False)
     line = (
         f"training with {state.distributed_type.value} on {state.num_processes} process(es), "
-        f"device {trainer.accelerator.device}, {precision}"
+        f"device {trainer.accelerator.device}, {precision}, attention {attention}, "
+        f"activation checkpointing {'on' if checkpointing else 'off'}, "
+        f"Liger kernels {'on' if args.use_liger_kernel else 'off'}, "
+        f"torch.compile {'on' if args.torch_compile else 'off'}"
     )
     asked = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED"}
     for variable, kind in asked.items():
@@ -95,6 +115,27 @@ def describe_setup(trainer: Any) -> str:
             # Accelerate switches to FSDP from GPU-like multi-device types only: CPU workers stay MULTI_CPU
             line += f" (the Accelerate config asks for {kind}, which Accelerate does not run on this device)"
     return line
+
+
+def announce_setup(trainer: Any) -> None:
+    """Print :func:`describe_setup`'s line once training starts, when the trainer has applied every setting
+    (activation checkpointing is switched on inside ``train()``)."""
+    from transformers import TrainerCallback
+
+    class Announce(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            trainer.accelerator.print(describe_setup(trainer))
+
+    trainer.add_callback(Announce())
+
+
+def peak_memory() -> str:
+    """The run's peak memory: the accelerator's allocations on a GPU, else the process's resident size."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return f"peak GPU memory {torch.cuda.max_memory_allocated() / 1024**3:.2f} GiB (allocated by torch)"
+    import resource
+
+    return f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2:.2f} GiB"
 
 
 def finish(trainer: Any) -> None:

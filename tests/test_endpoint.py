@@ -256,7 +256,9 @@ def test_400_on_every_request_stops_and_a_single_400_is_asked_again(scripted, tm
 
     endpoint = scripted((400, {}))
     out = tmp_path / "r"
-    evaluate(out, movie_data / "test.jsonl", endpoint.url, "fake-model", "--no-wandb", "--concurrency", "1")
+    first = evaluate(out, movie_data / "test.jsonl", endpoint.url, "fake-model", "--no-wandb", "--concurrency", "1",
+                     check=False)  # fmt: skip
+    assert first.returncode == 2 and "1 of 9 requests failed: 400: scripted 400" in first.stderr.splitlines()[-1]
     lines = read_jsonl(out / "predictions.jsonl")
     assert sum("error" in line for line in lines) == 1
     rerun = evaluate(out, movie_data / "test.jsonl", endpoint.url, "fake-model", "--no-wandb")

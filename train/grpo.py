@@ -24,7 +24,15 @@ from rectune.rewards import rft_rewards
 from rectune.sft_base import merged_model
 from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
 from rectune.tracking import init_tracking, run_metadata
-from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
+from rectune.training import (
+    announce_setup,
+    check_kernels,
+    early_stopping,
+    finish,
+    peak_memory,
+    save_stage,
+    set_model_init,
+)
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
 
 
@@ -33,7 +41,7 @@ def main() -> None:
     training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(
         (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
     )
-    own_output_dir(training_args.output_dir)  # one run at a time per output_dir
+    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
@@ -51,6 +59,7 @@ def main() -> None:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
     set_model_init(training_args, model_args)
+    check_kernels(training_args)
 
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     metadata = run_metadata(
@@ -72,11 +81,12 @@ def main() -> None:
         peft_config=get_peft_config(model_args),
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
-    trainer.accelerator.print(describe_setup(trainer))
+    announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
+    trainer.accelerator.print(peak_memory())
 
     configs = (training_args, model_args, mixture, run_args, rft_args)
-    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter, claimed_at)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
     report = summary(trainer.state.log_history, trainer.reward_func_names)

@@ -17,7 +17,15 @@ from rectune.models import resolve_model_name
 from rectune.recipes import RunArguments, parse_recipe
 from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
 from rectune.tracking import init_tracking, run_metadata
-from rectune.training import describe_setup, early_stopping, finish, save_stage, set_model_init
+from rectune.training import (
+    announce_setup,
+    check_kernels,
+    early_stopping,
+    finish,
+    peak_memory,
+    save_stage,
+    set_model_init,
+)
 from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
 
 
@@ -26,7 +34,7 @@ def main() -> None:
     training_args, model_args, mixture, run_args, recipe = parse_recipe(
         (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
     )
-    own_output_dir(training_args.output_dir)  # one run at a time per output_dir
+    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
@@ -38,6 +46,7 @@ def main() -> None:
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
     set_model_init(training_args, model_args)
+    check_kernels(training_args)
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
     init_tracking(training_args, run_args, metadata)
@@ -49,11 +58,12 @@ def main() -> None:
         peft_config=get_peft_config(model_args),
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
-    trainer.accelerator.print(describe_setup(trainer))
+    announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
+    trainer.accelerator.print(peak_memory())
 
     configs = (training_args, model_args, mixture, run_args)
-    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, claimed_at=claimed_at)
     trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
     finish(trainer)
 

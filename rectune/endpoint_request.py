@@ -1,0 +1,145 @@
+"""One chat-completion request to a server we do not trust: bounded in time and size, checked, counted.
+
+The ``openai`` client retries what HTTP says is worth retrying (408/409/429/5xx, timeouts, dropped
+connections, with backoff and ``Retry-After``). What it cannot see is handled here: a 200 whose body is
+not a chat completion (not JSON, ``choices`` empty or missing, an HTML page) is retried like a 5xx; an
+answer still arriving when ``timeout`` seconds have passed since its request was sent is cut off (a
+server dripping bytes would otherwise hold the run for ever); a body over :data:`MAX_ANSWER_BYTES` is
+refused. Every attempt sent is counted, so messages say how many tries were made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import socket
+import threading
+import time
+from typing import Any
+
+MAX_ANSWER_BYTES = 1 << 20  # a 2,000-token completion is ~10 KB; a body far larger is not an answer
+_USERINFO = re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/\s@]+@")
+_SECRET_PARAM = re.compile(r"([?&][^=&\s]*(?:key|token|secret|sig|auth|pass)[^=&\s]*=)[^&#\s]+", re.IGNORECASE)
+
+
+class UnusableAnswer(Exception):
+    """A 200 answer that is no chat completion, or one cut off by the deadline or the size cap."""
+
+
+class TryCounter:
+    """Counts the HTTP attempts each thread sends (an ``httpx`` request hook) and when the last one left."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def reset(self) -> None:
+        self._local.tries, self._local.sent_at = 0, time.monotonic()
+
+    def __call__(self, request: Any) -> None:
+        self._local.tries = getattr(self._local, "tries", 0) + 1
+        self._local.sent_at = time.monotonic()
+
+    @property
+    def tries(self) -> int:
+        return getattr(self._local, "tries", 0)
+
+    @property
+    def sent_at(self) -> float:
+        return getattr(self._local, "sent_at", time.monotonic())
+
+
+def tries_text(tries: int) -> str:
+    return f"{tries} {'try' if tries == 1 else 'tries'}"
+
+
+def ask_once(client: Any, body: dict, counter: TryCounter, timeout: float) -> tuple[str, dict]:
+    """Send ``body`` (the client retrying HTTP failures) and read the answer within the deadline and cap."""
+    start = time.perf_counter()
+    with client.chat.completions.with_streaming_response.create(**body) as response:
+        raw = read_body(response.http_response, counter.sent_at + timeout)
+    latency = time.perf_counter() - start
+    return parse_completion(raw, latency)
+
+
+def read_body(http_response: Any, deadline: float) -> bytes:
+    """The response body, cut off at ``deadline`` (``time.monotonic()``) or past :data:`MAX_ANSWER_BYTES`."""
+    stream = http_response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    # A read blocked on a silent server wakes only when its socket is shut down: a timer does that.
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _shut, (sock,))
+    timer.daemon = True
+    timer.start()
+    chunks, size = [], 0
+    try:
+        for chunk in http_response.iter_bytes():
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise UnusableAnswer(f"an answer over {MAX_ANSWER_BYTES >> 20} MiB")
+            if time.monotonic() > deadline:
+                raise UnusableAnswer("no complete answer before --request-timeout")
+            chunks.append(chunk)
+    except UnusableAnswer:
+        raise
+    except Exception as err:  # the socket shut by the timer, or the server hung up mid-answer
+        reason = "no complete answer before --request-timeout" if time.monotonic() >= deadline else "answer cut off"
+        raise UnusableAnswer(f"{reason} ({type(err).__name__})") from None
+    finally:
+        timer.cancel()
+    return b"".join(chunks)
+
+
+def _shut(sock: socket.socket | None) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed: the read has ended anyway
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
+    """The answer text and what the server reported, from a chat-completion body; else :class:`UnusableAnswer`."""
+    try:
+        response = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        start = raw[:40].decode("utf-8", "replace").strip()
+        raise UnusableAnswer(f"not JSON (starts {' '.join(start.split())!r})") from None
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not isinstance(choices, list) or not choices:
+        raise UnusableAnswer(f"no choices (choices: {json.dumps(choices)[:40]})")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), (str, type(None))):
+        raise UnusableAnswer("choices[0] holds no message with text content")
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    record = {
+        "prompt_tokens": _count(usage.get("prompt_tokens")),
+        "completion_tokens": _count(usage.get("completion_tokens")),
+        "latency_s": round(latency, 3),
+        "finished_at": round(time.time(), 3),
+        "finish_reason": _short(choice.get("finish_reason")),
+        "served_model": _short(response.get("model")),
+    }
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        record["reasoning"] = reasoning  # kept beside the answer, never scored
+    return message.get("content") or "", record
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _short(value: Any) -> str | None:
+    return str(value)[:200] if isinstance(value, (str, int, float)) else None
+
+
+def backoff(tries: int) -> float:
+    """Seconds to wait before the next try after ``tries`` unusable answers: 0.5, 1, 2, ... up to 8, jittered."""
+    return min(0.5 * 2 ** (tries - 1), 8.0) * (1 - 0.25 * random.random())
+
+
+def redact_url(text: str) -> str:
+    """``text`` (a URL, or a message holding URLs) with credentials hidden: ``user:KEY@`` and the values of
+    key-like query parameters (``?api_key=...``)."""
+    text = _USERINFO.sub(r"\1***@", text)
+    return _SECRET_PARAM.sub(r"\1***", text)
