@@ -42,7 +42,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -97,8 +97,18 @@ bench-large: install
 	$(PY) -m perf.bench_movielens --sizes ml-25m amazon-2023
 
 # The GPU paths on one CUDA GPU, offline, with the embedded model (install a CUDA torch into .venv first).
+# MODEL_SHAPE=qwen2.5-3b (or llama-3.1-8b): the paper model's architecture with random bf16 weights.
+MODEL_SHAPE ?=
 gpu-check: install
-	$(PY) -m perf.gpu_check $(GPU_CHECK_ARGS)
+	$(PY) -m perf.gpu_check $(if $(MODEL_SHAPE),--model-shape $(MODEL_SHAPE)) $(GPU_CHECK_ARGS)
+
+# GRPO rollouts: plain generate against continuous batching, same prompts (embedded model, CPU by default).
+bench-rollouts: install
+	$(PY) -m perf.bench_rollouts $(ROLLOUT_ARGS)
+
+# perf/memory_estimate.py's training-step estimate against measured steps on the CPU.
+memory-check: install
+	$(PY) -m perf.memory_check
 
 # RecBench+ release (SRC = the checkout holding data/) -> the paper's fine-tuning data (explicit queries).
 data-recbench: install

@@ -1,85 +1,125 @@
-"""The GPU paths in one command, offline, on one CUDA GPU: `make gpu-check` (about 5 minutes on an H100).
+"""The GPU paths in one command, offline, on one CUDA GPU: `make gpu-check [MODEL_SHAPE=qwen2.5-3b]`.
 
-Steps, each timed, with tokens/s and model-FLOPs utilisation (MFU):
+Steps, each a real run of the project's scripts, timed:
 
-1. the GPU's bf16 matmul peak, measured (8192^3 products), the denominator of MFU;
-2. bf16 LoRA SFT on the demo data for ``--sft-steps`` steps (train/sft.py, the CPU recipe with bf16 on);
-3. GRPO for ``--grpo-steps`` steps, generating with vLLM (``use_vllm``, colocate) when vLLM is
-   installed, else with transformers' generate;
-4. evaluate/run.py with ``--backend vllm`` against ``--backend hf`` on the same 32 queries, greedy:
-   how many completions agree (vLLM only);
-5. the SFT step again under DeepSpeed ZeRO-2 on one GPU (accelerate_configs/zero2.yaml,
-   ``--num_processes 1``; needs ``pip install -e .[deepspeed]``).
+1. the device's matmul peak, measured (bf16 8192^3 products on a GPU), the denominator of MFU;
+2. LoRA SFT once per speed setting (``--settings``: baseline = SDPA with activation checkpointing, TRL's
+   defaults; no-checkpointing; liger; flash = flash_attention_2; compile = torch.compile), each with
+   tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py;
+3. GRPO with plain ``generate`` and with transformers' continuous batching
+   (``use_transformers_continuous_batching``), tokens/s of each (generation included), and the rollouts
+   alone (perf/bench_rollouts.py) at the recipe's batch;
+4. greedy evaluation: evaluate/run.py's HF backend, and ``transformers serve --continuous-batching``
+   through the openai backend, generated tokens/s each.
 
-A step whose optional package is missing is reported as skipped, with the reason. Training MFU counts
-6 x parameters x tokens/s (a dense model's training FLOPs; LoRA skips the frozen weights' gradients,
-so the true utilisation is somewhat lower; GRPO's tokens are TRL's count of prompt and completion
-tokens, its generation included in the time), generation MFU 2 x parameters x generated tokens/s over
-the script's whole wall time (model loading included), both over the measured matmul peak.
+``--model-shape`` trains a model of a paper model's architecture with random weights (perf/model_shapes.py),
+so the figures are the real model's without downloading it. A setting whose package is missing is reported
+as skipped. ``--device cpu`` runs every step on the CPU at a toy size: the script's own test.
 
-    python -m perf.gpu_check [--model embedded:smollm2] [--out outputs/gpu_check]
+    python -m perf.gpu_check [--model-shape qwen2.5-3b] [--settings baseline,liger] [--out outputs/gpu_check]
 """
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from perf.flops import Shape, generation_flops_per_token, lora_training_flops_per_token, mfu
+from perf.memory_estimate import GIB, training_step_bytes
+
 ROOT = Path(__file__).resolve().parent.parent
 SFT_RECIPE = ROOT / "recipes/smollm2_movie_cpu.yaml"
 GRPO_RECIPE = ROOT / "recipes/smollm2_movie_cpu_grpo.yaml"
 DATA = ROOT / "data/demo_movie"
+LORA = ["--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "q_proj", "k_proj", "v_proj", "o_proj",
+        "gate_proj", "up_proj", "down_proj"]  # fmt: skip  # the paper recipes' adapters
+SETTINGS = {  # name: (flags, the package it needs)
+    "baseline": ([], None),
+    "no-checkpointing": (["--activation_checkpointing", "false"], None),
+    "liger": (["--use_liger_kernel", "true"], "liger_kernel"),
+    "flash": (["--attn_implementation", "flash_attention_2"], "flash_attn"),
+    "compile": (["--torch_compile", "true"], None),
+    "zero2": ([], "deepspeed"),  # the baseline under DeepSpeed ZeRO-2 on one GPU (accelerate_configs/zero2.yaml)
+}
+ZERO2 = ["-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml", "--num_processes", "1"]
 
 
-def matmul_peak(size: int = 8192, repeats: int = 10) -> float:
-    """Measured bf16 matmul FLOP/s (the mean of ``repeats`` products after warm-up)."""
+def matmul_peak(device: str, size: int = 8192, repeats: int = 10) -> float:
+    """Measured matmul FLOP/s: bf16 on a GPU, fp32 on the CPU (the mean of ``repeats`` products)."""
     import torch
 
-    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(2):
         a @ b
-    torch.cuda.synchronize()
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    torch.cuda.synchronize()
+    synchronize(device)
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
-def parameter_count(model: str) -> int:
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        __import__("torch").cuda.synchronize()
+
+
+def run(command: list[str], log: Path, env: dict | None = None) -> float:
+    """Run a step as a user would, its output in ``log``; returns the wall time; a failure stops the check."""
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env or os.environ)
+    if result.returncode != 0:
+        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
+    return time.perf_counter() - start
+
+
+def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
+    """(tokens/s, seconds, peak memory in GiB) of a finished run, from its trainer_state.json and its log."""
+    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    tokens = max(entry.get("num_tokens", 0) for entry in json.loads(states[-1].read_text())["log_history"])
+    log = output_dir.with_suffix(".log").read_text()
+    runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log)[-1])
+    peak = re.findall(r"peak (?:GPU|resident) memory ([0-9.]+) GiB", log)
+    return tokens / runtime, runtime, float(peak[-1]) if peak else None
+
+
+def lora_shape(model: str, rank: int = 16) -> tuple[Shape, object]:
+    """The model's FLOP shape with the recipes' rank-16 adapters on every projection, and its config."""
+    import torch
+    from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from rectune.models import resolve_model_name
 
-    with __import__("torch").device("meta"):
-        network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(resolve_model_name(model)))
-    return sum(p.numel() for p in network.parameters())
+    config = AutoConfig.from_pretrained(resolve_model_name(model))
+    targets = [flag for flag in LORA[LORA.index("--lora_target_modules") + 1 :]]
+    with torch.device("meta"):
+        network = get_peft_model(AutoModelForCausalLM.from_config(config), LoraConfig(r=rank, target_modules=targets))
+    return Shape.of(network), config
 
 
-def run(command: list[str], log: Path) -> float:
-    """Run a step as a user would, its output in ``log``; returns the wall time; a failure stops the check."""
-    start = time.perf_counter()
-    with log.open("w") as handle:
-        result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=os.environ)
-    if result.returncode != 0:
-        tail = log.read_text()[-3000:]
-        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{tail}\nfull log: {log}")
-    return time.perf_counter() - start
+def mean_example_tokens(model: str) -> float:
+    """Tokens per SFT example of the demo data (prompt and answer in the chat template): the length each
+    packed example attends over, which sets attention's share of the FLOPs."""
+    from transformers import AutoTokenizer
 
+    from rectune.models import resolve_model_name
+    from rectune.training_data import view_examples
 
-def training_throughput(output_dir: Path, log: Path) -> tuple[float, float]:
-    """(tokens/s, seconds) of a finished TRL run: tokens from its last checkpoint's trainer_state.json,
-    the training time from the summary the trainer prints at the end."""
-    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    tokens = max(entry.get("num_tokens", 0) for entry in json.loads(states[-1].read_text())["log_history"])
-    runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log.read_text())[-1])
-    return tokens / runtime, runtime
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
+    examples = view_examples(DATA / "train_sft.jsonl")
+    lengths = [len(tokenizer.apply_chat_template(e["messages"], tokenize=True)["input_ids"]) for e in examples]
+    return statistics.fmean(lengths)
 
 
 def generated_tokens(model: str, folder: Path) -> int:
@@ -93,103 +133,147 @@ def generated_tokens(model: str, folder: Path) -> int:
     return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
 
 
-def agreement(hf_dir: Path, vllm_dir: Path) -> tuple[int, int]:
-    def completions(folder: Path) -> dict[str, str]:
-        rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
-        return {row["id"]: row["completion"].strip() for row in rows}
+def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path) -> tuple[float, Path]:
+    """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it; wall seconds."""
+    import socket
 
-    hf, vllm = completions(hf_dir), completions(vllm_dir)
-    return sum(hf[i] == vllm.get(i) for i in hf), len(hf)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    serve = [str(Path(sys.executable).parent / "transformers"), "serve", model, "--host", "127.0.0.1", "--port",
+             str(port), "--device", device, "--continuous-batching"]  # fmt: skip
+    log = (out / "serve.log").open("w")
+    server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        import urllib.request
+
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(1)
+        served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
+                  model, "--concurrency", "32", "--out", str(out / "eval_served")]  # fmt: skip
+        seconds = run([sys.executable, "evaluate/run.py", *served], out / "eval_served.log")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return seconds, out / "eval_served"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded:smollm2", help="model the steps train and evaluate")
+    parser.add_argument("--model-shape", default=None, help="qwen2.5-3b, llama-3.1-8b or smollm2-135m, random weights")
+    parser.add_argument("--shape-layers", type=int, default=None, help="fewer layers than the shape (quick checks)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a toy run of every step")
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--out", default="outputs/gpu_check", help="folder for the runs and logs (replaced)")
-    parser.add_argument("--sft-steps", type=int, default=40)
+    parser.add_argument("--sft-steps", type=int, default=20)
+    parser.add_argument("--max-length", type=int, default=4096, help="packed sequence length")
+    parser.add_argument("--batch-size", type=int, default=4, help="packed sequences per SFT step")
     parser.add_argument("--grpo-steps", type=int, default=4)
-    parser.add_argument("--queries", type=int, default=32)
+    parser.add_argument("--grpo-batch", type=int, default=8, help="prompts per GRPO step, x8 completions each")
+    parser.add_argument("--completion-length", type=int, default=256)
+    parser.add_argument("--queries", type=int, default=64)
     args = parser.parse_args()
 
     import torch
 
-    if not torch.cuda.is_available():
-        sys.exit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu runs a toy check")
     out = (ROOT / args.out).resolve()
     if out.exists() and not (out / ".gpu_check").is_file():
         sys.exit(f"gpu-check: {out} exists and was not written by gpu-check; choose another --out")
-    subprocess.run(["rm", "-rf", str(out)], check=True)
+    shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     (out / ".gpu_check").write_text("written by perf/gpu_check.py\n")
-    os.environ.setdefault("WANDB_MODE", "disabled")
-    if not (DATA / "train_sft.jsonl").is_file():
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    if not (DATA / "train.jsonl").is_file():
         run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], out / "data.log")
 
+    gpu = args.device == "cuda"
+    model = args.model
+    if args.model_shape:
+        from perf.model_shapes import write_shape
+
+        overrides = {"num_hidden_layers": args.shape_layers} if args.shape_layers else {}
+        dtype = "bfloat16" if gpu else "float32"
+        model = str(write_shape(args.model_shape, out / f"shape-{args.model_shape}", dtype=dtype, **overrides))
     python = sys.executable
-    results: list[tuple[str, str]] = []
-    peak = matmul_peak()
-    n_params = parameter_count(args.model)
+    peak = matmul_peak(args.device, size=8192 if gpu else 1024, repeats=10 if gpu else 3)
+    shape, config = lora_shape(model)
+    seq = mean_example_tokens(model)
+    flops_per_token = lora_training_flops_per_token(shape, int(seq))
+    name = torch.cuda.get_device_name() if gpu else "CPU"
+    print(f"{name}: matmul peak {peak / 1e12:.1f} TFLOP/s measured; model {model}: {shape.matmul_params / 1e9:.2f} B "
+          f"matmul weights, {shape.lora_params / 1e6:.1f} M LoRA; examples {seq:.0f} tokens on average")  # fmt: skip
+    print(f"torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}, "
+          f"peft {version('peft')}, accelerate {version('accelerate')}")  # fmt: skip
+
+    precision = ["--bf16", "true"] if gpu else []  # on the CPU RecTune trains in fp32
+    base = ["train/sft.py", str(SFT_RECIPE), "--model_name_or_path", model, *precision, *LORA,
+            "--max_steps", str(args.sft_steps), "--save_steps", str(args.sft_steps), "--report_to", "none",
+            "--max_length", str(args.max_length), "--per_device_train_batch_size", str(args.batch_size),
+            "--gradient_accumulation_steps", "1", "--logging_steps", "1",
+            "--activation_checkpointing", "true"]  # fmt: skip
     print(
-        f"{torch.cuda.get_device_name()}: bf16 matmul {peak / 1e12:.0f} TFLOP/s measured; model {n_params / 1e6:.0f}M"
+        "\n| SFT setting | tokens/s | MFU (LoRA count) | peak memory | estimate | seconds |\n|---|---|---|---|---|---|"
     )
+    for setting in args.settings.split(","):
+        flags, package = SETTINGS[setting]
+        if package and importlib.util.find_spec(package) is None:
+            print(f"| {setting} | skipped: {package} not installed | | | | |")
+            continue
+        folder = out / f"sft-{setting}"
+        launcher = [python, *ZERO2] if setting == "zero2" else [python]
+        run([*launcher, *base, *flags, "--output_dir", str(folder)], folder.with_suffix(".log"), env)
+        if setting == "zero2" and "training with DEEPSPEED" not in folder.with_suffix(".log").read_text():
+            sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {folder.with_suffix('.log')})")
+        tokens_per_s, seconds, measured = training_figures(folder)
+        checkpointing = setting != "no-checkpointing"
+        estimate = training_step_bytes(
+            config, args.batch_size, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
+            checkpointing=checkpointing, fused_loss=setting == "liger",
+        ) / GIB  # fmt: skip
+        shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
+        print(f"| {setting} | {tokens_per_s:,.0f} | {mfu(flops_per_token, tokens_per_s, peak):.1%} | {shown} "
+              f"| {estimate:.1f} GiB | {seconds:.0f} |")  # fmt: skip
 
-    def train_figures(folder: Path) -> str:
-        tokens_per_s, runtime = training_throughput(folder, folder.with_suffix(".log"))
-        return f"{tokens_per_s:,.0f} tokens/s, MFU {6 * n_params * tokens_per_s / peak:.1%}, {runtime:.0f} s"
+    grpo = [python, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", model, *precision, *LORA,
+            "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
+            "--per_device_train_batch_size", str(args.grpo_batch * 8), "--num_generations", "8",
+            "--max_completion_length", str(args.completion_length)]  # fmt: skip
+    print("\n| GRPO generation | tokens/s (step, generation included) | seconds |\n|---|---|---|")
+    for label, flags in (("generate", []), ("continuous batching", ["--use_transformers_continuous_batching", "true"])):
+        folder = out / f"grpo-{label.replace(' ', '-')}"
+        run([*grpo, *flags, "--output_dir", str(folder)], folder.with_suffix(".log"), env)
+        tokens_per_s, seconds, _ = training_figures(folder)
+        print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} |")
+    rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
+                str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
+                "--short-max-new-tokens", str(args.completion_length // 2)]  # fmt: skip
+    run(rollouts, out / "rollouts.log", env)
+    print("\n" + "\n".join(line for line in (out / "rollouts.log").read_text().splitlines() if line.startswith("|")))
 
-    # the CPU recipe with GPU settings: bf16, 8 packed 1,024-token sequences per step
-    sft_flags = ["--model_name_or_path", args.model, "--bf16", "true", "--max_steps", str(args.sft_steps),
-                 "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
-                 "--save_steps", str(args.sft_steps), "--report_to", "none", "--logging_steps", "5"]  # fmt: skip
-    run([python, "train/sft.py", str(SFT_RECIPE), *sft_flags, "--output_dir", str(out / "sft")], out / "sft.log")
-    results.append(("bf16 LoRA SFT", train_figures(out / "sft")))
-    print(f"SFT: {results[-1][1]}")
-
-    has_vllm = importlib.util.find_spec("vllm") is not None
-    grpo_flags = ["--model_name_or_path", args.model, "--bf16", "true", "--max_steps", str(args.grpo_steps),
-                  "--save_steps", str(args.grpo_steps), "--report_to", "none"]  # fmt: skip
-    if has_vllm:
-        grpo_flags += ["--use_vllm", "true", "--vllm_mode", "colocate"]
-    grpo_flags += ["--output_dir", str(out / "grpo")]
-    run([python, "train/grpo.py", str(GRPO_RECIPE), *grpo_flags], out / "grpo.log")
-    generator = "vLLM colocate" if has_vllm else "transformers generate (vLLM not installed)"
-    results.append((f"GRPO, {generator}", train_figures(out / "grpo")))
-    print(f"GRPO: {results[-1][1]}")
-
-    eval_flags = ["--model", args.model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
-                  "--max-new-tokens", "64", "--batch-size", "32", "--no-wandb"]  # fmt: skip
-
-    def generation_figures(folder: Path, seconds: float) -> str:
-        tokens_per_s = generated_tokens(args.model, folder) / seconds
-        return f"{tokens_per_s:,.0f} generated tokens/s, MFU {2 * n_params * tokens_per_s / peak:.2%}, {seconds:.0f} s"
-
-    hf_seconds = run([python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log")
-    if has_vllm:
-        vllm_flags = [*eval_flags, "--backend", "vllm", "--out", str(out / "eval_vllm")]
-        vllm_seconds = run([python, "evaluate/run.py", *vllm_flags], out / "eval_vllm.log")
-        same, total = agreement(out / "eval_hf", out / "eval_vllm")
-        results.append(("greedy eval, HF backend", generation_figures(out / "eval_hf", hf_seconds)))
-        results.append(("greedy eval, vLLM backend", generation_figures(out / "eval_vllm", vllm_seconds)))
-        results.append(("greedy eval, vLLM vs HF", f"{same}/{total} completions identical"))
-    else:
-        results.append(("greedy eval, HF backend", generation_figures(out / "eval_hf", hf_seconds)))
-        results.append(("greedy eval, vLLM vs HF", "skipped: vLLM not installed"))
-    print(f"eval: {results[-1][1]}")
-
-    if importlib.util.find_spec("deepspeed") is None:
-        results.append(("ZeRO-2 LoRA SFT, 1 GPU", "skipped: deepspeed not installed (pip install -e .[deepspeed])"))
-    else:
-        launch = [python, "-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml",
-                  "--num_processes", "1"]  # fmt: skip
-        run([*launch, "train/sft.py", str(SFT_RECIPE), *sft_flags, "--output_dir", str(out / "zero2")],
-            out / "zero2.log")  # fmt: skip
-        if "training with DEEPSPEED" not in (out / "zero2.log").read_text():
-            sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {out / 'zero2.log'})")
-        results.append(("ZeRO-2 LoRA SFT, 1 GPU", train_figures(out / "zero2")))
-    print(f"ZeRO-2: {results[-1][1]}")
-
-    print("\n| step | result |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in results))
+    eval_flags = ["--model", model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
+                  "--max-new-tokens", "160", "--batch-size", str(args.queries), "--no-wandb"]  # fmt: skip
+    print(
+        "\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |\n|---|---|---|---|"
+    )
+    hf_seconds = run([python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log", env)
+    served_seconds, served = serve_and_evaluate(model, args.device, eval_flags[2:], out)
+    for label, folder, seconds in (("HF generate, batched", out / "eval_hf", hf_seconds),
+                                   ("transformers serve, continuous batching", served, served_seconds)):  # fmt: skip
+        rate = generated_tokens(model, folder) / seconds
+        print(f"| {label} | {rate:,.0f} | {mfu(generation_flops_per_token(shape, int(seq)), rate, peak):.2%} "
+              f"| {seconds:.0f} |")  # fmt: skip
     print(f"\nlogs and runs in {out}")
+
+
+def version(package: str) -> str:
+    return importlib.metadata.version(package)
 
 
 if __name__ == "__main__":

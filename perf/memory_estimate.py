@@ -36,6 +36,35 @@ def parameter_counts(hidden: int, layers: int, heads: int, kv_heads: int, interm
     return total, lora
 
 
+def training_step_bytes(
+    config, batch: int, sequence: int, lora_params: int, *, weight_bytes: int = 2, checkpointing: bool = True,
+    fused_loss: bool = False,
+) -> float:  # fmt: skip
+    """Peak bytes of one LoRA training step of a transformers ``config`` on ``batch`` x ``sequence`` tokens.
+
+    Weights (``weight_bytes`` each: 2 in bf16, 4 in fp32), the adapters with AdamW (16 bytes each), what
+    the layers keep for the backward pass per token (the layer inputs only under activation checkpointing,
+    plus one layer recomputed; else every layer's saved tensors: two RMSNorms' input and output (4 hidden),
+    attention's q, k and v after RoPE with the KV heads repeated, its output and o_proj's input (5 hidden),
+    the MLP's gate, SiLU, up and down-input tensors (4 MLP widths)), and the output head's logits
+    (``weight_bytes``) with the loss's fp32 copy (when not fp32 already), log-softmax and its gradient,
+    unless a fused loss (Liger) never materialises them.
+    """
+    hidden, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    total, _ = parameter_counts(hidden, layers, heads, kv_heads, config.intermediate_size, vocab,
+                                bool(config.tie_word_embeddings))  # fmt: skip
+    tokens = batch * sequence
+    per_layer = (9 * hidden + 4 * config.intermediate_size) * weight_bytes
+    if checkpointing:
+        activations = tokens * (layers * hidden * weight_bytes + per_layer)
+    else:
+        activations = tokens * layers * per_layer
+    upcast = 4 if weight_bytes != 4 else 0  # the loss computes in fp32
+    logits = 0 if fused_loss else tokens * vocab * (weight_bytes + upcast + 4 + 4)
+    return weight_bytes * total + 16 * lora_params + activations + logits
+
+
 def main() -> None:
     print("| model | parameters | LoRA r16 parameters | LoRA, 1 GPU | full FT, 1 GPU | full FT ZeRO-2, 8 GPUs "
           "| full FT ZeRO-3/FSDP, 2 / 8 GPUs |")  # fmt: skip

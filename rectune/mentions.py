@@ -93,16 +93,84 @@ def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
 def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     """Split a completion into title mentions.
 
-    An answer holding ``[SEP]`` is split on it, each piece one title (commas inside a piece belong to
-    the title); otherwise lines, lists and quoted titles are read as described above. ``text`` is an
-    answer: reasoning blocks are removed before (:func:`~rectune.completions.answer_text`).
+    An answer holding ``[SEP]`` is split on it, every non-empty piece one title whatever words it starts
+    with: the first piece keeps only what follows its intro (its last line, or the text after an intro
+    sentence's colon), the last piece only its first line (a closing sentence after it is prose). An
+    answer holding a numbered or bulleted list, or one title a line, is read from the list's items
+    only: titles quoted in the sentences around it were mentioned, not recommended. Any other answer is
+    read line by line as described above. ``text`` is an answer: reasoning blocks are removed before
+    (:func:`~rectune.completions.answer_text`).
     """
     if "[" in text and _SEPARATOR.search(text):
-        lines = [line for piece in _SEPARATOR.split(text) for line in piece.splitlines()]
-        mentions = [m for line in lines for m in _line_mentions(line, matcher, separated=True)]
-    else:
-        mentions = [m for line in text.splitlines() for m in _line_mentions(line, matcher, separated=False)]
+        return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
+    lines = text.splitlines()
+    listed = [line for line in lines if _LIST_MARKER.match(line) and _LIST_MARKER.sub("", line, count=1).strip()]
+    if len(listed) < 2:
+        listed = _title_lines(lines)
+    chosen = listed if len(listed) >= 2 else lines
+    mentions = [m for line in chosen for m in _line_mentions(line, matcher, separated=False)]
     return [m for m in mentions if m]
+
+
+def _sep_pieces(text: str) -> list[str]:
+    """The ``[SEP]`` pieces less the intro before the first title and the prose after the last."""
+    pieces = [piece.strip() for piece in _SEPARATOR.split(text)]
+    while pieces and not pieces[-1]:
+        pieces.pop()  # a trailing separator
+    if len(pieces) > 1 or (pieces and "\n" in pieces[0]):
+        lines = [line for line in pieces[0].splitlines() if line.strip()]
+        pieces[0] = lines[-1] if lines else ""  # the lines before the first title are its intro
+    if len(pieces) > 1:
+        pieces[-1] = _before_outro(pieces[-1])
+    return [_after_intro(piece) for piece in pieces if piece.strip()]
+
+
+_SENTENCE_END = re.compile(r"[.!?]\s")
+_ADDRESSING = re.compile(r"\b(?:you|your|some|these|here|recommend\w*|suggest\w*|try|enjoy\w*)\b", re.IGNORECASE)
+
+
+def _after_intro(piece: str) -> str:
+    """A piece less an intro sentence before a colon (``here are some books: *Anne of Green Gables*``); a
+    title's own colon stays (``The Lord of the Rings: The Two Towers``)."""
+    for match in reversed(list(re.finditer(r":\s", piece))):
+        before = piece[: match.start()].strip()
+        if _PROSE_STARTS.match(before) or _SENTENCE_END.search(before) or _ADDRESSING.search(before):
+            return piece[match.end() :]
+        if len(before.split()) > 8:
+            return piece[match.end() :]
+    return piece
+
+
+def _before_outro(piece: str) -> str:
+    """The last title without what follows it: the lines after it, or a closing sentence on its line."""
+    first = piece.splitlines()[0]
+    for match in _SENTENCE_END.finditer(first):
+        rest = first[match.end() :].strip()
+        if _PROSE_STARTS.match(rest) and len(rest.split()) > 2 or _is_prose(rest):
+            return first[: match.start() + 1]
+    return first
+
+
+_EMPHASIS = re.compile(r"(?<!\w)[*_]+|[*_]+(?!\w)")  # around words, not inside them (M*A*S*H)
+
+
+_AUTHOR = re.compile(r"\s+by\s+(?:[A-Z][\w.'-]*\.?\s*){2,4}$")  # " by Maya Angelou", " by L.M. Montgomery"
+
+
+def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
+    """One ``[SEP]`` piece as one title: list marker, emphasis and quotes removed, then what follows a
+    year or a trailing `` by Author`` trimmed; colons and dashes stay (``Mad Max: Fury Road``)."""
+    line = _LIST_MARKER.sub("", piece.strip(), count=1)
+    line = _clean(" ".join(_EMPHASIS.sub("", _MARKDOWN.sub("", line)).split()))
+    if matcher is not None and matcher.resolve(line, fuzzy=False) is not None:
+        return line
+    with_year = _TITLE_WITH_YEAR.match(line)
+    return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
+
+
+def _title_lines(lines: list[str]) -> list[str]:
+    """Lines that hold one title each (short, not a sentence), when the answer is such a list."""
+    return [line for line in lines if line.strip() and not _is_prose(line.strip()) and not _QUOTED.search(line)]
 
 
 def _line_mentions(raw_line: str, matcher: TitleMatcher | None, separated: bool) -> list[str]:
@@ -110,6 +178,8 @@ def _line_mentions(raw_line: str, matcher: TitleMatcher | None, separated: bool)
     is_list_item = separated or bool(_LIST_MARKER.match(raw_line))
     line = _LIST_MARKER.sub("", raw_line, count=1)
     line = (_MARKDOWN.sub("", line) if _MARKDOWN_CHARS.intersection(line) else line).strip()
+    if is_list_item and _MARKDOWN_CHARS.intersection(line):
+        line = _EMPHASIS.sub("", line).strip()  # *Title* as a list item is the title, emphasised
     if not line:
         return []
     intro = _INTRO.match(line) if ":" in line else None

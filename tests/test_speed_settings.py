@@ -1,0 +1,142 @@
+"""What the GPU measurements stand on, checked on the CPU: the paper models' shapes, the honest LoRA FLOP
+count (against PyTorch's own FLOP counter), and each speed setting reaching the trainer."""
+
+import importlib.util
+
+import pytest
+import torch
+from conftest import run_script, write_recipe
+
+from perf.flops import Shape, dense_training_flops_per_token, generation_flops_per_token, lora_training_flops_per_token
+from perf.memory_estimate import parameter_counts
+from perf.model_shapes import SHAPES, byte_tokenizer, shape_config, write_shape
+
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 300}  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "published"), [("qwen2.5-3b", 3.09e9), ("llama-3.1-8b", 8.03e9)])
+def test_the_shapes_have_the_published_parameter_counts(shape, published):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(shape_config(shape))
+    count = sum(p.numel() for p in model.parameters())
+    assert abs(count - published) / published < 0.005  # the model cards' 3.09 B and 8.03 B
+    values = SHAPES[shape]
+    architecture = [values[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "num_key_value_heads", "intermediate_size", "vocab_size", "tie_word_embeddings")]  # fmt: skip
+    estimated, _ = parameter_counts(*architecture)
+    assert abs(estimated - count) / count < 0.001  # the memory estimate counts the same model (norms, biases aside)
+
+
+def test_the_byte_tokenizer_has_the_vocabulary_size_and_round_trips():
+    tokenizer = byte_tokenizer(151936)
+    assert len(tokenizer) == 151936
+    text = "Amélie (2001) [SEP] 千と千尋の神隠し"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text.encode("utf-8")) and tokenizer.decode(ids) == text  # one token per byte
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") == tokenizer.eos_token_id == 258
+
+
+def test_the_lora_flop_count_equals_pytorchs_count_of_a_real_step():
+    """Hand count for the tiny shape (hidden 64, 2 layers, 4 heads, 2 KV heads, MLP 128, vocabulary 300, rank 4):
+    matmul weights per layer q 4096 + k 2048 + v 2048 + o 4096 + gate 8192 + up 8192 + down 8192 = 36,864,
+    x 2 layers + the head 300 x 64 = 92,928; adapters per layer r(in+out): 512 + 384 + 384 + 512 + 768 x 3 =
+    4,096, x 2 = 8,192; attention 12 x 2 x 16 x 64 = 24,576. Per token 4 x 92,928 + 6 x 8,192 + 24,576 = 445,440,
+    x 32 tokens = 14,254,080, which PyTorch's FLOP counter finds in one forward and backward pass."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForCausalLM
+
+    config = shape_config("qwen2.5-3b", **TINY)
+    config._attn_implementation = "eager"  # its attention products are counted (the CPU SDPA kernel's are not)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets, lora_dropout=0.0))
+    model.enable_input_require_grads()  # as with activation checkpointing: the first layer's input gradient too
+    shape = Shape.of(model)
+    assert shape == Shape(matmul_params=92_928, lora_params=8_192, layers=2, attention_width=64)
+    assert lora_training_flops_per_token(shape, 16) == 445_440
+    ids = torch.randint(0, 300, (2, 16))
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    assert counter.get_total_flops() == 14_254_080 == 32 * lora_training_flops_per_token(shape, 16)
+    # the usual 6N would claim 6 x 101,120 + 24,576 = 631,296 per token: 42 % more than is computed
+    assert dense_training_flops_per_token(shape, 16) == 631_296
+    assert generation_flops_per_token(shape, 16) == 2 * 101_120 + 4 * 2 * 16 * 64
+
+
+@pytest.fixture(scope="module")
+def tiny_shape(tmp_path_factory):
+    return write_shape("qwen2.5-3b", tmp_path_factory.mktemp("shape") / "qwen", dtype="float32", **TINY)
+
+
+def setup_line(result) -> str:
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [line for line in (result.stdout + result.stderr).splitlines() if "training with" in line]
+    return line[line.index("training with") :]
+
+
+def test_each_speed_setting_reaches_the_trainer(tmp_path, tiny_shape, train_data):
+    recipe = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_shape), max_steps=1, report_to=["none"], max_length=2048,
+        use_peft=True, lora_r=4, lora_alpha=8, lora_target_modules=["q_proj", "v_proj"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    plain = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "plain", check=False)
+    assert setup_line(plain).endswith(
+        "attention sdpa, activation checkpointing on, Liger kernels off, torch.compile off"  # TRL's defaults
+    )
+    said = plain.stdout + plain.stderr
+    assert "peak GPU memory" in said if torch.cuda.is_available() else "peak resident memory" in said
+    tuned = run_script(
+        "train/sft.py", recipe, "--output_dir", tmp_path / "tuned", "--attn_implementation", "eager",
+        "--activation_checkpointing", "false", "--torch_compile", "true", check=False,
+    )  # fmt: skip
+    assert setup_line(tuned).endswith(
+        "attention eager, activation checkpointing off, Liger kernels off, torch.compile on"
+    )
+    if importlib.util.find_spec("liger_kernel") is not None:
+        return  # installed (a GPU machine): nothing to refuse
+    liger = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "liger", "--use_liger_kernel", "true",
+                       check=False)  # fmt: skip
+    assert liger.returncode == 2 and liger.stderr.splitlines()[-1] == (
+        "error: use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)"
+    )
+
+
+def test_the_gpu_check_runs_every_step_at_a_toy_size_on_the_cpu(tmp_path):
+    """The script a GPU run depends on, run end to end here: shape built, SFT, GRPO both ways, rollouts,
+    evaluation through HF and `transformers serve`; every table printed with figures."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "gpu_check"
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.gpu_check", "--device", "cpu", "--model-shape", "smollm2-135m",
+         "--shape-layers", "2", "--settings", "baseline,liger", "--sft-steps", "2", "--max-length", "512",
+         "--batch-size", "2", "--grpo-steps", "1", "--grpo-batch", "1", "--completion-length", "8", "--queries", "2",
+         "--out", str(out)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    named = {row[0].strip("| "): row for row in rows}
+    assert float(named["baseline"][1].replace(",", "")) > 0 and named["baseline"][2].endswith("%")
+    assert "liger_kernel not installed" in named["liger"][1] or float(named["liger"][1].replace(",", "")) > 0
+    assert {
+        "generate",
+        "continuous batching",
+        "HF generate, batched",
+        "transformers serve, continuous batching",
+    } <= set(named)
