@@ -26,7 +26,11 @@ KIND = "recbench+ data"
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--src", required=True, help="RecBench+ checkout (the folder holding data/)")
+    parser.add_argument(
+        "--src",
+        required=True,
+        help="RecBench+ release: the folder holding dataset/<domain>/ (or data/<domain>/ in older checkouts)",
+    )
     parser.add_argument("--domain", required=True, choices=["movie", "book"])
     add_output_arguments(parser)
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of queries held out (1.0 = all)")

@@ -40,15 +40,15 @@ class RunArguments:
     train_data: str | None = field(
         default=None,
         metadata={
-            "help": "Train on this prepared file or data_prep folder instead of the recipe's `datasets` "
-            "(a folder gives its train_sft.jsonl / train_rft.jsonl, or the _mix file)."
+            "help": "Train on this data instead of the recipe's `datasets`: a data_prep folder, or a view of it "
+            "as a recipe names one (DIR/train_sft.jsonl, DIR/train_rft_pointwise.jsonl; derived from train.jsonl)."
         },
     )
     eval_data: str | None = field(
         default=None,
         metadata={
-            "help": "Validation file or data_prep folder (its valid_sft.jsonl / valid_rft.jsonl) for "
-            "eval_strategy; default: the one beside the training data when eval_strategy is on."
+            "help": "Validation data for eval_strategy: a data_prep folder or a view (DIR/valid_sft.jsonl, "
+            "derived from valid.jsonl); default: the one beside the training data when eval_strategy is on."
         },
     )
     overwrite: bool = field(
@@ -105,6 +105,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         index = args.index("--config")
         recipe = Path(args[index + 1])
         del args[index : index + 2]
+    _check_flags(args, dataclass_types)
     if recipe is not None:
         _check_recipe(recipe, dataclass_types)
         args = ["--config", str(recipe), *args]
@@ -220,6 +221,22 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             names = ", ".join(t.__name__ for t in dataclass_types)
             raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+
+
+def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
+    """An unknown ``--flag`` stops here in one line naming it and the closest field (as a recipe key does)."""
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)} | {"config"}
+    for arg in args:
+        if not arg.startswith("--") or arg == "--help":
+            continue
+        name = arg[2:].split("=", 1)[0].replace("-", "_")
+        if name in allowed or (name.startswith("no_") and name[3:] in allowed):
+            continue
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"; did you mean --{close[0]}?" if close else " (train/sft.py --help-all lists every flag)"
+        raise RecTuneError(
+            f"unknown flag --{name} (not a field of {', '.join(t.__name__ for t in dataclass_types)}){hint}"
+        )
 
 
 def _refuse_aliases(recipe: Path, text: str) -> None:

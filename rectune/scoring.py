@@ -25,7 +25,11 @@ def check_coverage(rows: list, predictions: dict[str, str], path: str | os.PathL
         raise DataError(path, f"{len(unknown)} predictions for ids not in the data: {_preview(unknown)}")
     missing = [row.id for row in rows if row.id not in predictions]
     if missing and not allow_subset:
-        raise DataError(path, f"{len(missing)} test ids have no prediction: {_preview(missing)} (score a subset?)")
+        raise DataError(
+            path,
+            f"{len(missing)} test ids have no prediction: {_preview(missing)} (evaluate/score.py --allow-subset "
+            "scores the ids that have one)",
+        )
     return [row for row in rows if row.id in predictions]
 
 

@@ -128,6 +128,7 @@ class Extraction:
     item_ids: list[str]
     unresolved: list[str]
     ranked: list[str] = field(default_factory=list)
+    named: int = 0  # titles named, repeats included: above ``count`` when the answer repeats itself
 
     @property
     def count(self) -> int:
@@ -259,18 +260,21 @@ class TitleMatcher:
             item_ids: list[str] = []
             unresolved: list[str] = []
             ranked: list[str] = []
+            named = 0
             for mention in mentions:
                 item_id = self._cache[mention]
                 if item_id is not None:
+                    named += 1
                     if item_id not in item_ids:
                         item_ids.append(item_id)
                         ranked.append(item_id)
                 else:
                     key = title_key(_split_title(mention)[0]) or title_key(mention)
+                    named += bool(key)
                     if key and key not in unresolved:
                         unresolved.append(key)
                         ranked.append(key)
-            extractions.append(Extraction(item_ids, unresolved, ranked))
+            extractions.append(Extraction(item_ids, unresolved, ranked, named))
         return extractions
 
 

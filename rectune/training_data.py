@@ -40,10 +40,10 @@ def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
     """``path`` itself, or in a data_prep folder ``PREFIX.jsonl``, else ``PREFIX_mix.jsonl``, else its only
     ``PREFIX_*.jsonl``."""
     path = Path(path)
-    if path.is_file():
-        return path
+    if path.is_file() or view_source(path) is not None:
+        return path  # a file, or a view name derived from train.jsonl / valid.jsonl beside it
     if not path.is_dir():
-        raise DataError(path, "no such file or folder")
+        raise DataError(path, "no such file or folder (nor a view of a train.jsonl or valid.jsonl beside it)")
     for name in (f"{prefix}.jsonl", f"{prefix}_mix.jsonl"):
         if (path / name).is_file():
             return path / name

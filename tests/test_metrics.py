@@ -129,9 +129,22 @@ def test_aggregate_macro_averages():
     assert report["by_task_conditions"]["explicit"]["1"]["ftr"] == 1.0
     assert "interest" not in report["by_task_conditions"]
     table = format_table(report)
-    assert table.splitlines()[0] == "| task | n | P | R | NDCG | CMR | FTR | KG cov. |"
-    assert "| explicit | 2 | 0.167 | 0.250 | 0.307 | 0.167 | 0.500 |" in table
-    assert "| interest | 1 | 0.500 | 0.500 | 0.613 | - | 0.000 | - |" in table
+    assert table.splitlines()[0] == "| task | n | P | R | NDCG | CMR | FTR | KG cov. | Rep. | Distinct |"
+    # a's answer names Heat twice: 1 of 2 explicit answers repeats itself; 3 + 0 distinct titles
+    assert "| explicit | 2 | 0.167 | 0.250 | 0.307 | 0.167 | 0.500 | 0.500 | 0.500 | 1.500 |" in table
+    assert "| interest | 1 | 0.500 | 0.500 | 0.613 | - | 0.000 | - | 0.000 | 2.000 |" in table
+
+
+def test_degenerate_answers_show_as_repetition_while_the_scores_count_each_title_once():
+    godfather = row("g", "explicit", ["Heat (1995)"], ["1"])
+    repeated = MATCHER.extract("Heat (1995) [SEP] Heat (1995) [SEP] Heat (1995) [SEP] Made Up [SEP] Made Up")
+    assert (repeated.named, repeated.count) == (5, 2)
+    s = score_query(godfather, repeated, MATCHER, KG)
+    assert (s.repeated, s.distinct, s.precision, s.recall) == (1.0, 2, 0.5, 1.0)
+    clean = score_query(godfather, MATCHER.extract("Heat (1995) [SEP] Ronin (1998)"), MATCHER, KG)
+    assert (clean.repeated, clean.distinct) == (0.0, 2)
+    overall = aggregate([vars(s), vars(clean)])["overall"]
+    assert (overall["repeated"], overall["distinct"]) == (0.5, 2.0)
 
 
 def test_condition_buckets():

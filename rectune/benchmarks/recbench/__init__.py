@@ -26,6 +26,8 @@ class RecBenchPlus(Benchmark):
         "cmr": MetricSpec("CMR"),
         "ftr": MetricSpec("FTR", higher_is_better=False),  # except on misinformed queries, where refusing is right
         "kg_coverage": MetricSpec("KG cov."),
+        "repeated": MetricSpec("Rep.", higher_is_better=False),  # share of answers naming a title twice
+        "distinct": MetricSpec("Distinct"),  # distinct titles per answer
     }
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS

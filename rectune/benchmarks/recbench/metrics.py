@@ -39,7 +39,7 @@ from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.catalog import KnowledgeGraph
 from rectune.titles import Extraction, TitleMatcher, split_title, title_key
 
-METRICS = ("precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage")
+METRICS = ("precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage", "repeated", "distinct")
 
 
 @dataclass
@@ -56,6 +56,8 @@ class QueryScore:
     n_hits: int
     n_resolved: int
     n_kg_covered: int
+    repeated: float  # 1.0 when the answer names a title more than once (degenerate answers), else 0.0
+    distinct: int  # distinct titles recommended
 
 
 def ground_truth_set(row: RecBenchRow, matcher: TitleMatcher) -> set[str]:
@@ -98,6 +100,8 @@ def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher,
         n_hits=hits,
         n_resolved=len(extraction.item_ids),
         n_kg_covered=covered,
+        repeated=1.0 if extraction.named > n_rec else 0.0,
+        distinct=n_rec,
     )
 
 
@@ -136,7 +140,7 @@ def summarize(scores: list[dict]) -> dict:
     """Macro averages of one group of per-query entries."""
     n = len(scores)
     summary: dict = {"n": n}
-    for metric in ("precision", "recall", "ndcg", "ftr"):
+    for metric in ("precision", "recall", "ndcg", "ftr", "repeated", "distinct"):
         summary[metric] = sum(s[metric] for s in scores) / n if n else None
     with_cmr = [s for s in scores if s["cmr"] is not None]
     summary["cmr"] = sum(s["cmr"] for s in with_cmr) / len(with_cmr) if with_cmr else None
@@ -166,7 +170,8 @@ def aggregate(scores: list[dict], summarize: Callable[[list[dict]], dict] = summ
     }
 
 
-LABELS = {"precision": "P", "recall": "R", "ndcg": "NDCG", "cmr": "CMR", "ftr": "FTR", "kg_coverage": "KG cov."}
+LABELS = {"precision": "P", "recall": "R", "ndcg": "NDCG", "cmr": "CMR", "ftr": "FTR", "kg_coverage": "KG cov.",
+          "repeated": "Rep.", "distinct": "Distinct"}  # fmt: skip
 
 
 def format_table(report: dict) -> str:
