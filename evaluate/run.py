@@ -18,11 +18,12 @@ comes from OPENAI_API_KEY (or the variable --api-key-env names) and is never wri
         --data D/test.jsonl --out reports/gpt4o --concurrency 8
     python evaluate/run.py --backend openai --base-url http://127.0.0.1:8000/v1 --api-model Qwen/Qwen2.5-3B-Instruct ...
 
-OpenAI Batch API, the way the RecBench+ authors ran their models (--model is the API model name):
+OpenAI Batch API, the way the RecBench+ authors ran their models (--api-model, as for --backend openai;
+--model is accepted too):
 
-    python evaluate/run.py --backend openai-batch --model gpt-4o --data D/test.jsonl --out reports/gpt4o
+    python evaluate/run.py --backend openai-batch --api-model gpt-4o --data D/test.jsonl --out reports/gpt4o
     # upload reports/gpt4o/batch_requests.jsonl to the provider, download its output file, then:
-    python evaluate/run.py --backend openai-batch --model gpt-4o --data D/test.jsonl --out reports/gpt4o \
+    python evaluate/run.py --backend openai-batch --api-model gpt-4o --data D/test.jsonl --out reports/gpt4o \
         --batch-output batch_output.jsonl
 
 The requests carry the authors' messages byte for byte, max_tokens 2000 unless --max-new-tokens says
@@ -90,7 +91,9 @@ def parse_args() -> argparse.Namespace:
         "--base-url", default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"),
         help="the endpoint's /v1 URL (default: $OPENAI_BASE_URL, else OpenAI's)",
     )  # fmt: skip
-    endpoint.add_argument("--api-model", default=None, help="model name the endpoint serves (gpt-4o, deepseek-chat)")
+    endpoint.add_argument(
+        "--api-model", default=None, help="model name the endpoint serves (gpt-4o): openai and openai-batch"
+    )
     endpoint.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     endpoint.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     endpoint.add_argument(

@@ -7,6 +7,7 @@ Relations and values compare case-, accent- and punctuation-insensitively.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
 from collections.abc import Callable
@@ -65,10 +66,25 @@ class KnowledgeGraph:
         facts = self._facts.get(item_id, {})
         return all(title_key(value) in facts.get(relation_key(rel), ()) for rel, value in conditions)
 
+    def count_met(self, item_ids: list[str], conditions: list[list[str]]) -> tuple[int, int]:
+        """(items that satisfy every condition, items whose relations the KG covers): the conditions keyed once."""
+        keyed = [(relation_key(rel), title_key(value)) for rel, value in conditions]
+        satisfied = covered = 0
+        for item_id in item_ids:
+            facts = self._facts.get(item_id)
+            if facts is None:
+                covered += not keyed
+                satisfied += not keyed
+                continue
+            covered += all(rel in facts for rel, _ in keyed)
+            satisfied += all(value in facts.get(rel, ()) for rel, value in keyed)
+        return satisfied, covered
+
     def __len__(self) -> int:
         return sum(len(vals) for rels in self._facts.values() for vals in rels.values())
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def relation_key(relation: str) -> str:
     return title_key(relation).replace(" ", "_")
 

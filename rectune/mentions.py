@@ -65,7 +65,7 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
         return with_year.group(1)
     cuts = sorted({cut for cut in map(segment.find, _DESCRIPTION_CUTS) if cut > 0}, reverse=True)
     if matcher is not None:
-        for end in [len(segment), *cuts]:
+        for end in cuts:  # the whole segment was looked up above
             if matcher.resolve(segment[:end], fuzzy=False) is not None:
                 return segment[:end]
     return segment[: cuts[-1]] if cuts else segment
@@ -103,12 +103,15 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     """
     if "[" in text and _SEPARATOR.search(text):
         return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
-    lines = text.splitlines()
-    listed = [line for line in lines if _LIST_MARKER.match(line) and _LIST_MARKER.sub("", line, count=1).strip()]
+    lines = []  # (is a list item, the line without its marker)
+    for line in text.splitlines():
+        marker = _LIST_MARKER.match(line)
+        lines.append((True, line[marker.end() :]) if marker else (False, line))
+    listed = [(item, line) for item, line in lines if item and line.strip()]
     if len(listed) < 2:
         listed = _title_lines(lines)
     chosen = listed if len(listed) >= 2 else lines
-    mentions = [m for line in chosen for m in _line_mentions(line, matcher, separated=False)]
+    mentions = [m for item, line in chosen for m in _line_mentions(line, item, matcher)]
     return [m for m in mentions if m]
 
 
@@ -168,24 +171,31 @@ def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
     return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
 
 
-def _title_lines(lines: list[str]) -> list[str]:
+def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
     """Lines that hold one title each (short, not a sentence), when the answer is such a list."""
-    return [line for line in lines if line.strip() and not _is_prose(line.strip()) and not _QUOTED.search(line)]
+    return [
+        (item, line)
+        for item, line in lines
+        if line.strip() and not _is_prose(line.strip()) and not _QUOTED.search(line)
+    ]
 
 
-def _line_mentions(raw_line: str, matcher: TitleMatcher | None, separated: bool) -> list[str]:
-    """The mentions of one line; ``separated``: the line is (part of) one ``[SEP]`` piece, so one title."""
-    is_list_item = separated or bool(_LIST_MARKER.match(raw_line))
-    line = _LIST_MARKER.sub("", raw_line, count=1)
-    line = (_MARKDOWN.sub("", line) if _MARKDOWN_CHARS.intersection(line) else line).strip()
-    if is_list_item and _MARKDOWN_CHARS.intersection(line):
-        line = _EMPHASIS.sub("", line).strip()  # *Title* as a list item is the title, emphasised
+_QUOTE_CHARS = frozenset('"“”«»*')
+
+
+def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
+    """The mentions of one line (without its list marker)."""
+    if _MARKDOWN_CHARS.intersection(line):
+        line = _MARKDOWN.sub("", line)
+        if is_list_item:
+            line = _EMPHASIS.sub("", line)  # *Title* as a list item is the title, emphasised
+    line = line.strip()
     if not line:
         return []
     intro = _INTRO.match(line) if ":" in line else None
     if intro and _PROSE_STARTS.match(intro.group(1)):
         line = intro.group(2)
-    quoted = [q or i for q, i in _QUOTED.findall(line)]
+    quoted = [q or i for q, i in _QUOTED.findall(line)] if _QUOTE_CHARS.intersection(line) else []
     if quoted and _is_prose(_QUOTED.sub("X", line)):
         return [_clean(q) for q in quoted]
     # A prose line (intro, refusal, explanation) contributes only titles that resolve exactly.
@@ -193,9 +203,8 @@ def _line_mentions(raw_line: str, matcher: TitleMatcher | None, separated: bool)
     mentions = []
     for segment in [line] if is_list_item else _split_commas(line, matcher):
         title = _clean(_cut_description(_clean(segment), matcher))
-        if not title:
-            continue
-        resolves = matcher is not None and matcher.resolve(title, fuzzy=False) is not None
-        if resolves or not (prose_line or _is_prose(title)):
+        if title and (
+            not (prose_line or _is_prose(title)) or (matcher is not None and matcher.resolve(title, fuzzy=False))
+        ):
             mentions.append(title)
     return mentions

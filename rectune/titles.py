@@ -159,6 +159,7 @@ class TitleMatcher:
         self._cache: dict[str, str | None] = {}  # mention -> id, fuzzy allowed
         self._exact_cache: dict[str, str | None] = {}  # mention -> id, exact lookup only
         self._lookup_keys: dict[str, tuple[str, int | None]] = {}  # exact misses: (first key, year)
+        self._unresolved_keys: dict[str, str] = {}  # exact misses: the key an unresolved mention is counted by
 
     def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None:
         """Catalog id for ``mention``, or None when it names nothing in the catalog."""
@@ -172,14 +173,19 @@ class TitleMatcher:
     def _exact(self, mention: str) -> str | None:
         """Exact lookup, cached; a miss keeps its first key and year for the fuzzy pass."""
         main, alternates, year = _split_title(mention)
-        keys = [key for key in (title_key(name) for name in (main, *alternates, mention)) if key]
-        exact = next((self._closest_year(self._by_key[k], year) for k in keys if k in self._by_key), None)
-        self._exact_cache[mention] = exact
-        if exact is not None:
-            self._cache[mention] = exact
-        else:
-            self._lookup_keys[mention] = (keys[0] if keys else "", year)
-        return exact
+        first = ""
+        for name in (main, *alternates, mention):
+            key = title_key(name)
+            first = first or key
+            candidates = self._by_key.get(key) if key else None
+            if candidates:
+                exact = self._closest_year(candidates, year)
+                self._exact_cache[mention] = self._cache[mention] = exact
+                return exact
+        self._exact_cache[mention] = None
+        self._lookup_keys[mention] = (first, year)
+        self._unresolved_keys[mention] = title_key(main) or title_key(mention)
+        return None
 
     def resolve_many(self, mentions: list[str], *, fuzzy: bool = True) -> list[str | None]:
         """Resolve many mentions at once: exact lookups, then one batched fuzzy pass over the misses."""
@@ -269,7 +275,7 @@ class TitleMatcher:
                         item_ids.append(item_id)
                         ranked.append(item_id)
                 else:
-                    key = title_key(_split_title(mention)[0]) or title_key(mention)
+                    key = self._unresolved_keys[mention]
                     named += bool(key)
                     if key and key not in unresolved:
                         unresolved.append(key)

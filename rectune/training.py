@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ from rectune.outputs import make_shareable
 from rectune.recipes import RunArguments, resolved_recipe
 from rectune.sharing import make_portable, model_card, portable_name
 from rectune.stages import mark_finished, seal_output_dir, wandb_run_record
+
+# PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def set_model_init(training_args: Any, model_args: Any) -> None:

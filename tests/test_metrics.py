@@ -151,3 +151,12 @@ def test_condition_buckets():
     four = row("e", "explicit", ["Heat (1995)"], ["1"], [("a", "b")] * 4)
     report = aggregate([vars(score_query(four, MATCHER.extract("Heat"), MATCHER, KG))])
     assert list(report["by_task_conditions"]["explicit"]) == ["3-4"]
+
+
+def test_counting_met_conditions_at_once_agrees_with_item_by_item():
+    conditions = [["Starring", "Robert De Niro"], ["genre", "thriller"]]
+    items = ["1", "2", "13", "3", "404"]
+    met = sum(KG.satisfies(i, conditions) for i in items)
+    covered = sum(KG.covers(i, conditions) for i in items)
+    assert KG.count_met(items, conditions) == (met, covered) == (2, 2)  # Heat and Ronin; Casino lacks "starring"
+    assert KG.count_met(items, []) == (5, 5)  # no condition: every item meets it, known or not

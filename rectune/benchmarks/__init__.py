@@ -40,7 +40,7 @@ class MetricSpec:
     """How to show a metric: its label, its scale and which direction is better.
 
     Scales: ``unit`` (0 to 1), ``signed`` (-1 to 1, e.g. Kendall's τ), ``percent`` (0 to 100,
-    e.g. BLEU/ROUGE) and ``error`` (0 upwards, e.g. RMSE).
+    e.g. BLEU/ROUGE), ``error`` (0 upwards, e.g. RMSE) and ``count`` (0 upwards, e.g. titles per answer).
     """
 
     label: str
@@ -52,6 +52,7 @@ class MetricSpec:
         "signed": (-1.0, 1.0),
         "percent": (0.0, 100.0),
         "error": (0.0, None),
+        "count": (0.0, None),
     }
 
     @property

@@ -27,7 +27,7 @@ class RecBenchPlus(Benchmark):
         "ftr": MetricSpec("FTR", higher_is_better=False),  # except on misinformed queries, where refusing is right
         "kg_coverage": MetricSpec("KG cov."),
         "repeated": MetricSpec("Rep.", higher_is_better=False),  # share of answers naming a title twice
-        "distinct": MetricSpec("Distinct"),  # distinct titles per answer
+        "distinct": MetricSpec("Distinct", scale="count"),  # distinct titles per answer
     }
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS

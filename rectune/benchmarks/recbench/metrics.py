@@ -84,8 +84,7 @@ def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher,
     cmr = None
     covered = 0
     if row.is_condition_based:
-        matched = sum(1 for item in extraction.item_ids if kg.satisfies(item, row.conditions))
-        covered = sum(1 for item in extraction.item_ids if kg.covers(item, row.conditions))
+        matched, covered = kg.count_met(extraction.item_ids, row.conditions)
         cmr = matched / n_rec if n_rec else 0.0
     return QueryScore(
         id=row.id,
