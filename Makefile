@@ -3,8 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# DeepSpeed installs on CPU (its ops compile on first use); the distributed tests need it.
-EXTRAS ?= dev,deepspeed
+# DeepSpeed installs on CPU (its ops compile on first use); the distributed tests need it. docs: make docs.
+EXTRAS ?= dev,deepspeed,docs
 
 # Training: RECIPE names the SFT recipe; its GRPO twin is RECIPE with _grpo before .yaml.
 # Outputs sit side by side under outputs/<run>/{sft,rft,sft_rft}; a rerun resumes from the last checkpoint.
@@ -42,7 +42,7 @@ LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
 DEMO_RUN := smollm2_movie_cpu
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -64,6 +64,10 @@ test-fast: install
 
 test-unit: install
 	WANDB_MODE=offline $(PY) -m pytest -q -m unit
+
+# The documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or anchor is an error.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -91,7 +95,7 @@ bench-movielens: install
 bench-scale: install
 	$(PY) -m perf.bench_movielens --sizes ml-100k ml-1m
 
-# ML-25M- and Amazon-2023-sized releases, sampled builds (see README "MovieLens"; generating ML-25M alone
+# ML-25M- and Amazon-2023-sized releases, sampled builds (see docs/movielens-amazon.md; generating ML-25M alone
 # writes 700 MB and the builds take tens of minutes)
 bench-large: install
 	$(PY) -m perf.bench_movielens --sizes ml-25m amazon-2023
@@ -109,6 +113,11 @@ bench-rollouts: install
 # perf/memory_estimate.py's training-step estimate against measured steps on the CPU.
 memory-check: install
 	$(PY) -m perf.memory_check
+
+# Does GRPO learn here? GRPO on a reward the base model can learn (about 12 minutes on 2 CPU cores).
+learn-check: export WANDB_MODE ?= offline
+learn-check: install
+	$(PY) train/learn_check.py $(LEARN_CHECK_ARGS)
 
 # RecBench+ release (SRC = the checkout holding data/) -> the paper's fine-tuning data (explicit queries).
 data-recbench: install
@@ -184,13 +193,13 @@ sft: install
 rft: install
 	$(LAUNCH) train/grpo.py $(GRPO_RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/rft $(RFT_ARGS)
 
-# Any Accelerate config on CPU: two gloo workers through torchrun (rectune/cpu_launch.py), e.g.
+# Any Accelerate config on CPU: two gloo workers through torchrun (rectune/training/cpu_launch.py), e.g.
 #   make dist-cpu CONFIG=accelerate_configs/zero3.yaml RECIPE=recipes/smollm2_movie_cpu.yaml [SCRIPT=train/grpo.py]
 CONFIG ?= accelerate_configs/ddp.yaml
 SCRIPT ?= train/sft.py
 NPROC ?= 2
 dist-cpu: install
-	$(PY) -m rectune.cpu_launch --config_file $(CONFIG) --num_processes $(NPROC) $(SCRIPT) $(RECIPE) \
+	$(PY) -m rectune.training.cpu_launch --config_file $(CONFIG) --num_processes $(NPROC) $(SCRIPT) $(RECIPE) \
 		--recipe_name $(RUN) --output_dir outputs/$(RUN)/dist_$(basename $(notdir $(CONFIG))) $(SFT_ARGS)
 
 rft-after-sft: sft
@@ -221,7 +230,7 @@ demo: install
 		reports/demo/sft_rft --out reports/demo/comparison
 
 
-# The CPU experiment (README "Does learning show?"): a larger demo world (377 test queries), SFT with the
+# The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (377 test queries), SFT with the
 # checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
 # scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
 EXP_RUN := smollm2_movie_experiment

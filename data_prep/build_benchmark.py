@@ -27,12 +27,12 @@ from pathlib import Path
 from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
-from rectune.cli import add_output_arguments, build_summary, run
-from rectune.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
-from rectune.outputs import claim_output, output_set
-from rectune.rating_store import RatingStore
-from rectune.ratings import Review, read_reviews, read_users
-from rectune.sampling import sample_users
+from rectune.core.cli import add_output_arguments, build_summary, run
+from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
+from rectune.core.outputs import claim_output, output_set
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import Review, read_reviews, read_users
+from rectune.data.sampling import sample_users
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +69,11 @@ def parse_args() -> argparse.Namespace:
 
 def make_rewriter(args: argparse.Namespace):
     """Rephrase with a chat model (local, or served at --base-url), greedily; returns the first line of its answer."""
-    from rectune.generation import GenerationSettings, generate
+    from rectune.models.generation import GenerationSettings, generate
 
     settings = GenerationSettings(batch_size=1, max_new_tokens=60)
     if args.base_url:
-        from rectune.endpoint import Endpoint, ask_one
+        from rectune.evaluation.endpoint import Endpoint, ask_one
 
         endpoint = Endpoint(
             args.base_url, args.rewrite_model, args.api_key_env, 1, args.request_timeout, args.max_retries
@@ -83,7 +83,7 @@ def make_rewriter(args: argparse.Namespace):
             text, record = ask_one(endpoint, prompt, settings)
             return "" if "error" in record else text  # a refused request keeps the template text
     else:
-        from rectune.checkpoints import load_for_generation, resolve_checkpoint
+        from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 
         model, tokenizer = load_for_generation(resolve_checkpoint(args.rewrite_model))
 

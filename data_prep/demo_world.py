@@ -10,10 +10,10 @@ meta.json (Amazon 2018 format, templated review texts) for data_prep/llmrec.py.
 import argparse
 from pathlib import Path
 
-from rectune.cli import add_output_arguments, run
-from rectune.demo_world import load_films, rate, reviews, simulate
-from rectune.io import atomic_write, write_jsonl
-from rectune.outputs import claim_output, output_set
+from rectune.core.cli import add_output_arguments, run
+from rectune.core.io import atomic_write, write_jsonl
+from rectune.core.outputs import claim_output, output_set
+from rectune.data.demo_world import load_films, rate, reviews, simulate
 
 KIND = "demo world"
 

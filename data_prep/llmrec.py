@@ -12,7 +12,7 @@ last review is held out (test.jsonl) and the one before it is the training targe
 canonical rows, each once: train.jsonl, valid.jsonl, test.jsonl, plus catalog.jsonl (titles the
 ranking answers are matched against) and stats.json. Recipes name the training views
 train_sft_T.jsonl / train_rft_T.jsonl for each task T or the mix of all (train_sft_mix.jsonl),
-valid_sft.jsonl, valid_rft.jsonl: training derives them from the rows (rectune/training_data.py).
+valid_sft.jsonl, valid_rft.jsonl: training derives them from the rows (rectune/training/views.py).
 """
 
 import argparse
@@ -22,13 +22,13 @@ from collections import Counter
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
-from rectune.catalog import catalog_rows
-from rectune.cli import build_summary, fraction, run
-from rectune.io import RecTuneError, write_json, write_jsonl
-from rectune.outputs import claim_output, output_set
-from rectune.rating_store import RatingStore
-from rectune.ratings import WHOLE_STARS, add_source_arguments, merged_ids, source_items
-from rectune.sharing import write_dataset_card
+from rectune.core.cli import build_summary, fraction, run
+from rectune.core.io import RecTuneError, write_json, write_jsonl
+from rectune.core.outputs import claim_output, output_set
+from rectune.data.catalog import catalog_rows
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import WHOLE_STARS, add_source_arguments, merged_ids, source_items
+from rectune.models.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ folder gives its own; else titles fall back to item ids). Writes each group once
 pairwise and listwise rows derive from it on load): train.jsonl, valid.jsonl, test.jsonl, and
 stats.json. Recipes name the training views train_sft_F.jsonl / train_rft_F.jsonl for F in
 pointwise/pairwise/listwise (a recipe mixes formats by listing several), valid_sft.jsonl,
-valid_rft.jsonl: training derives them from the groups (rectune/training_data.py), so no prompt is
+valid_rft.jsonl: training derives them from the groups (rectune/training/views.py), so no prompt is
 stored twice. Groups are split by their shared item, so no item is in both splits. Rows carry the
 source's rating scale (MovieLens half stars: 0.5-5) when it is not 1-5. Ratings go through an on-disk
-DuckDB store (rectune/rating_store.py), so ML-25M or an Amazon 2023 category builds in bounded memory;
+DuckDB store (rectune/data/rating_store.py), so ML-25M or an Amazon 2023 category builds in bounded memory;
 --max-groups keeps memory to the sample's.
 """
 
@@ -24,12 +24,12 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.rows import LABELS
-from rectune.cli import build_summary, fraction, run
-from rectune.io import RecTuneError, write_json, write_jsonl
-from rectune.outputs import claim_output, output_set
-from rectune.rating_store import RatingStore
-from rectune.ratings import add_source_arguments, merged_ids, source_items
-from rectune.sharing import write_dataset_card
+from rectune.core.cli import build_summary, fraction, run
+from rectune.core.io import RecTuneError, write_json, write_jsonl
+from rectune.core.outputs import claim_output, output_set
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import add_source_arguments, merged_ids, source_items
+from rectune.models.sharing import write_dataset_card
 
 KIND = "perrecbench data"
 

@@ -6,7 +6,7 @@ Writes catalog.jsonl, kg.jsonl, the canonical rows train.jsonl, valid.jsonl and 
 (with the prompt options) and a dataset card (README.md) into --out, built whole beside it and swapped
 in, so an interruption leaves the old set or the new one. Recipes name the training views
 train_sft.jsonl, train_rft.jsonl, valid_sft.jsonl and valid_rft.jsonl: training derives them from the
-rows with the prompt options of stats.json (rectune/training_data.py), so no prompt is stored twice.
+rows with the prompt options of stats.json (rectune/training/views.py), so no prompt is stored twice.
 """
 
 import argparse
@@ -15,11 +15,11 @@ import logging
 from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
-from rectune.catalog import catalog_rows, kg_rows
-from rectune.cli import add_output_arguments, build_summary, fraction, run
-from rectune.io import RecTuneError, write_json, write_jsonl
-from rectune.outputs import claim_output, output_set
-from rectune.sharing import write_dataset_card
+from rectune.core.cli import add_output_arguments, build_summary, fraction, run
+from rectune.core.io import RecTuneError, write_json, write_jsonl
+from rectune.core.outputs import claim_output, output_set
+from rectune.data.catalog import catalog_rows, kg_rows
+from rectune.models.sharing import write_dataset_card
 
 KIND = "recbench+ data"
 

@@ -11,9 +11,16 @@ intervals as error bars on the bars.
 import argparse
 from pathlib import Path
 
-from rectune.cli import run
-from rectune.compare import OUTPUT_SUFFIXES, comparison_rows, load_reports, markdown, metric_specs, write_outputs
-from rectune.owned_files import file_outputs, output_paths
+from rectune.core.cli import run
+from rectune.core.owned_files import file_outputs, output_paths
+from rectune.evaluation.compare import (
+    OUTPUT_SUFFIXES,
+    comparison_rows,
+    load_reports,
+    markdown,
+    metric_specs,
+    write_outputs,
+)
 
 
 def main() -> None:

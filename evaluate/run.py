@@ -36,16 +36,18 @@ import os
 from functools import partial
 from pathlib import Path
 
-from rectune.answer_files import load_answers
-from rectune.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
-from rectune.cli import add_limit_arguments, limits, run
-from rectune.endpoint import Endpoint, generate_endpoint
-from rectune.evaluation import evaluate_checkpoint, log_to_wandb, prompt_variant, write_batch_file
-from rectune.generation import GenerationSettings, generate, generate_vllm
-from rectune.io import RecTuneError
-from rectune.outputs import lock_output
-from rectune.provenance import git_commit
-from rectune.schema import benchmark_of
+from rectune.benchmarks import benchmark_of
+from rectune.core.cli import run
+from rectune.core.io import RecTuneError
+from rectune.core.outputs import lock_output
+from rectune.core.provenance import git_commit
+from rectune.data.completions import add_limit_arguments, limits
+from rectune.evaluation.answer_files import load_answers
+from rectune.evaluation.endpoint import Endpoint, generate_endpoint
+from rectune.evaluation.reports import evaluate_checkpoint, prompt_variant, write_batch_file
+from rectune.evaluation.tracking import log_to_wandb
+from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
+from rectune.models.generation import GenerationSettings, generate, generate_vllm
 
 
 def parse_args() -> argparse.Namespace:

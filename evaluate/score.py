@@ -15,10 +15,11 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 from pathlib import Path
 
-from rectune.cli import add_limit_arguments, limits, run
-from rectune.evaluation import prompt_variant
-from rectune.owned_files import file_outputs
-from rectune.scoring import score_files
+from rectune.core.cli import run
+from rectune.core.owned_files import file_outputs
+from rectune.data.completions import add_limit_arguments, limits
+from rectune.evaluation.reports import prompt_variant
+from rectune.evaluation.scoring import score_files
 
 
 def parse_args() -> argparse.Namespace:

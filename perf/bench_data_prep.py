@@ -1,6 +1,6 @@
 """data_prep speed on a synthetic RecBench+-sized movie release (~35k queries, ~60k ratings).
 
-Target (issue 2): under 60 s on the 2-core CPU machine.
+Target: under 60 s on the 2-core CPU machine.
 
     python -m perf.bench_data_prep
 """

@@ -19,10 +19,10 @@ import torch
 
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
-from rectune.checkpoints import load_for_generation, resolve_checkpoint
-from rectune.endpoint import Endpoint, generate_endpoint
-from rectune.generation import GenerationSettings, generate
-from rectune.models import EMBEDDED, resolve_model_name
+from rectune.evaluation.endpoint import Endpoint, generate_endpoint
+from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.generation import GenerationSettings, generate
 
 SETTINGS = GenerationSettings(batch_size=8, max_new_tokens=48)
 

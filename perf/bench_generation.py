@@ -1,6 +1,6 @@
 """Queries per second of batched generation against one query at a time, embedded model, CPU.
 
-Target (issue 4): batched at least 3x faster. Same 16 RecBench+-style prompts, greedy, up to
+Target: batched at least 3x faster. Same 16 RecBench+-style prompts, greedy, up to
 48 new tokens each, batch size 16 (sorted by length, left padded) against batch size 1.
 
     python -m perf.bench_generation
@@ -11,9 +11,9 @@ import time
 import torch
 
 from rectune.benchmarks.recbench.prompts import system_prompt
-from rectune.checkpoints import load_for_generation, resolve_checkpoint
-from rectune.generation import GenerationSettings, generate
-from rectune.models import EMBEDDED
+from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.models.embedded import EMBEDDED
+from rectune.models.generation import GenerationSettings, generate
 
 QUERIES = [
     "I'm in the mood for a tense thriller with Robert De Niro in it.",

@@ -1,7 +1,7 @@
 """The MovieLens builds at the releases' sizes, on synthetic releases rated in bursts as real MovieLens
 logs are (``perf/movielens_world.py``): time, peak resident memory and bytes written per build.
 
-Targets (issue 26): on an ml-100k-sized release PerRecBench within 20 CPU-s, 400 MB peak, 120 MB
+Targets: on an ml-100k-sized release PerRecBench within 20 CPU-s, 400 MB peak, 120 MB
 written; on an ML-1M-sized one each of PerRecBench, LLMRec and the builder within 3 min and 2 GB; on an
 ML-25M-sized one each within 30 min and 8 GB, with --max-groups / --max-users samples (FLAGS); and the
 same two samples from an Amazon-2023-shaped category of 4 million reviews (``perf/amazon_world.py``).
@@ -30,7 +30,7 @@ SIZES = {  # layout, users, films, ratings
     "ml-25m": ("ml-latest", 162_541, 59_047, 25_000_095),  # written by the numpy generator
     "amazon-2023": ("amazon-2023", 1_500_000, 400_000, 4_000_000),  # users, items, reviews (perf/amazon_world.py)
 }
-FLAGS = {  # samples at ML-25M: the full PerRecBench output would be tens of GB (see the README)
+FLAGS = {  # samples at ML-25M: the full PerRecBench output would be tens of GB (see docs/movielens-amazon.md)
     "ml-25m": {"perrecbench.py": ("--max-groups", "20000"), "llmrec.py": ("--max-users", "20000"),
                "build_benchmark.py": ("--max-users", "5000")},
     "amazon-2023": {"perrecbench.py": ("--max-groups", "20000"), "llmrec.py": ("--max-users", "20000")},

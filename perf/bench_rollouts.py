@@ -17,7 +17,7 @@ import torch
 
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
-from rectune.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 
 
 def prompt_ids(tokenizer, count: int) -> list[list[int]]:

@@ -1,6 +1,6 @@
 """Scoring speed: 30,000 predictions of 10 mentions each against a 9,000-item catalog.
 
-The whole path of ``evaluate/score.py`` (``rectune.scoring.score_files``: load and validate the
+The whole path of ``evaluate/score.py`` (``rectune.evaluation.scoring.score_files``: load and validate the
 rows, catalog and KG, parse and resolve every completion, aggregate, write the report with its
 per-query scores) is timed for this checkout and, in the same run, for a baseline commit checked
 out into a temporary git worktree, on the same files; the ratio is printed and the two reports'
@@ -12,8 +12,8 @@ titles, which are never resolved and always take the fuzzy path.
 
     python -m perf.bench_scoring [--baseline REF] [--repeats 2]
 
-Targets: under 10 s (issue 2); at least 1.5x faster than the commit before the one-pass scorer
-(issue 11; the default baseline).
+Targets: under 10 s; at least 1.5x faster than the commit before the one-pass scorer (the default
+baseline).
 """
 
 import argparse
@@ -30,12 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE_ONE_PASS = "5805435"  # the last commit whose scorer parsed every completion twice
 N_ITEMS, N_PREDICTIONS, MENTIONS = 9_000, 30_000, 10
 TIMER = """
-import sys, time
+import importlib, sys, time
 sys.path.insert(0, sys.argv[1])
-import rectune.scoring
-assert rectune.scoring.__file__.startswith(sys.argv[1]), rectune.scoring.__file__
+try:
+    scoring = importlib.import_module("rectune.evaluation.scoring")  # the layered library
+except ModuleNotFoundError:
+    scoring = importlib.import_module("rectune.scoring")  # commits from before the layers
+assert scoring.__file__.startswith(sys.argv[1]), scoring.__file__
 start = time.perf_counter()
-rectune.scoring.score_files(sys.argv[2], sys.argv[3], sys.argv[4])
+scoring.score_files(sys.argv[2], sys.argv[3], sys.argv[4])
 print(time.perf_counter() - start)
 """
 

@@ -23,7 +23,7 @@ from trl import SFTConfig, SFTTrainer
 
 from perf.synthetic import make_titles
 from rectune.benchmarks.recbench.prompts import system_prompt
-from rectune.models import embedded_model_path
+from rectune.models.embedded import embedded_model_path
 
 
 def matmul_flops(size: int = 1024, reps: int = 20) -> float:

@@ -99,7 +99,7 @@ def lora_shape(model: str, rank: int = 16) -> tuple[Shape, object]:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rectune.models import resolve_model_name
+    from rectune.models.embedded import resolve_model_name
 
     config = AutoConfig.from_pretrained(resolve_model_name(model))
     targets = [flag for flag in LORA[LORA.index("--lora_target_modules") + 1 :]]
@@ -113,8 +113,8 @@ def mean_example_tokens(model: str) -> float:
     packed example attends over, which sets attention's share of the FLOPs."""
     from transformers import AutoTokenizer
 
-    from rectune.models import resolve_model_name
-    from rectune.training_data import view_examples
+    from rectune.models.embedded import resolve_model_name
+    from rectune.training.views import view_examples
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
     examples = view_examples(DATA / "train_sft.jsonl")
@@ -126,7 +126,7 @@ def generated_tokens(model: str, folder: Path) -> int:
     """Tokens in the completions an evaluation wrote (the script's wall time includes loading the model)."""
     from transformers import AutoTokenizer
 
-    from rectune.models import resolve_model_name
+    from rectune.models.embedded import resolve_model_name
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
     rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)

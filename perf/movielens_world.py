@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.movielens import AGE_BANDS, GENRES_100K, OCCUPATIONS
+from rectune.data.movielens import AGE_BANDS, GENRES_100K, OCCUPATIONS
 
 LAYOUTS = ("ml-100k", "ml-1m", "ml-10m", "ml-latest")
 

@@ -34,14 +34,14 @@ def pytest_collection_modifyitems(items):
 
 def read_view(path) -> list[dict]:
     """A training file as training reads it: the file itself, or the view derived from the folder's rows."""
-    from rectune.training_data import view_examples
+    from rectune.training.views import view_examples
 
     return read_jsonl(path) if Path(path).is_file() else view_examples(Path(path))
 
 
 def read_jsonl(path) -> list[dict]:
     """Every JSON object of a JSONL file (the files under test)."""
-    from rectune.io import numbered_jsonl
+    from rectune.core.io import numbered_jsonl
 
     return [row for _, row in numbered_jsonl(path)]
 
@@ -99,7 +99,7 @@ def run_script(
     script: str, *args: str, check: bool = True, fault: str | None = None, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess:
     """Run one of the project's entry scripts the way a user would; ``fault`` names a point where it
-    kills itself (``RECTUNE_FAULT``, see rectune.io.fault_point)."""
+    kills itself (``RECTUNE_FAULT``, see rectune.core.io.fault_point)."""
     env = {**os.environ, "RECTUNE_FAULT": fault} if fault else None
     result = subprocess.run(
         [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env

@@ -1,6 +1,6 @@
 """Deterministic rewards for the GRPO tests, named in recipes by dotted path (tests.grpo_rewards.NAME)."""
 
-from rectune.rewards import completion_text
+from rectune.data.completions import completion_text
 
 
 def length(completions, **kwargs) -> list[float]:

@@ -16,15 +16,12 @@ from pathlib import Path
 from accelerate import PartialState
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
-from rectune.cli import run
-from rectune.diagnostics import DIAGNOSTICS, DiagnosedGRPOTrainer, summary
-from rectune.models import resolve_model_name
-from rectune.recipes import RftArguments, RunArguments, parse_recipe
-from rectune.rewards import rft_rewards
-from rectune.sft_base import merged_model
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
-from rectune.tracking import init_tracking, run_metadata
-from rectune.training import (
+from rectune.core.cli import run
+from rectune.models.embedded import resolve_model_name
+from rectune.training.diagnostics import DIAGNOSTICS, DiagnosedGRPOTrainer, summary
+from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.rewards import rft_rewards
+from rectune.training.setup import (
     announce_setup,
     check_kernels,
     early_stopping,
@@ -33,7 +30,10 @@ from rectune.training import (
     save_stage,
     set_model_init,
 )
-from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
+from rectune.training.sft_base import merged_model
+from rectune.training.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
+from rectune.training.tracking import init_tracking, run_metadata
+from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
 
 
 def main() -> None:

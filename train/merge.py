@@ -11,8 +11,8 @@ with the merged adapter folded in.
 
 import argparse
 
-from rectune.cli import add_output_arguments, finite, fraction, run
-from rectune.merging import METHODS, merge_adapters
+from rectune.core.cli import add_output_arguments, finite, fraction, run
+from rectune.training.merging import METHODS, merge_adapters
 
 
 def main() -> None:

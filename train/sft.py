@@ -12,12 +12,10 @@ import logging
 
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
-from rectune.cli import run
-from rectune.models import resolve_model_name
-from rectune.recipes import RunArguments, parse_recipe
-from rectune.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
-from rectune.tracking import init_tracking, run_metadata
-from rectune.training import (
+from rectune.core.cli import run
+from rectune.models.embedded import resolve_model_name
+from rectune.training.recipes import RunArguments, parse_recipe
+from rectune.training.setup import (
     announce_setup,
     check_kernels,
     early_stopping,
@@ -26,7 +24,9 @@ from rectune.training import (
     save_stage,
     set_model_init,
 )
-from rectune.training_data import data_files, eval_examples, load_examples, use_train_data
+from rectune.training.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
+from rectune.training.tracking import init_tracking, run_metadata
+from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ scoring, its metrics' names, scales and directions, and its rewards. Everything 
 a benchmark here by the ``benchmark`` field of its rows and never names one.
 
 Adding a benchmark: write a package with a :class:`Benchmark` subclass and add one line to
-``BUILTIN`` (or call :func:`register` with an instance from your own code); see the README's
+``BUILTIN`` (or call :func:`register` with an instance from your own code); see CONTRIBUTING.md
 "Adding a benchmark".
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rectune.completions import DEFAULT_LIMITS, CompletionLimits
-from rectune.io import RecTuneError
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 
 # name -> module holding ``BENCHMARK``; imported on first use, so importing the registry is cheap.
 BUILTIN = {
@@ -97,10 +97,10 @@ class Resources:
         return resources
 
     def matcher(self) -> Any:
-        """A :class:`~rectune.titles.TitleMatcher` over ``catalog.jsonl``."""
+        """A :class:`~rectune.data.titles.TitleMatcher` over ``catalog.jsonl``."""
         if self._matcher is None:
-            from rectune.catalog import beside, load_catalog
-            from rectune.titles import TitleMatcher
+            from rectune.data.catalog import beside, load_catalog
+            from rectune.data.titles import TitleMatcher
 
             items = load_catalog(beside(self.data, "catalog.jsonl", self.catalog_path))
             self._matcher = TitleMatcher(items, fuzzy_cutoff=self.fuzzy_cutoff, limits=self.limits)
@@ -111,9 +111,9 @@ class Resources:
         return self._matcher.capped if self._matcher is not None else 0
 
     def kg(self) -> Any:
-        """The :class:`~rectune.catalog.KnowledgeGraph` of ``kg.jsonl``."""
+        """The :class:`~rectune.data.catalog.KnowledgeGraph` of ``kg.jsonl``."""
         if self._kg is None:
-            from rectune.catalog import beside, load_kg
+            from rectune.data.catalog import beside, load_kg
 
             self._kg = load_kg(beside(self.data, "kg.jsonl", self.kg_path))
         return self._kg
@@ -204,3 +204,36 @@ def get_benchmark(name: str | None) -> Benchmark:
     if name not in _registry:
         raise RecTuneError(f"unknown benchmark {name!r}; known: {', '.join(names())}")
     return _registry[name]
+
+
+def benchmark_of(path: str | os.PathLike) -> Benchmark:
+    """The benchmark of a rows file, from its first row (the whole file is checked when it is loaded)."""
+    for _, raw in numbered_jsonl(path):
+        name = raw.get("benchmark", UNNAMED_ROWS)
+        return get_benchmark(name if isinstance(name, str) else None)
+    raise DataError(path, "no rows")
+
+
+def load_rows(path: str | os.PathLike) -> list[Any]:
+    """Load and validate canonical rows of one benchmark (a stored line may hold several: see
+    ``Benchmark.read_line``); ids must be unique."""
+    rows = []
+    seen: dict[str, int] = {}
+    benchmark = None
+    for line, raw in numbered_jsonl(path):
+        name = raw.get("benchmark", UNNAMED_ROWS)
+        try:
+            kind = get_benchmark(name if isinstance(name, str) else repr(name))
+        except RecTuneError:
+            message = f"field 'benchmark': must be one of {', '.join(names())}, got {name!r}"
+            raise DataError(path, message, line=line) from None
+        if benchmark is None:
+            benchmark = kind.name
+        elif kind.name != benchmark:
+            raise DataError(path, f"field 'benchmark': {name!r} rows mixed with {benchmark!r} rows", line=line)
+        for row in kind.read_line({"benchmark": kind.name, **raw}, path=path, line=line):
+            if row.id in seen:
+                raise DataError(path, f"field 'id': duplicate id {row.id!r} (first on line {seen[row.id]})", line=line)
+            seen[row.id] = line
+            rows.append(row)
+    return rows

@@ -3,7 +3,7 @@
 A user's first review of an item counts once; users and items are filtered to the
 ``min_interactions``-core (5 by default: repeated until every user and item has at least 5);
 each user's reviews are ordered by time (equal timestamps by numeric item id, see
-:func:`rectune.movielens.chronological`) and split leave-one-out: the last one is the test
+:func:`rectune.data.movielens.chronological`) and split leave-one-out: the last one is the test
 target, the one before it the training target, each with the reviews before it as history
 (the last ``history`` of them in the prompt).
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from rectune.benchmarks.llmrec.rows import NAME, LLMRecRow
-from rectune.rating_store import RatingStore
-from rectune.ratings import Review, item_title
-from rectune.sampling import sample_users
-from rectune.titles import CatalogItem
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import Review, item_title
+from rectune.data.sampling import sample_users
+from rectune.data.titles import CatalogItem
 
 
 @dataclass

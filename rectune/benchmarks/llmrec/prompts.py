@@ -8,7 +8,7 @@ the user rated what they watched; nothing was reviewed.
 from __future__ import annotations
 
 from rectune.benchmarks.llmrec.rows import LLMRecRow
-from rectune.ratings import scale_text
+from rectune.data.ratings import scale_text
 
 SYSTEM_PROMPT = "You are a recommender system for an online shop. Follow the format you are asked for exactly."
 DESCRIPTIONS = {

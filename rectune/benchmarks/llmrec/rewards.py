@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from rectune.benchmarks.llmrec.rows import RANKING_TASKS
 from rectune.benchmarks.llmrec.scoring import ndcg, ranked_items, target_rank
-from rectune.ratings import parse_rating
-from rectune.rewards import completion_text
+from rectune.data.completions import completion_text
+from rectune.data.ratings import parse_rating
 
 
 def task(completions, task, target, item_id, candidate_ids, *, resources, **kwargs) -> list[float]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from rectune.schema import RowChecker
+from rectune.data.rows import RowChecker
 
 NAME = "llmrec"
 TASKS = ("rating", "sequential", "direct", "explanation", "summarization")

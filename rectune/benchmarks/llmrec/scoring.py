@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 
 from rectune.benchmarks.llmrec.rows import RANKING_TASKS, TASKS, TEXT_TASKS, LLMRecRow
-from rectune.ratings import parse_rating
-from rectune.titles import TitleMatcher
+from rectune.data.ratings import parse_rating
+from rectune.data.titles import TitleMatcher
 
 KS = (1, 5, 10)
 

@@ -47,11 +47,11 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec.profiles import NO_EARLIER, Profile, profile_text
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, LABELS, NAME, PerRecGroup
-from rectune.io import RecTuneError
-from rectune.rating_store import RatingStore
-from rectune.ratings import Review, item_title
-from rectune.sampling import stratified_choice
-from rectune.titles import CatalogItem, split_title
+from rectune.core.io import RecTuneError
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import Review, item_title
+from rectune.data.sampling import stratified_choice
+from rectune.data.titles import CatalogItem, split_title
 
 
 @dataclass

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rectune.ratings import Review, item_title, rating_text
-from rectune.titles import CatalogItem
+from rectune.data.ratings import Review, item_title, rating_text
+from rectune.data.titles import CatalogItem
 
 NO_EARLIER = "No earlier ratings."  # the profile of a user who rated nothing (shown) before the shared item
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from rectune.benchmarks.perrec.rows import PerRecRow
-from rectune.ratings import rating_text, scale_text
+from rectune.data.ratings import rating_text, scale_text
 
 SYSTEM_PROMPT = (
     "You are a personalised recommender system. You judge how much users like an item compared with their "

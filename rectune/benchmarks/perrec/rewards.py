@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from rectune.benchmarks.perrec.prompts import parse_choice, parse_ranking
 from rectune.benchmarks.perrec.scoring import tau
-from rectune.ratings import parse_rating
-from rectune.rewards import completion_text
+from rectune.data.completions import completion_text
+from rectune.data.ratings import parse_rating
 
 
 def _ranking(task: str, text: str, labels: list[str], relative: list[float], means: list[float],

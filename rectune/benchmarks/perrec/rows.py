@@ -34,8 +34,8 @@ import os
 from dataclasses import dataclass, fields
 from itertools import combinations
 
-from rectune.ratings import rating_text
-from rectune.schema import RowChecker
+from rectune.data.ratings import rating_text
+from rectune.data.rows import RowChecker
 
 NAME = "perrecbench"
 TASKS = ("pointwise", "pairwise", "listwise")

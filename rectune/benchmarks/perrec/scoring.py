@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rectune.benchmarks.perrec.prompts import parse_choice, parse_ranking
 from rectune.benchmarks.perrec.rows import DIFFICULTIES, TASKS, PerRecRow
-from rectune.ratings import parse_rating
+from rectune.data.ratings import parse_rating
 
 
 def tau(truth: list[float], predicted: list[float]) -> float:

@@ -44,9 +44,9 @@ from tqdm import tqdm
 
 from rectune.benchmarks.recbench import profile_queries
 from rectune.benchmarks.recbench.query_text import ROLE_NOUNS, SITUATIONS, describe
-from rectune.catalog import read_item_file
-from rectune.io import RecTuneError
-from rectune.titles import CatalogItem, display_title, split_title, title_key
+from rectune.core.io import RecTuneError
+from rectune.data.catalog import read_item_file
+from rectune.data.titles import CatalogItem, display_title, split_title, title_key
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
 # relations an implicit or misinformed query can hide or falsify ("the director of X", "X, from 1990")

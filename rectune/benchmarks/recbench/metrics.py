@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.catalog import KnowledgeGraph
-from rectune.titles import Extraction, TitleMatcher, split_title, title_key
+from rectune.data.catalog import KnowledgeGraph
+from rectune.data.titles import Extraction, TitleMatcher, split_title, title_key
 
 METRICS = ("precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage", "repeated", "distinct")
 

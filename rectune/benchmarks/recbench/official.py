@@ -18,7 +18,7 @@ Scoring an answer file with this convention gives the numbers of the paper's Tab
 
 Where theirs asks Neo4j, this reads RecTune's catalog (MovieLens titles without the year) and KG. Like
 their ``CONTAINS`` query, an empty prediction matches the first catalog item. The KG holds the
-triples the release implies, so CMR is as complete as those (see the README).
+triples the release implies, so CMR is as complete as those (see docs/reproducing.md).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from difflib import SequenceMatcher
 
 from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.catalog import KnowledgeGraph
-from rectune.mentions import SEP
-from rectune.titles import TitleMatcher
+from rectune.data.catalog import KnowledgeGraph
+from rectune.data.mentions import SEP
+from rectune.data.titles import TitleMatcher
 
 NAME = "official"
 METRICS = ("precision", "recall", "ndcg", "cmr", "ftr")

@@ -14,8 +14,8 @@ with the year), so a fine-tuned model answers in the form the paper's scorer rea
 from __future__ import annotations
 
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.mentions import SEP
-from rectune.titles import display_title
+from rectune.data.mentions import SEP
+from rectune.data.titles import display_title
 
 HISTORY_IN_PROMPT = 10  # the authors' requests list at most 10 history items
 _PLURALS = {"movie": "movies", "book": "books"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rectune.benchmarks.recbench.rows import NAME
-from rectune.io import DataError, parse_json, read_text
+from rectune.core.io import DataError, parse_json, read_text
 
 LAYOUTS = ("dataset", "data")  # current first
 QUERY_FILES = {

@@ -1,7 +1,7 @@
 """Convert a RecBench+ release (``<root>/dataset/<domain>/`` or the earlier ``<root>/data/<domain>/``)
 into catalog, KG and canonical rows.
 
-The release layout and record formats are described in the README ("Data: RecBench+ → RecTune
+The release layout and record formats are described in docs/data-recbench.md ("Data: RecBench+ → RecTune
 files"); :mod:`~rectune.benchmarks.recbench.records` reads and checks the query files.
 """
 
@@ -16,11 +16,11 @@ from pathlib import Path
 from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.records import QUERY_FILES, domain_folder, load_records, parse_records, query_file
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.catalog import KnowledgeGraph
-from rectune.io import DataError, RecTuneError, numbered_jsonl
-from rectune.movielens import chronological
-from rectune.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
-from rectune.titles import CatalogItem, TitleMatcher, title_key
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.data.catalog import KnowledgeGraph
+from rectune.data.movielens import chronological
+from rectune.data.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
+from rectune.data.titles import CatalogItem, TitleMatcher, title_key
 
 log = logging.getLogger(__name__)
 

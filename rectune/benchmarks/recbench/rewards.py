@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from rectune.benchmarks import Resources
 from rectune.benchmarks.recbench.metrics import QueryScore, score_query
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
-from rectune.mentions import SEP, parse_mentions
-from rectune.rewards import completion_text
-from rectune.titles import Extraction
+from rectune.data.completions import completion_text
+from rectune.data.mentions import SEP, parse_mentions
+from rectune.data.titles import Extraction
 
 
 @dataclass
@@ -137,6 +137,16 @@ def hallucination(completions, ground_truth, ground_truth_ids, task, conditions,
     return [-len(j.extraction.unresolved) / j.extraction.count if j.extraction.count else 0.0 for j in judged]
 
 
+def repetition(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """Minus the share of named titles that repeat an earlier one: a degenerate answer is charged, so
+    GRPO can move away from it (scoring counts each title once, which hides repeats).
+    ``"Heat [SEP] Heat [SEP] Heat [SEP] Jaws"``: 4 named, 2 distinct = -2/4 = -0.5."""
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    return [
+        -(j.extraction.named - j.extraction.count) / j.extraction.named if j.extraction.named else 0.0 for j in judged
+    ]
+
+
 def misinformed(
     completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
 ) -> list[float | None]:
@@ -153,5 +163,7 @@ def misinformed(
     return values
 
 
-REWARDS = {f.__name__: f for f in (recall, precision, f1, cmr, conditions_met, format, hallucination, misinformed)}
+REWARDS = {
+    f.__name__: f for f in (recall, precision, f1, cmr, conditions_met, format, hallucination, repetition, misinformed)
+}
 DEFAULT_REWARDS = ("recall", "format", "hallucination", "misinformed")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
-from rectune.schema import RowChecker
+from rectune.data.rows import RowChecker
 
 NAME = "recbench+"
 DOMAINS = ("movie", "book")

@@ -1,0 +1,96 @@
+"""How every entry script ends: user errors as one line and exit status 2, bugs as tracebacks.
+
+User errors are :class:`~rectune.core.io.RecTuneError` (bad input, bad setting, a refused output
+folder) and the operating system's refusals that name a file (disk full, permission denied,
+no such file): neither is a bug, so neither gets a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import resource
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rectune.core.io import RecTuneError
+
+USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
+_OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR}
+
+
+def run(main: Callable[[], object]) -> None:
+    """Call ``main``; a user error prints ``error: ...`` on stderr and exits with status 2. A SIGTERM (``kill``,
+    a scheduler's time limit) exits with status 143 through the ``with`` blocks, so staged outputs and the
+    on-disk rating store are removed as on any other failure."""
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        main()
+    except RecTuneError as err:
+        _fail(str(err))
+    except OSError as err:
+        if err.errno not in _OS_USER_ERRORS:
+            raise
+        where = f": {err.filename}" if err.filename else ""
+        _fail(f"{err.strerror or err}{where}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _fail(message: str) -> None:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message held
+    sys.exit(USER_ERROR)
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text}")
+    return value
+
+
+def finite(text: str) -> float:
+    """argparse type: a finite number (no nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder") -> None:
+    """``--out`` and ``--overwrite``: a folder RecTune builds whole and swaps in (see docs/guarantees.md)."""
+    parser.add_argument("--out", required=True, help=help)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out even if it holds files RecTune did not write there (default: refuse)",
+    )
+
+
+def build_summary(out: str | os.PathLike) -> str:
+    """The line a data_prep script ends with: wall and CPU time since the process started, peak resident
+    memory, and the bytes of the folder it wrote."""
+    written = sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.time() - _STARTED
+    cpu = usage.ru_utime + usage.ru_stime
+    peak_mb = usage.ru_maxrss / 1024  # Linux reports kilobytes
+    return f"done in {wall:.1f} s ({cpu:.1f} CPU-s), peak {peak_mb:.0f} MB resident, {written / 1e6:.1f} MB written"
+
+
+_STARTED = time.time()  # when this module was first imported: the scripts import it at start-up

@@ -1,0 +1,60 @@
+"""The ``rectune`` command: one front door to the scripts of a RecTune checkout.
+
+    rectune prep SCRIPT [ARGS]          (SCRIPT: a data_prep/ script, e.g. demo-world for demo_world.py)
+    rectune sft|grpo RECIPE.yaml [--flag value ...]
+    rectune merge|eval|score|compare [ARGS]
+
+Each subcommand runs the matching script (``data_prep/``, ``train/``, ``evaluate/``) with the rest
+of the command line, exactly as ``python SCRIPT ARGS`` would; ``accelerate launch`` and ``torchrun``
+still take the script paths.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+SCRIPTS = {
+    "sft": "train/sft.py",
+    "grpo": "train/grpo.py",
+    "merge": "train/merge.py",
+    "eval": "evaluate/run.py",
+    "score": "evaluate/score.py",
+    "compare": "evaluate/compare.py",
+}
+ROOT = Path(__file__).resolve().parents[2]
+PREP = {path.stem.replace("_", "-"): f"data_prep/{path.name}" for path in sorted((ROOT / "data_prep").glob("*.py"))}
+
+
+def usage() -> str:
+    lines = [__doc__.strip(), "", "subcommands:"]
+    lines += [f"  {name:12s} {script}" for name, script in SCRIPTS.items()]
+    lines += [f"  prep {name:7s} {script}" for name, script in PREP.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return
+    command, rest = args[0], args[1:]
+    if command == "prep":
+        if not rest or rest[0] not in PREP:
+            sys.exit(f"error: rectune prep needs one of: {', '.join(PREP)}")
+        script, rest = PREP[rest[0]], rest[1:]
+    elif command in SCRIPTS:
+        script = SCRIPTS[command]
+    else:
+        sys.exit(f"error: unknown subcommand {command!r}; choose from {', '.join([*SCRIPTS, 'prep'])}")
+    path = ROOT / script
+    if not path.is_file():
+        sys.exit(f"error: {path} not found: the rectune command runs a checkout's scripts (pip install -e .)")
+    sys.argv = [str(path), *rest]
+    sys.path.insert(0, str(ROOT))
+    runpy.run_path(str(path), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""File reading and writing that fails loudly and never leaves half-written outputs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _current_umask()
+
+
+class RecTuneError(ValueError):
+    """A user error (bad input, bad setting): the scripts print it as one line; anything else is a bug."""
+
+
+class DataError(RecTuneError):
+    """Bad input: the message names the file and, where known, the line and field."""
+
+    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None):
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+TEMP_TAG = "rectune"  # in every temporary file's name, so leftovers are told from a user's own .*.tmp files
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` and rename it over ``path`` on success.
+
+    On any exception the temporary file is removed, so readers never see a partial output.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TEMP_TAG}-{os.getpid()}-", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would make shared outputs unreadable to others
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+        os.replace(tmp, path)
+        fault_point(f"wrote:{path.name}")
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def fault_point(name: str) -> None:
+    """Test hook: the process kills itself here when ``RECTUNE_FAULT`` names this point.
+
+    tests/core/test_faults.py uses it to interrupt runs at chosen moments, as a power cut or an OOM kill would.
+    """
+    if os.environ.get("RECTUNE_FAULT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Atomically write ``rows`` as JSON lines; returns the number written."""
+    count = 0
+    with atomic_write(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, line_per_item: tuple[str, ...] = ()) -> None:
+    """Atomically write ``obj`` as indented JSON.
+
+    Top-level lists named in ``line_per_item`` (a report's 30,000 per-query scores, say) get one
+    compact item per line: as readable, and written by the C encoder instead of the slow indenting one.
+    """
+    with atomic_write(path) as handle:
+        if not line_per_item or not isinstance(obj, dict):
+            json.dump(obj, handle, ensure_ascii=False, indent=2)
+            handle.write("\n")
+            return
+        entries = []
+        for key, value in obj.items():
+            name = json.dumps(key, ensure_ascii=False)
+            if key in line_per_item and isinstance(value, list) and value:
+                items = ",\n".join("    " + json.dumps(item, ensure_ascii=False) for item in value)
+                entries.append(f"  {name}: [\n{items}\n  ]")
+            else:
+                text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+                entries.append(f"  {name}: {text}")
+        handle.write("{\n" + ",\n".join(entries) + "\n}\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    return parse_json(read_text(path), path)
+
+
+def parse_json(text: str | bytes, path: str | os.PathLike, line: int | None = None) -> Any:
+    """``json.loads``, with every failure a :class:`DataError` naming the file and line.
+
+    Python's parser recurses per nesting level: a line of 100,000 ``[`` is malformed input, not a crash.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(path, f"malformed JSON: {err.msg}", line=line or err.lineno) from None
+    except RecursionError:
+        raise DataError(path, "malformed JSON: nested too deeply", line=line) from None
+    except ValueError as err:  # an integer past Python's digit limit
+        raise DataError(path, f"malformed JSON: {err}", line=line) from None
+
+
+def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[tuple[int, dict]]:
+    """The JSON objects of a JSONL file, each with its line number for error messages.
+
+    Blank lines are skipped; anything else malformed is an error naming the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    rows = []
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(path, f"not UTF-8 text (byte {err.start + 1} of the line)", line=line_no) from None
+            if not line.strip():
+                continue
+            row = parse_json(line, path, line_no)
+            if not isinstance(row, dict):
+                raise DataError(path, f"expected a JSON object, got {type(row).__name__}", line=line_no)
+            rows.append((line_no, row))
+    if not rows and not allow_empty:
+        raise DataError(path, "file is empty")
+    return rows
+
+
+def require_strings(
+    raw: dict, names: tuple[str, ...], path: str | os.PathLike, line: int, *, one_line: bool = False
+) -> None:
+    """Each of ``names`` must be a non-empty string in ``raw`` (with ``one_line``, free of line breaks and
+    other control characters, as titles and ids are); else an error naming file, line and field."""
+    for name in names:
+        if not isinstance(raw.get(name), str) or not raw[name].strip():
+            raise DataError(path, f"field {name!r}: must be a non-empty string", line=line)
+        if one_line and (bad := CONTROL.search(raw[name])):
+            raise DataError(path, f"field {name!r}: holds a control character ({bad.group()!r})", line=line)
+
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks (Unicode's too) and other controls
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """Read text that may be UTF-8 or Latin-1 (MovieLens ``.dat`` files exist in both)."""
+    raw = Path(path).read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")

@@ -1,0 +1,210 @@
+"""Parsing model completions into title mentions.
+
+The paper's answer form comes first: titles separated by ``[SEP]`` (``Heat [SEP] Ronin``, with or
+without spaces, a trailing separator, years or quotes). Any other text is read line by line:
+numbered and bulleted lists, comma or semicolon lists, markdown emphasis, quoted titles inside
+sentences and ``Title (Year) - description`` lines. Prose (intros, refusals) yields no mention.
+Resolving mentions to catalog items is :class:`~rectune.data.titles.TitleMatcher`'s job; a matcher passed
+here only keeps commas and colons that belong to catalog titles.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+
+class TitleMatcher(Protocol):
+    """What parsing asks of a :class:`rectune.data.titles.TitleMatcher`: an exact catalog lookup."""
+
+    def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None: ...
+
+
+SEP = "[SEP]"
+_SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
+_LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
+_MARKDOWN = re.compile(r"\*\*|__|`|~~")
+_MARKDOWN_CHARS = frozenset("*_`~")
+_INTRO = re.compile(r"^(.{3,80}?):\s+(\S.*)$")
+_LIST_SEPARATORS = re.compile(r"[;,]")
+_QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
+_TITLE_WITH_YEAR = re.compile(r"^(.+?\(\s*\d{4}\s*\))")
+_DESCRIPTION_CUTS = (" - ", " – ", " — ", ": ", " | ", " by ", " directed by ", " starring ")
+_PROSE_STARTS = re.compile(
+    r"^(?:here|sure|certainly|of course|i\b|i'm|i'd|sorry|unfortunately|based on|these|this|note|as an|"
+    r"there (?:are|is)|you (?:might|may|could)|if you|enjoy|hope)",
+    re.IGNORECASE,
+)
+_MAX_TITLE_CHARS = 150
+
+
+def _is_prose(text: str) -> bool:
+    """A sentence rather than a title: intros, refusals, explanations."""
+    words = text.split()
+    if not words or len(text) > _MAX_TITLE_CHARS:
+        return True
+    if text.endswith(":") or len(words) > 12:
+        return True
+    if text[-1] in ".?" and len(words) > 4:
+        return True
+    return bool(_PROSE_STARTS.match(text)) and len(words) > 3
+
+
+def _clean(segment: str) -> str:
+    segment = segment.strip().strip("\"'“”‘’«»").strip()
+    return segment.rstrip(".,;").strip()
+
+
+def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
+    """``Heat (1995) - a heist thriller`` -> ``Heat (1995)``; keeps colons that belong to titles, and a
+    whole catalog title such as ``Boat, The (Das Boot) (1981)``."""
+    if matcher is not None and matcher.resolve(segment, fuzzy=False) is not None:
+        return segment
+    with_year = _TITLE_WITH_YEAR.match(segment)
+    if with_year:
+        return with_year.group(1)
+    cuts = sorted({cut for cut in map(segment.find, _DESCRIPTION_CUTS) if cut > 0}, reverse=True)
+    if matcher is not None:
+        for end in cuts:  # the whole segment was looked up above
+            if matcher.resolve(segment[:end], fuzzy=False) is not None:
+                return segment[:end]
+    return segment[: cuts[-1]] if cuts else segment
+
+
+def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
+    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``)."""
+    if "," not in line and ";" not in line:
+        return [line]
+    pieces = _LIST_SEPARATORS.split(line)
+    segments = []
+    start = 0
+    while start < len(pieces):
+        end = start + 1
+        if matcher is not None:
+            for stop in range(min(len(pieces), start + 4), start + 1, -1):
+                if matcher.resolve(",".join(pieces[start:stop]), fuzzy=False) is not None:
+                    end = stop
+                    break
+        segments.append(",".join(pieces[start:end]))
+        start = end
+    return segments
+
+
+def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
+    """Split a completion into title mentions.
+
+    An answer holding ``[SEP]`` is split on it, every non-empty piece one title whatever words it starts
+    with: the first piece keeps only what follows its intro (its last line, or the text after an intro
+    sentence's colon), the last piece only its first line (a closing sentence after it is prose). An
+    answer holding a numbered or bulleted list, or one title a line, is read from the list's items
+    only: titles quoted in the sentences around it were mentioned, not recommended. Any other answer is
+    read line by line as described above. ``text`` is an answer: reasoning blocks are removed before
+    (:func:`~rectune.data.completions.answer_text`).
+    """
+    if "[" in text and _SEPARATOR.search(text):
+        return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
+    lines = []  # (is a list item, the line without its marker)
+    for line in text.splitlines():
+        marker = _LIST_MARKER.match(line)
+        lines.append((True, line[marker.end() :]) if marker else (False, line))
+    listed = [(item, line) for item, line in lines if item and line.strip()]
+    if len(listed) < 2:
+        listed = _title_lines(lines)
+    chosen = listed if len(listed) >= 2 else lines
+    mentions = [m for item, line in chosen for m in _line_mentions(line, item, matcher)]
+    return [m for m in mentions if m]
+
+
+def _sep_pieces(text: str) -> list[str]:
+    """The ``[SEP]`` pieces less the intro before the first title and the prose after the last."""
+    pieces = [piece.strip() for piece in _SEPARATOR.split(text)]
+    while pieces and not pieces[-1]:
+        pieces.pop()  # a trailing separator
+    if len(pieces) > 1 or (pieces and "\n" in pieces[0]):
+        lines = [line for line in pieces[0].splitlines() if line.strip()]
+        pieces[0] = lines[-1] if lines else ""  # the lines before the first title are its intro
+    if len(pieces) > 1:
+        pieces[-1] = _before_outro(pieces[-1])
+    return [_after_intro(piece) for piece in pieces if piece.strip()]
+
+
+_SENTENCE_END = re.compile(r"[.!?]\s")
+_ADDRESSING = re.compile(r"\b(?:you|your|some|these|here|recommend\w*|suggest\w*|try|enjoy\w*)\b", re.IGNORECASE)
+
+
+def _after_intro(piece: str) -> str:
+    """A piece less an intro sentence before a colon (``here are some books: *Anne of Green Gables*``); a
+    title's own colon stays (``The Lord of the Rings: The Two Towers``)."""
+    for match in reversed(list(re.finditer(r":\s", piece))):
+        before = piece[: match.start()].strip()
+        if _PROSE_STARTS.match(before) or _SENTENCE_END.search(before) or _ADDRESSING.search(before):
+            return piece[match.end() :]
+        if len(before.split()) > 8:
+            return piece[match.end() :]
+    return piece
+
+
+def _before_outro(piece: str) -> str:
+    """The last title without what follows it: the lines after it, or a closing sentence on its line."""
+    first = piece.splitlines()[0]
+    for match in _SENTENCE_END.finditer(first):
+        rest = first[match.end() :].strip()
+        if _PROSE_STARTS.match(rest) and len(rest.split()) > 2 or _is_prose(rest):
+            return first[: match.start() + 1]
+    return first
+
+
+_EMPHASIS = re.compile(r"(?<!\w)[*_]+|[*_]+(?!\w)")  # around words, not inside them (M*A*S*H)
+
+
+_AUTHOR = re.compile(r"\s+by\s+(?:[A-Z][\w.'-]*\.?\s*){2,4}$")  # " by Maya Angelou", " by L.M. Montgomery"
+
+
+def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
+    """One ``[SEP]`` piece as one title: list marker, emphasis and quotes removed, then what follows a
+    year or a trailing `` by Author`` trimmed; colons and dashes stay (``Mad Max: Fury Road``)."""
+    line = _LIST_MARKER.sub("", piece.strip(), count=1)
+    line = _clean(" ".join(_EMPHASIS.sub("", _MARKDOWN.sub("", line)).split()))
+    if matcher is not None and matcher.resolve(line, fuzzy=False) is not None:
+        return line
+    with_year = _TITLE_WITH_YEAR.match(line)
+    return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
+
+
+def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
+    """Lines that hold one title each (short, not a sentence), when the answer is such a list."""
+    return [
+        (item, line)
+        for item, line in lines
+        if line.strip() and not _is_prose(line.strip()) and not _QUOTED.search(line)
+    ]
+
+
+_QUOTE_CHARS = frozenset('"“”«»*')
+
+
+def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
+    """The mentions of one line (without its list marker)."""
+    if _MARKDOWN_CHARS.intersection(line):
+        line = _MARKDOWN.sub("", line)
+        if is_list_item:
+            line = _EMPHASIS.sub("", line)  # *Title* as a list item is the title, emphasised
+    line = line.strip()
+    if not line:
+        return []
+    intro = _INTRO.match(line) if ":" in line else None
+    if intro and _PROSE_STARTS.match(intro.group(1)):
+        line = intro.group(2)
+    quoted = [q or i for q, i in _QUOTED.findall(line)] if _QUOTE_CHARS.intersection(line) else []
+    if quoted and _is_prose(_QUOTED.sub("X", line)):
+        return [_clean(q) for q in quoted]
+    # A prose line (intro, refusal, explanation) contributes only titles that resolve exactly.
+    prose_line = not is_list_item and _is_prose(line)
+    mentions = []
+    for segment in [line] if is_list_item else _split_commas(line, matcher):
+        title = _clean(_cut_description(_clean(segment), matcher))
+        if title and (
+            not (prose_line or _is_prose(title)) or (matcher is not None and matcher.resolve(title, fuzzy=False))
+        ):
+            mentions.append(title)
+    return mentions

@@ -1,0 +1,105 @@
+"""Checking canonical rows field by field: :class:`RowChecker`, which every benchmark's row type uses.
+
+``data_prep`` writes canonical rows (``test.jsonl``), ``train`` builds prompts from the same fields
+and ``evaluate`` scores completions against them. A row's ``benchmark`` field names its benchmark,
+whose row type (``rectune/benchmarks/<name>/rows.py``) documents and validates every field; a bad row
+raises :class:`rectune.core.io.DataError` naming file, line and field. Loading a rows file, which finds
+the benchmark in the registry, is :func:`rectune.benchmarks.load_rows`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+
+
+class RowChecker:
+    """Typed access to a raw row's fields; every failure names file, line, row id and field."""
+
+    def __init__(self, raw: dict, cls: type, path: str | os.PathLike, line: int | None):
+        self.raw, self.path, self.line = raw, path, line
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise self.fail(unknown[0], "unknown field")
+
+    def fail(self, name: str, message: str) -> DataError:
+        row_id = self.raw.get("id") if isinstance(self.raw.get("id"), str) else None
+        label = f"row {row_id!r}, " if row_id else ""
+        return DataError(self.path, f"{label}field {name!r}: {message}", line=self.line)
+
+    def string(self, name: str, allowed: tuple[str, ...] | None = None, optional: bool = False) -> str | None:
+        value = self.raw.get(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(name, "missing" if value is None else f"must be a non-empty string, got {value!r}")
+        if allowed and value not in allowed:
+            raise self.fail(name, f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    def number(self, name: str, optional: bool = False) -> float | None:
+        value = self.raw.get(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise self.fail(name, f"must be a number, got {value!r}")
+        return value
+
+    def count(self, name: str, default: int) -> int:
+        value = self.raw.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise self.fail(name, f"must be a non-negative integer, got {value!r}")
+        return value
+
+    def strings(self, name: str, optional: bool = True) -> list[str]:
+        value = self.raw.get(name, [] if optional else None)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(name, "missing" if value is None else "must be a list of strings")
+        return value
+
+    def pairs(self, name: str) -> list[list[str]]:
+        value = self.raw.get(name, [])
+        if not isinstance(value, list) or not all(
+            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in value
+        ):
+            raise self.fail(name, "must be a list of [relation, value] string pairs")
+        return value
+
+    def objects(self, name: str, required_keys: tuple[str, ...] = (), optional: bool = False) -> list[dict] | None:
+        value = self.raw.get(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(name, "missing" if value is None else "must be a list of objects")
+        for index, entry in enumerate(value):
+            for key in required_keys:
+                if key not in entry:
+                    raise self.fail(name, f"entry {index} has no {key!r}")
+        return value
+
+    def scale(self, name: str = "scale") -> list[float] | None:
+        """An optional rating scale ``[lowest, highest, step]`` (``[0.5, 5, 0.5]``: half stars)."""
+        value = self.raw.get(name)
+        if value is None:
+            return None
+        numbers = (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        )
+        if not numbers or not (0 <= value[0] < value[1] and value[2] > 0):
+            raise self.fail(name, f"must be [lowest, highest, step] with lowest < highest, got {value!r}")
+        return [float(v) for v in value]
+
+    def object(self, name: str, required_keys: tuple[str, ...] = (), optional: bool = False) -> dict | None:
+        value = self.raw.get(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(name, "missing" if value is None else "must be an object")
+        for key in required_keys:
+            if key not in value:
+                raise self.fail(name, f"has no {key!r}")
+        return value

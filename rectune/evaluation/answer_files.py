@@ -1,0 +1,123 @@
+"""Model answers in the shapes they are distributed in, and OpenAI Batch request files.
+
+Answer files read by :func:`load_answers`, one object per line (JSONL, also in a file named
+``.json``) or one JSON list:
+
+* RecTune's ``{"id", "completion"}`` rows (``predictions.jsonl``);
+* the RecBench+ authors' ``{"id", "response"}`` lines (``...-prediction.jsonl``,
+  ``...-OpenaiBatchFile-0_output.jsonl``); DeepSeek-R1's extra ``"reasoning"`` is not read;
+* OpenAI Batch API output files: ``{"custom_id", "response": {"status_code", "body": {"choices":
+  [{"message": {"content"}}]}}}``; a separate ``reasoning_content`` is not read, and a request
+  that failed (``"error"``, no body) counts as an empty answer, with a warning.
+
+Ids may be RecTune row ids or the release's bare ids (``"3862"``, ``"0-1"``), which
+:func:`resolve_ids` finds within one task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from rectune.core.io import DataError, RecTuneError, atomic_write, parse_json
+
+log = logging.getLogger(__name__)
+
+BATCH_URL = "/v1/chat/completions"
+
+
+def _objects(path: Path) -> list[tuple[int, object]]:
+    """(line or position, value) of every answer in a JSONL file or a JSON list."""
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(path, f"not UTF-8 text (byte {err.start + 1})") from None
+    if text.lstrip().startswith("["):
+        return list(enumerate(parse_json(text, path), start=1))
+    objects = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            objects.append((line_no, parse_json(line, path, line_no)))
+    return objects
+
+
+def _answer(raw: object, path: Path, line: int) -> tuple[str, str, bool]:
+    """(id, answer text, failed request) of one answer object in any of the shapes above."""
+    if not isinstance(raw, dict):
+        raise DataError(path, f"expected a JSON object, got {type(raw).__name__}", line=line)
+    row_id = raw["custom_id"] if "custom_id" in raw else raw.get("id")  # a batch output's "id" is the provider's
+    if isinstance(row_id, bool) or not isinstance(row_id, (str, int)):
+        raise DataError(path, "field 'id' (or 'custom_id'): must be a string or an integer", line=line)
+    if "completion" in raw:
+        text = raw["completion"]
+    elif isinstance(raw.get("response"), dict) or raw.get("error"):
+        body = (raw.get("response") or {}).get("body") or {}
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices:
+            return str(row_id), "", True
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        text = message.get("content") if isinstance(message, dict) else None
+        text = "" if text is None else text  # a reasoning model may answer with reasoning alone
+    else:
+        text = raw.get("response")
+    if not isinstance(text, str):
+        raise DataError(path, f"answer {row_id!r}: needs 'completion', 'response' or a batch 'response' body", line)
+    return str(row_id), text, False
+
+
+def load_answers(path: str | os.PathLike) -> dict[str, str]:
+    """Id -> answer text of an answer file in any supported shape; a duplicate id is an error."""
+    path = Path(path)
+    answers: dict[str, str] = {}
+    failed = []
+    for line, raw in _objects(path):
+        row_id, text, request_failed = _answer(raw, path, line)
+        if row_id in answers:
+            raise DataError(path, f"duplicate answer for id {row_id!r}", line=line)
+        answers[row_id] = text
+        if request_failed:
+            failed.append(row_id)
+    if not answers:
+        raise DataError(path, "file holds no answers")
+    if failed:
+        shown = ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+        log.warning("%s: %d request(s) failed and count as empty answers: %s", path, len(failed), shown)
+    return answers
+
+
+def resolve_ids(answers: dict[str, str], rows: list, path: str | os.PathLike, task: str | None) -> dict[str, str]:
+    """Answers keyed by row id; bare release ids are looked up among ``task``'s rows (or the only task's)."""
+    ids = {row.id for row in rows}
+    by_release_id: dict[str, list[str]] = {}
+    for row in rows:
+        by_release_id.setdefault(row.id.rsplit("/", 1)[-1], []).append(row.id)
+    resolved: dict[str, str] = {}
+    for answer_id, text in answers.items():
+        row_id = answer_id
+        if answer_id not in ids and answer_id in by_release_id:
+            candidates = by_release_id[answer_id]
+            if len(candidates) > 1:
+                tasks = sorted({c.split("/")[1] for c in candidates if c.count("/") == 2})
+                hint = f"pass --task ({', '.join(tasks)})" if task is None else "the data holds both domains"
+                raise RecTuneError(f"{path}: id {answer_id!r} names {len(candidates)} queries; {hint}")
+            row_id = candidates[0]
+        if row_id in resolved:
+            raise DataError(path, f"two answers for query {row_id!r}")
+        resolved[row_id] = text
+    return resolved
+
+
+def batch_request(row_id: str, messages: list[dict], model: str, max_tokens: int) -> dict:
+    """One OpenAI Batch API request in the RecBench+ authors' shape."""
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens}
+    return {"custom_id": row_id, "method": "POST", "url": BATCH_URL, "body": body}
+
+
+def write_batch_requests(path: str | os.PathLike, requests: list[dict]) -> None:
+    """One request per line, serialised as the authors' files are (``json.dumps`` defaults)."""
+    with atomic_write(path) as handle:
+        handle.writelines(json.dumps(request) + "\n" for request in requests)

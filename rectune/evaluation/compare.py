@@ -1,0 +1,214 @@
+"""Side-by-side comparison of evaluation reports: checkpoints x tasks x metrics.
+
+Metric labels, scales and directions come from each report's benchmark (its ``MetricSpec``s);
+reports written before reports named their benchmark are looked up as RecBench+ reports.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+
+from rectune.benchmarks import MetricSpec, get_benchmark
+from rectune.core.escaping import csv_cell, markdown_cell
+from rectune.core.io import DataError, atomic_write, read_json
+from rectune.evaluation.bootstrap import paired_differences
+
+
+def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
+    """The metrics to compare, in the reports' order, with how to show each (coverage figures left out)."""
+    specs: dict[str, MetricSpec] = {}
+    for report in reports.values():
+        known = get_benchmark(report.get("benchmark")).metrics
+        # reports written before they listed their metrics: the known ones their summaries hold
+        for metric in report.get("metrics") or [m for m in known if m in report.get("overall", {})]:
+            if metric not in specs and metric != "kg_coverage":
+                specs[metric] = known.get(metric, MetricSpec(metric))
+    return specs
+
+
+def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
+    """``{name: report}`` from report folders or report.json files; names are the folder names."""
+    reports: dict[str, dict] = {}
+    for raw in paths:
+        path = Path(raw)
+        file = path / "report.json" if path.is_dir() else path
+        if not file.is_file():
+            raise DataError(file, "no report here (run evaluate/run.py or evaluate/score.py first)")
+        report = read_json(file)
+        if not isinstance(report, dict) or "by_task" not in report or "overall" not in report:
+            raise DataError(file, "not a RecTune report (needs 'by_task' and 'overall')")
+        name = path.name if path.is_dir() else path.parent.name or path.stem
+        if name in reports:
+            name = str(path)
+        reports[name] = report
+    if not reports:
+        raise DataError("reports", "no reports given")
+    return reports
+
+
+def comparison_rows(
+    reports: dict[str, dict], baseline: str | None = None, samples: int = 1000, seed: int = 0
+) -> list[dict]:
+    """One row per (checkpoint, task), tasks in first-seen order, ``overall`` last.
+
+    With a ``baseline`` (a report name), each other checkpoint's row carries ``diff``: per metric, its
+    difference to the baseline with a paired bootstrap 95 % interval (:mod:`rectune.evaluation.bootstrap`).
+    """
+    metrics = list(metric_specs(reports))
+    tasks: list[str] = []
+    for report in reports.values():
+        tasks += [t for t in report["by_task"] if t not in tasks]
+    if baseline is not None and baseline not in reports:
+        raise DataError(baseline, f"no report of that name to compare with (reports: {', '.join(reports)})")
+    differences = {
+        name: paired_differences(report, reports[baseline], tasks, samples, seed)
+        for name, report in reports.items()
+        if baseline is not None and name != baseline
+    }
+    rows = []
+    for task in [*tasks, "overall"]:
+        for name, report in reports.items():
+            summary = report["overall"] if task == "overall" else report["by_task"].get(task)
+            if summary is None:
+                continue
+            row = {"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}}
+            if name in differences:
+                row["diff"] = {m: d for m, d in differences[name].get(task, {}).items() if m in metrics}
+            rows.append(row)
+    return rows
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _metrics(rows: list[dict]) -> list[str]:
+    return [key for key in rows[0] if key not in ("task", "checkpoint", "n", "diff")] if rows else []
+
+
+def _with_difference(row: dict, metric: str) -> str:
+    """``0.412 (+0.050 [+0.020, +0.080])*``: the value, its difference to the baseline and the 95 % interval;
+    ``*`` when the interval excludes 0."""
+    cell = _cell(row[metric])
+    diff = row.get("diff", {}).get(metric)
+    if diff is None:
+        return cell
+    mark = "*" if diff.excludes_zero else ""
+    return f"{cell} ({diff.delta:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]){mark}"
+
+
+def _label(metric: str, specs: dict[str, MetricSpec]) -> str:
+    spec = specs.get(metric)
+    return spec.label if spec else metric
+
+
+def markdown(rows: list[dict], specs: dict[str, MetricSpec]) -> str:
+    metrics = _metrics(rows)
+    header = ["task", "checkpoint", "n", *(_label(m, specs) for m in metrics)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        values = [markdown_cell(row["task"]), markdown_cell(row["checkpoint"]), _cell(row["n"])]
+        lines.append("| " + " | ".join([*values, *(_with_difference(row, m) for m in metrics)]) + " |")
+    if any("diff" in row for row in rows):
+        lines += ["", DIFFERENCE_NOTE]
+    return "\n".join(lines)
+
+
+DIFFERENCE_NOTE = (
+    "In brackets: the difference to the baseline and its paired bootstrap 95 % interval over queries "
+    "(PerRecBench: groups); * marks an interval that excludes 0."
+)
+
+
+OUTPUT_SUFFIXES = (".md", ".csv", ".png")
+
+
+def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], paths: list[Path]) -> None:
+    """The table as Markdown and CSV, and a chart of grouped bars per metric and task (``OUTPUT_SUFFIXES``)."""
+    table, sheet, chart = paths
+    with atomic_write(table) as handle:
+        handle.write(markdown(rows, specs) + "\n")
+    buffer = io.StringIO()
+    metrics = _metrics(rows)
+    extra = [f"{m}_{part}" for m in metrics for part in ("delta", "low", "high")] if _has_diff(rows) else []
+    writer = csv.DictWriter(buffer, fieldnames=["task", "checkpoint", "n", *metrics, *extra])
+    writer.writeheader()
+    for row in rows:
+        flat = {key: csv_cell(value) for key, value in row.items() if key != "diff"}
+        for metric, diff in row.get("diff", {}).items():
+            flat.update({f"{metric}_delta": diff.delta, f"{metric}_low": diff.low, f"{metric}_high": diff.high})
+        writer.writerow(flat)
+    with atomic_write(sheet) as handle:
+        handle.write(buffer.getvalue())
+    _chart(rows, specs, chart)
+
+
+def _has_diff(rows: list[dict]) -> bool:
+    return any(row.get("diff") for row in rows)
+
+
+def axis_limits(spec: MetricSpec, values: list[float]) -> tuple[float, float]:
+    """The metric's scale, widened to show every value (an open-ended scale ends 15 % above the largest)."""
+    low, high = spec.limits
+    top = max(values, default=0.0)
+    high = max(high, top) if high is not None else (top * 1.15 or 1.0)
+    return min([low, *values]), high
+
+
+def _error_bars(by_key: dict, tasks: list[str], name: str, metric: str) -> list[list[float]] | None:
+    """Below/above each bar: the 95 % interval of the difference to the baseline, placed on the bar."""
+    rows = [by_key.get((t, name)) or {} for t in tasks]
+    diffs = [row.get("diff", {}).get(metric) for row in rows]
+    if not any(diffs):
+        return None
+    low = [d.delta - d.low if d else 0.0 for d in diffs]
+    high = [d.high - d.delta if d else 0.0 for d in diffs]
+    return [low, high]
+
+
+def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    names = list(dict.fromkeys(r["checkpoint"] for r in rows))
+    by_key = {(r["task"], r["checkpoint"]): r for r in rows}
+    metrics = _metrics(rows)
+    columns = min(len(metrics), 4)  # a grid, so a benchmark with many metrics stays readable
+    grid_rows = math.ceil(len(metrics) / columns)
+    width_per_panel = max(4.0, 0.5 * len(tasks) * len(names) ** 0.5)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows), squeeze=False)
+    width = 0.8 / len(names)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        spec = specs.get(metric, MetricSpec(metric))
+        present = [r[metric] for r in rows if r[metric] is not None]
+        for j, name in enumerate(names):
+            values = [(by_key.get((t, name)) or {}).get(metric) for t in tasks]
+            bars = ax.bar(
+                [i + j * width for i in range(len(tasks))],
+                [math.nan if v is None else v for v in values],
+                width,
+                label=name,
+                yerr=_error_bars(by_key, tasks, name, metric),
+                capsize=2,
+            )
+            ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=1)
+        arrow = "↑" if spec.higher_is_better else "↓"
+        ax.set_title(f"{spec.label} ({arrow} better)")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=30, ha="right")
+        ax.set_ylim(*axis_limits(spec, present))
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.axis("off")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)

@@ -1,0 +1,99 @@
+"""Score completions against canonical rows of any benchmark and build the report.
+
+:func:`score_benchmark` looks the rows' benchmark up in the registry and scores each
+prediction once. Every report has ``benchmark``, ``overall``, ``by_task``, ``metrics`` (the
+metric names of its summaries), ``table`` (Markdown) and ``per_query``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+
+from rectune.benchmarks import Resources, get_benchmark, load_rows
+from rectune.core.io import DataError, RecTuneError, write_json
+from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
+from rectune.evaluation.answer_files import load_answers, resolve_ids
+
+
+def check_coverage(rows: list, predictions: dict[str, str], path: str | os.PathLike, allow_subset: bool) -> list:
+    """The rows to score; unknown prediction ids, or missing ones unless ``allow_subset``, are errors."""
+    ids = {row.id for row in rows}
+    unknown = sorted(set(predictions) - ids)
+    if unknown:
+        raise DataError(path, f"{len(unknown)} predictions for ids not in the data: {_preview(unknown)}")
+    missing = [row.id for row in rows if row.id not in predictions]
+    if missing and not allow_subset:
+        raise DataError(
+            path,
+            f"{len(missing)} test ids have no prediction: {_preview(missing)} (evaluate/score.py --allow-subset "
+            "scores the ids that have one)",
+        )
+    return [row for row in rows if row.id in predictions]
+
+
+def _preview(ids: list[str], limit: int = 10) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... ({len(ids) - limit} more)" if len(ids) > limit else "")
+
+
+def score_benchmark(rows: list, predictions: dict[str, str], resources: Resources) -> tuple[dict, list[dict]]:
+    """The report (with ``table`` and ``per_query``) and a per-query table for W&B.
+
+    Each completion is scored on its answer (:func:`~rectune.data.completions.answer_text`: clean text,
+    reasoning blocks removed, capped at ``resources.limits``); ``report["completions"]`` counts how
+    many had reasoning removed or were cut by a cap.
+    """
+    benchmark = get_benchmark(rows[0].benchmark if rows else None)
+    if resources.convention not in benchmark.conventions:
+        raise RecTuneError(
+            f"{benchmark.name} has no {resources.convention!r} metrics; it has: {', '.join(benchmark.conventions)}"
+        )
+    answers = {row_id: answer_text(text, resources.limits) for row_id, text in predictions.items()}
+    scored = benchmark.score(rows, {row_id: a.text for row_id, a in answers.items()}, resources)
+    report = {"benchmark": benchmark.name, **scored.report}
+    report["completions"] = {
+        "scored": len(rows),
+        "reasoning_removed": sum(answers[r.id].reasoning_removed for r in rows if r.id in answers),
+        "cut_at_max_chars": sum(answers[r.id].truncated for r in rows if r.id in answers),
+        "cut_at_max_mentions": resources.mentions_capped(),
+        **asdict(resources.limits),
+    }
+    report["table"] = benchmark.format_table(report)
+    return report, scored.table
+
+
+def score_files(
+    data: str | os.PathLike,
+    predictions_path: str | os.PathLike,
+    out: str | os.PathLike | None,
+    *,
+    catalog: str | os.PathLike | None = None,
+    kg: str | os.PathLike | None = None,
+    allow_subset: bool = False,
+    fuzzy_cutoff: float = 90.0,
+    limits: CompletionLimits = DEFAULT_LIMITS,
+    task: str | None = None,
+    convention: str = "default",
+    top_k: int | None = None,
+) -> dict:
+    """Score an answer file (any shape :func:`~rectune.evaluation.answer_files.load_answers` reads) against ``data``.
+
+    ``task`` keeps that task's rows only, and bare release ids resolve within it.
+    """
+    rows = load_rows(data)
+    if task is not None:
+        rows = [row for row in rows if row.task == task]
+        if not rows:
+            raise DataError(data, f"no rows of task {task!r}")
+    predictions = resolve_ids(load_answers(predictions_path), rows, predictions_path, task)
+    scored = check_coverage(rows, predictions, predictions_path, allow_subset)
+    resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k)
+    report, _ = score_benchmark(scored, predictions, resources)
+    report["data"] = str(data)
+    report["predictions"] = str(predictions_path)
+    if task is not None:
+        report["task"] = task
+    if out is not None:
+        write_json(out, report, line_per_item=("per_query",))
+    return report

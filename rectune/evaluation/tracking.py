@@ -1,0 +1,46 @@
+"""An evaluation's W&B run: named after the stage it scores, grouped by data set, with the per-task
+metrics in its summary and one table row per query."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def eval_run_name(config: dict) -> str:
+    """``<run>-<stage>-<data>`` for a trained stage, else ``<checkpoint>-<data>``."""
+    data = Path(config["data"]).parent.name or Path(config["data"]).stem
+    trained = config.get("trained_by") or {}
+    if trained.get("recipe") and trained.get("stage"):
+        return f"{trained['recipe']}-{trained['stage']}-{data}"
+    if config.get("kind") == "openai":
+        return f"{config['base_model']}-{data}"
+    return f"{Path(config['checkpoint'].removeprefix('embedded:')).name}-{data}"
+
+
+def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:
+    """Per-task metrics in the run summary, the config, and a per-query table; grouped by data set."""
+    import wandb
+
+    config = report["config"]
+    run = wandb.init(
+        project=project,
+        name=eval_run_name(config),
+        job_type="eval",
+        group=f"eval-{Path(config['data']).parent.name}",
+        config=config,
+        tags=["eval"],
+        dir=str(out),
+    )
+    for name, value in (report.get("endpoint") or {}).items():
+        if isinstance(value, (int, float)):
+            run.summary[f"endpoint/{name}"] = value
+    for task, summary in [*report["by_task"].items(), ("overall", report["overall"])]:
+        for metric in report["metrics"]:
+            if summary.get(metric) is not None:
+                run.summary[f"{task}/{metric}"] = summary[metric]
+        run.summary[f"{task}/n"] = summary["n"]
+    columns = list(table_rows[0]) if table_rows else []
+    table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in table_rows])
+    run.log({"per_query": table})
+    run.finish()

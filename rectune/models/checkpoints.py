@@ -1,0 +1,175 @@
+"""Find out what a checkpoint path is and load it for generation.
+
+Kinds: ``embedded`` (``embedded:smollm2``), ``model`` (a hub id or a folder with
+``config.json``: a base, merged or fully fine-tuned model), ``adapter`` (a PEFT folder; its
+base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding stage folders
+``sft``, ``rft``, ``sft_rft``: the stage given, else the one trained last).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rectune.core.io import DataError, read_json
+from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.sharing import CHAIN, read_chain, resolve_base
+
+log = logging.getLogger(__name__)
+STAGES = ("sft", "rft", "sft_rft")
+
+
+@dataclass
+class Checkpoint:
+    """A model to generate with: ``base_model`` (loadable here), adapters merged into it in order
+    (``merged``: the SFT adapter of SFT then RFT), then ``adapter``."""
+
+    kind: str
+    path: str
+    base_model: str
+    adapter: str | None = None
+    merged: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict:
+        return {
+            "checkpoint": self.path,
+            "kind": self.kind,
+            "base_model": self.base_model,
+            "merged_adapters": self.merged,
+            "adapter": self.adapter,
+        }
+
+    def identity(self) -> str:
+        """What decides its outputs: the base model and the adapters' weights (not where they lie); for an
+        endpoint, its address and model name."""
+        if self.kind == "openai":
+            return f"endpoint {self.path}"
+        adapters = [*self.merged, *([self.adapter] if self.adapter else [])]
+        return " + ".join([self.base_model, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
+
+
+def adapter_fingerprint(adapter_dir: str | Path) -> str:
+    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
+    adapter_dir = Path(adapter_dir)
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+        path = adapter_dir / name
+        if path.is_file():
+            digest.update(name.encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def adapter_chain(adapter: str | Path) -> tuple[str, list[str]]:
+    """The base model an adapter folder was trained on (loadable here) and the adapters merged into it
+    first, oldest first (see :mod:`rectune.models.sharing`); paths in the record are relative to the folder."""
+    adapter = Path(adapter)
+    if not (adapter / "adapter_config.json").is_file():
+        raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
+    chain = read_chain(adapter)
+    merged = []
+    for relative in chain["merged_adapters"]:
+        folder = (adapter / relative).resolve()
+        if not (folder / "adapter_config.json").is_file():
+            raise DataError(adapter / CHAIN, f"the SFT adapter it builds on is missing: {folder}")
+        merged.append(str(folder))
+    base = chain["base_model"]
+    if not merged and not Path(base).is_absolute() and (adapter / base).exists():
+        base = str((adapter / base).resolve())  # a folder recorded relative to the adapter
+    base = resolve_base(base)
+    if Path(base).is_absolute() and not Path(base).exists():
+        raise DataError(adapter / "adapter_config.json", f"the adapter's base model {base} does not exist here")
+    return base, merged
+
+
+def adapter_base(adapter: str | Path) -> str:
+    """The base model an adapter folder was trained on, loadable here (its chain's root)."""
+    return adapter_chain(adapter)[0]
+
+
+def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
+    if name.startswith("embedded:"):
+        return Checkpoint("embedded", name, resolve_model_name(name))
+    path = Path(name)
+    if not path.exists():
+        if name.count("/") == 1 and not name.startswith((".", "/")):
+            return Checkpoint("model", name, name)  # a hub id: loads from the local cache
+        raise DataError(
+            path, f"checkpoint not found (a model folder, a PEFT adapter folder, a run folder or {EMBEDDED})"
+        )
+    stages = [s for s in STAGES if (path / s / "adapter_config.json").is_file()]
+    if stages:
+        if stage is None:
+            stage = max(stages, key=lambda s: (path / s / "adapter_config.json").stat().st_mtime)
+            log.info("run folder %s: evaluating stage %r (trained last; name a stage to pick another)", path, stage)
+        elif stage not in stages:
+            raise DataError(path, f"run folder has no stage {stage!r} (it has {', '.join(stages)})")
+        inner = resolve_checkpoint(str(path / stage))
+        return Checkpoint("run", str(path), inner.base_model, inner.adapter, inner.merged)
+    if (path / "adapter_config.json").is_file():
+        base, merged = adapter_chain(path)
+        return Checkpoint("adapter", str(path), base, str(path), merged)
+    if (path / "config.json").is_file():
+        return Checkpoint("model", str(path), str(path))
+    raise DataError(
+        path,
+        "not a model folder (config.json), a PEFT adapter (adapter_config.json) or a run folder "
+        f"(stages {', '.join(STAGES)})",
+    )
+
+
+def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
+    """``base_model`` with each adapter merged in, in order."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+    if adapters:
+        from peft import PeftModel
+
+        for adapter in adapters:
+            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    return model
+
+
+def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
+    """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
+    unless ``dtype`` says otherwise, else fp32."""
+    from transformers import AutoTokenizer
+
+    if dtype is None:
+        dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
+    tokenizer_source = checkpoint.base_model
+    if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
+        tokenizer_source = checkpoint.adapter
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    return model.eval(), tokenizer
+
+
+WANDB_RUN = "wandb_run.json"  # the stage's W&B run id and URL: a resumed stage resumes its W&B run
+FINISHED = "finished.json"  # written last, once the stage's adapter and run files are saved
+
+
+def finished_stage(output_dir: str | os.PathLike) -> dict | None:
+    """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
+    path = Path(output_dir) / FINISHED
+    return read_json(path) if path.is_file() else None
+
+
+def wandb_run_record(output_dir: str | os.PathLike) -> dict:
+    """The stage's W&B run (``id``, ``project``, ``url``), or ``{}`` when it has none."""
+    path = Path(output_dir) / WANDB_RUN
+    return read_json(path) if path.is_file() else {}

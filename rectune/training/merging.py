@@ -1,0 +1,95 @@
+"""Merge LoRA adapters trained on different formats or tasks, through PEFT's ``add_weighted_adapter``.
+
+Methods: ``linear`` is the exact weighted sum of the adapters' weight deltas (sum_i w_i * B_i A_i,
+PerRecBench's weight averaging; PEFT's ``cat``, whose rank is the sum of the input ranks; PEFT's own
+``linear`` averages A and B separately, which only approximates it); ``ties`` and ``dare_ties``
+(``density`` = share of each delta kept) and ``svd`` (the weighted sum re-factored to ``svd_rank``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from rectune.core.io import DataError, RecTuneError
+from rectune.core.outputs import claim_output, output_set
+from rectune.models.checkpoints import adapter_chain, load_merged
+from rectune.models.sharing import make_portable
+
+ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
+METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
+
+
+def merge_adapters(
+    adapters: list[str],
+    out: str | os.PathLike,
+    weights: list[float] | None = None,
+    method: str = "linear",
+    density: float | None = None,
+    svd_rank: int | None = None,
+    full_model: str | os.PathLike | None = None,
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``).
+
+    Each output folder is built whole beside its target and swapped in; a folder holding anything
+    but an earlier merge's files (by its ``.rectune.json``) is refused unless ``overwrite``.
+    """
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    if len(adapters) < 2:
+        raise RecTuneError("merging needs at least two adapters")
+    if method not in METHODS:
+        raise RecTuneError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    weights = weights or [1.0 / len(adapters)] * len(adapters)
+    if len(weights) != len(adapters):
+        raise RecTuneError(f"{len(weights)} weights for {len(adapters)} adapters")
+    if not all(math.isfinite(w) for w in weights) or not any(weights):
+        raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
+    out = Path(out)
+    claim_output(out, ADAPTER_KIND, overwrite=overwrite)
+    if full_model is not None:
+        claim_output(full_model, MODEL_KIND, overwrite=overwrite)
+    if method in ("ties", "dare_ties") and density is None:
+        density = 0.5
+    chains = {(base, tuple(merged)) for base, merged in map(adapter_chain, adapters)}
+    if len(chains) != 1:
+        names = ", ".join(sorted(" + ".join([b, *m]) for b, m in chains))
+        raise DataError(adapters[0], f"the adapters have different base models: {names}")
+    base, merged = chains.pop()
+    model = load_merged(base, list(merged), torch.float32)
+    names = [f"input_{i}" for i in range(len(adapters))]
+    peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
+    for name, adapter in zip(names[1:], adapters[1:], strict=True):
+        peft_model.load_adapter(adapter, adapter_name=name)
+    peft_model.add_weighted_adapter(
+        names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
+    )
+    for name in names:
+        peft_model.delete_adapter(name)
+    peft_model.set_adapter("merged")
+    # the tokenizer saved with the first adapter (training saves one), else the base model's
+    has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
+
+    with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
+        peft_model.save_pretrained(staging, selected_adapters=["merged"])
+        tokenizer.save_pretrained(staging)
+        nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
+        if (nested / "adapter_config.json").is_file():
+            for item in nested.iterdir():
+                item.rename(staging / item.name)
+            nested.rmdir()
+        if not merged:
+            make_portable(staging, base)
+    if full_model is not None:
+        merged = peft_model.merge_and_unload()
+        with output_set(full_model, MODEL_KIND, overwrite=overwrite) as staging:
+            merged.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+    return out

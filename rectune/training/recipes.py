@@ -1,0 +1,272 @@
+"""Recipes: YAML files of training arguments, read through TRL's parser, checked, and saved back.
+
+A recipe is a YAML mapping read through TRL's ``TrlParser``: every key is a field of one
+of the script's argument dataclasses (TRL's ``SFTConfig``/``GRPOConfig``, ``ModelConfig``
+and ``DatasetMixtureConfig``, plus RecTune's own below), CLI flags override the file, and
+an unknown key is an error naming the key and the file. A recipe is data: it cannot set the
+environment, and secrets given to a run never reach the saved recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from rectune.core.io import DataError, RecTuneError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunArguments:
+    """RecTune's run-level settings (any recipe)."""
+
+    recipe_name: str | None = field(default=None, metadata={"help": "Run name; defaults to the recipe file's stem."})
+    wandb_project: str = field(default="rectune", metadata={"help": "W&B project the run logs to."})
+    wandb_tags: list[str] = field(default_factory=list, metadata={"help": "Extra W&B tags."})
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Train on this many examples only (small CPU budgets)."}
+    )
+    train_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Train on this data instead of the recipe's `datasets`: a data_prep folder, or a view of it "
+            "as a recipe names one (DIR/train_sft.jsonl, DIR/train_rft_pointwise.jsonl; derived from train.jsonl)."
+        },
+    )
+    eval_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "Validation data for eval_strategy: a data_prep folder or a view (DIR/valid_sft.jsonl, "
+            "derived from valid.jsonl); default: the one beside the training data when eval_strategy is on."
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Train into output_dir even when it holds files RecTune did not write there (the trainer may "
+            "replace some); command line only."
+        },
+    )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={"help": "Stop after this many evaluations without improvement (needs eval_strategy)."},
+    )
+
+
+@dataclass
+class RftArguments:
+    """GRPO-only settings: rewards, their catalog/KG, and the model RFT starts from."""
+
+    reward_funcs: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Rewards by name (the data's benchmark's rewards) or dotted import path "
+            "(my_pkg.rewards.novelty); empty = the benchmark's defaults. Weights via GRPOConfig's reward_weights."
+        },
+    )
+    catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
+    kg: str | None = field(default=None, metadata={"help": "kg.jsonl (default: beside the first data file)"})
+    init_adapter: str | None = field(
+        default=None,
+        metadata={"help": "SFT adapter folder merged into the base model before GRPO (SFT then RFT)."},
+    )
+
+
+DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU
+
+
+def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
+    """Parse ``RECIPE.yaml [--flag value ...]`` into the dataclasses, checking the recipe first.
+
+    Returns the dataclass instances in order, then the recipe path (or None).
+    """
+    from trl import TrlParser
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        print(short_help(dataclass_types))
+        sys.exit(0)
+    args = ["--help" if arg == "--help-all" else arg for arg in args]
+    recipe = None
+    if args and not args[0].startswith("-"):
+        recipe = Path(args.pop(0))
+    elif "--config" in args:
+        index = args.index("--config")
+        recipe = Path(args[index + 1])
+        del args[index : index + 2]
+    _check_flags(args, dataclass_types)
+    if recipe is not None:
+        _check_recipe(recipe, dataclass_types)
+        args = ["--config", str(recipe), *args]
+    secrets = _take_secrets(args)
+    if not torch.cuda.is_available():
+        # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
+        # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
+        log.info("no CUDA device: training on CPU in fp32")
+        args += [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
+    try:
+        parsed = TrlParser(dataclass_types).parse_args_and_config(args)
+    except ValueError as err:  # HfArgumentParser's "arguments are not used", bad values in the file
+        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None
+    for item in parsed:
+        if isinstance(item, RunArguments) and item.recipe_name is None:
+            item.recipe_name = recipe.stem if recipe else "run"
+    if argv is None:
+        _use_secrets(secrets)
+    return (*parsed, recipe)
+
+
+# Arguments that hold credentials. Transformers pickles its arguments into training_args.bin (in the run
+# folder and every checkpoint, which push_to_hub uploads) and W&B records the command line, so a secret
+# never stays in either: the Hub token moves to this process's HF_TOKEN, where huggingface_hub finds it.
+SECRETS = {"hub_token": "HF_TOKEN"}
+SECRET_KWARGS = ("token", "use_auth_token", "api_key", "hub_token")  # inside model_init_kwargs and the like
+
+
+def _take_secrets(args: list[str]) -> dict[str, str]:
+    """Remove ``--hub_token VALUE`` (or ``=VALUE``) from ``args`` and from ``sys.argv``; return the values."""
+    found: dict[str, str] = {}
+    for source in (args, sys.argv):
+        index = 0
+        while index < len(source):
+            flag, equals, value = source[index].partition("=")
+            name = flag.removeprefix("--")
+            if not flag.startswith("--") or name not in SECRETS:
+                index += 1
+                continue
+            if not equals:
+                if index + 1 >= len(source):
+                    raise RecTuneError(f"--{name} needs a value")
+                value = source[index + 1]
+                del source[index + 1]
+            del source[index]
+            found[name] = value
+    return found
+
+
+def _use_secrets(secrets: dict[str, str]) -> None:
+    for name, value in secrets.items():
+        os.environ[SECRETS[name]] = value  # this process and its children only; never written anywhere
+
+
+def short_help(dataclass_types: tuple[type, ...]) -> str:
+    """``--help``: the recipe argument and RecTune's own options first; ``--help-all`` lists every flag."""
+    script = Path(sys.argv[0]).name
+    lines = [
+        f"usage: {script} RECIPE.yaml [--flag value ...]",
+        "",
+        "RECIPE.yaml  a recipe (recipes/*.yaml): any field below or of TRL's and transformers' configs;",
+        "             flags on the command line override it. Unknown keys and flags are errors.",
+        "",
+        "RecTune options:",
+    ]
+    for kind in dataclass_types:
+        if kind.__module__ != __name__:
+            continue
+        for item in dataclasses.fields(kind):
+            lines.append(f"  --{item.name:26s} {item.metadata.get('help', '')}")
+    lines += [
+        "",
+        "Often used: --output_dir DIR  --max_steps N  --learning_rate LR  --per_device_train_batch_size N",
+        "            --model_name_or_path NAME  --report_to wandb|none  --push_to_hub true --hub_model_id ID",
+        "            --eval_strategy steps --eval_steps N (validation from data_prep's valid_*.jsonl)",
+        "",
+        f"{script} --help-all lists every TRL/transformers flag.",
+    ]
+    return "\n".join(lines)
+
+
+COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite"}
+
+
+def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
+    if not recipe.is_file():
+        raise DataError(recipe, "recipe file not found")
+    text = recipe.read_text(encoding="utf-8")
+    try:
+        _refuse_aliases(recipe, text)
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise DataError(recipe, f"malformed YAML: {err}") from None
+    if not isinstance(config, dict):
+        raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)}
+    if "env" in config:
+        # TRL copies a recipe's env: into os.environ over the user's own settings: a shared recipe could
+        # point W&B at another server with the user's key, or make git run a command
+        raise DataError(recipe, "key 'env': a recipe cannot set environment variables; set them in your shell")
+    for key, value in config.items():
+        if key in COMMAND_LINE_ONLY:
+            raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
+        if key in SECRETS:
+            raise DataError(
+                recipe, f"key {key!r}: a recipe cannot hold a secret; pass --{key} or set {SECRETS[key]} in your shell"
+            )
+        if isinstance(value, dict) and set(value) & set(SECRET_KWARGS):
+            secret = sorted(set(value) & set(SECRET_KWARGS))[0]
+            raise DataError(recipe, f"key {key!r}: a recipe cannot hold a secret ({secret!r}); use `hf auth login`")
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            names = ", ".join(t.__name__ for t in dataclass_types)
+            raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+
+
+def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
+    """An unknown ``--flag`` stops here in one line naming it and the closest field (as a recipe key does)."""
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)} | {"config"}
+    for arg in args:
+        if not arg.startswith("--") or arg == "--help":
+            continue
+        name = arg[2:].split("=", 1)[0].replace("-", "_")
+        if name in allowed or (name.startswith("no_") and name[3:] in allowed):
+            continue
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = f"; did you mean --{close[0]}?" if close else " (train/sft.py --help-all lists every flag)"
+        raise RecTuneError(
+            f"unknown flag --{name} (not a field of {', '.join(t.__name__ for t in dataclass_types)}){hint}"
+        )
+
+
+def _refuse_aliases(recipe: Path, text: str) -> None:
+    """A YAML alias (``*name``) can expand a few lines into gigabytes (the "billion laughs"); recipes need none."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise DataError(
+                recipe, f"YAML alias *{event.anchor}: write the value out instead", event.start_mark.line + 1
+            )
+
+
+def _plain(value: Any) -> Any:
+    def encode(item: Any) -> Any:
+        return dataclasses.asdict(item) if dataclasses.is_dataclass(item) else str(item)
+
+    return json.loads(json.dumps(value, default=encode))
+
+
+def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> dict[str, Any]:
+    """The recipe a run used: the recipe file with the command line's flags applied (as parsed).
+
+    Defaults are left out, so values that TRL derives from others (GRPO's generation batch size) are
+    derived again on rerun, and so are RecTune's device settings (fp32 and ``use_cpu`` without a GPU).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    *parsed, recipe = parse_recipe(dataclass_types, args)
+    values = dict(yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}) if recipe else {}
+    flags = {arg[2:].split("=")[0] for arg in args if arg.startswith("--")}
+    for config in parsed:
+        for item in dataclasses.fields(config):
+            if item.name in flags:
+                values[item.name] = _plain(getattr(config, item.name))
+    return {key: value for key, value in values.items() if key not in SECRETS and key not in COMMAND_LINE_ONLY}

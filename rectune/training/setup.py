@@ -1,0 +1,161 @@
+"""A training stage's setup and end: precision, early stopping, saving the stage, shutting down cleanly."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from rectune.core.io import RecTuneError, atomic_write
+from rectune.core.outputs import make_shareable
+from rectune.models.checkpoints import wandb_run_record
+from rectune.models.sharing import make_portable, model_card, portable_name
+from rectune.training.recipes import RunArguments, resolved_recipe
+from rectune.training.stages import mark_finished, seal_output_dir
+
+# PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
+def set_model_init(training_args: Any, model_args: Any) -> None:
+    """How the trainer loads the model: dtype matching the precision mode (fp32 on CPU), attention kernel."""
+    dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
+    training_args.model_init_kwargs = {
+        "dtype": dtype,
+        "attn_implementation": model_args.attn_implementation,
+        **(training_args.model_init_kwargs or {}),
+    }
+
+
+def early_stopping(training_args: Any, run_args: RunArguments) -> list:
+    """Transformers' early-stopping callback when ``early_stopping_patience`` is set."""
+    if run_args.early_stopping_patience is None:
+        return []
+    if not training_args.load_best_model_at_end:
+        raise RecTuneError(
+            "early_stopping_patience needs load_best_model_at_end: true (and save_strategy equal to eval_strategy) "
+            "so the best checkpoint is the one kept"
+        )
+    from transformers import EarlyStoppingCallback
+
+    return [EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience)]
+
+
+def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:
+    """``recipe.yaml`` (what reproduces the run: ``train/sft.py OUTPUT/recipe.yaml``) and the model card."""
+    resolved = resolved_recipe(tuple(type(config) for config in configs))
+    out = Path(output_dir)
+    with atomic_write(out / "recipe.yaml") as handle:
+        handle.write(f"# resolved from {recipe or 'command-line flags'}; stage {metadata['stage']}\n")
+        yaml.safe_dump(resolved, handle, sort_keys=True)
+    with atomic_write(out / "README.md") as handle:
+        handle.write(card)
+
+
+def save_stage(
+    trainer: Any,
+    configs: tuple[Any, ...],
+    metadata: dict,
+    recipe: Path | None,
+    base_model: str,
+    sft_adapter: str | None = None,
+    claimed_at: int = 0,
+) -> None:
+    """Save the stage: adapter, portable base record, ``recipe.yaml``, model card, then ``finished.json``.
+
+    The card and the base record are written before any Hub push (``push_to_hub``), in place of the
+    trainer's own card, so the pushed folder is the one described here. Files this run wrote since
+    ``claimed_at`` (``own_output_dir``) are made readable to others; nothing else is touched.
+    """
+    output_dir = trainer.args.output_dir
+
+    def write_files(*args: Any, **kwargs: Any) -> None:
+        make_portable(output_dir, base_model, sft_adapter)
+        card = model_card(metadata, portable_name(base_model), wandb_run_record(output_dir).get("url"))
+        write_run_files(output_dir, configs, metadata, recipe, card)
+
+    trainer.create_model_card = write_files
+    trainer.save_model(output_dir)
+    if trainer.accelerator.is_main_process:
+        write_files()
+        mark_finished(output_dir, trainer, metadata)
+        make_shareable(output_dir, written_since_ns=claimed_at)
+        seal_output_dir(output_dir)
+
+
+def check_kernels(training_args: Any) -> None:
+    """Settings whose package is missing stop here in one line, not in a traceback mid-setup."""
+    import importlib.util
+
+    if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
+        raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
+
+
+def describe_setup(trainer: Any) -> str:
+    """One line saying how the run is spread and computed: Accelerate's distributed type, processes, device,
+    precision, and the speed settings as the model and trainer hold them (attention kernel, activation
+    checkpointing, Liger kernels, torch.compile)."""
+    state = trainer.accelerator.state
+    args = trainer.args
+    precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
+    model = trainer.model
+    attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or "default"
+    checkpointing = getattr(model, "is_activation_checkpointing", False)
+    line = (
+        f"training with {state.distributed_type.value} on {state.num_processes} process(es), "
+        f"device {trainer.accelerator.device}, {precision}, attention {attention}, "
+        f"activation checkpointing {'on' if checkpointing else 'off'}, "
+        f"Liger kernels {'on' if args.use_liger_kernel else 'off'}, "
+        f"torch.compile {'on' if args.torch_compile else 'off'}"
+    )
+    asked = {"ACCELERATE_USE_FSDP": "FSDP", "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED"}
+    for variable, kind in asked.items():
+        if os.environ.get(variable, "").lower() == "true" and state.distributed_type.value != kind:
+            # Accelerate switches to FSDP from GPU-like multi-device types only: CPU workers stay MULTI_CPU
+            line += f" (the Accelerate config asks for {kind}, which Accelerate does not run on this device)"
+    return line
+
+
+def announce_setup(trainer: Any) -> None:
+    """Print :func:`describe_setup`'s line once training starts, when the trainer has applied every setting
+    (activation checkpointing is switched on inside ``train()``)."""
+    from transformers import TrainerCallback
+
+    class Announce(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            trainer.accelerator.print(describe_setup(trainer))
+
+    trainer.add_callback(Announce())
+
+
+def peak_memory() -> str:
+    """The run's peak memory: the accelerator's allocations on a GPU, else the process's resident size."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return f"peak GPU memory {torch.cuda.max_memory_allocated() / 1024**3:.2f} GiB (allocated by torch)"
+    import resource
+
+    return f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2:.2f} GiB"
+
+
+def finish(trainer: Any) -> None:
+    """End a run cleanly on every process.
+
+    The DDP wrapper is dropped while all workers are still alive: destroyed after the process
+    group (at interpreter exit) its gloo reducer waits forever for peers that have left. The W&B
+    run opened by :func:`init_tracking` is finished here, so its file holds every logged step
+    (left to the interpreter's exit hooks, a loaded machine cut its history short).
+    """
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.free_memory()
+    trainer.model_wrapped = None
+    gc.collect()
+    trainer.end()
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()

@@ -1,0 +1,46 @@
+"""The merged SFT base of SFT then RFT: the base model with the SFT adapter folded in, built once."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from rectune.core.outputs import staged_folder
+from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, load_merged
+
+log = logging.getLogger(__name__)
+
+
+def merged_model(adapter_dir: str | Path) -> Path:
+    """The base model with the adapter merged in, saved once as ``<adapter_dir>/merged``.
+
+    SFT then RFT merges the SFT adapter and trains a fresh RFT adapter on top: GRPO's
+    reference policy is then the SFT model, and the RFT adapter loads onto a plain folder.
+    """
+    from transformers import AutoTokenizer
+
+    adapter_dir = Path(adapter_dir)
+    base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
+    target = adapter_dir / "merged"
+    source = adapter_fingerprint(adapter_dir)
+    if (target / "config.json").is_file() and _recorded_source(target) == source:
+        return target
+    if target.exists():
+        log.info("%s was merged from an earlier version of the adapter: merging again", target)
+    model = load_merged(base, [*merged, str(adapter_dir)], torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
+    with staged_folder(target, replace=True) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / MERGED_FROM).write_text(source + "\n")
+    return target
+
+
+MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
+
+
+def _recorded_source(merged: Path) -> str | None:
+    path = merged / MERGED_FROM
+    return path.read_text().strip() if path.is_file() else None

@@ -1,0 +1,67 @@
+"""W&B tracking of a training stage: run name, config (stage, recipe, model, data, commit), resume."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from rectune.core.io import write_json
+from rectune.core.provenance import git_commit
+from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
+from rectune.training.recipes import RunArguments
+
+log = logging.getLogger(__name__)
+
+
+def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:
+    return {
+        "stage": stage,
+        "recipe": run_args.recipe_name,
+        "base_model": base_model,
+        "data": [str(f) for f in files],
+        "git_commit": git_commit(),
+        **extra,
+    }
+
+
+def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) -> None:
+    """Name the run ``<recipe>-<stage>`` and put stage, recipe, model, data and commit into its config.
+
+    The W&B run is opened here (main process only) so the Trainer's W&B callback reuses it; a stage
+    that was interrupted resumes the W&B run it opened (its id is kept in ``wandb_run.json``).
+    """
+    training_args.run_name = f"{run_args.recipe_name}-{metadata['stage']}"
+    if "wandb" not in (training_args.report_to or []):
+        return
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:
+        return
+    import wandb
+
+    if "WANDB_MODE" not in os.environ and not _has_wandb_key():
+        log.warning("no W&B API key found: logging offline (upload later with `wandb sync`)")
+        os.environ["WANDB_MODE"] = "offline"
+    os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
+    out = Path(training_args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = wandb_run_record(out)
+    run = wandb.init(
+        project=run_args.wandb_project,
+        name=training_args.run_name,
+        group=run_args.recipe_name,
+        job_type=metadata["stage"],
+        tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
+        config={"rectune": metadata},
+        dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
+        id=earlier.get("id"),
+        resume="allow" if earlier.get("id") else None,
+    )
+    write_json(out / WANDB_RUN, {"id": run.id, "project": run.project, "url": run.url})
+
+
+def _has_wandb_key() -> bool:
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())

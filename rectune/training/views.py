@@ -1,0 +1,215 @@
+"""Training data: the prepared files a recipe names, checked row by row, loaded as TRL datasets.
+
+Data_prep folders store each row once, as canonical rows (``train.jsonl``, ``valid.jsonl``). The
+training files a recipe names are *views* of them, derived when training starts by the benchmark's
+own prompt functions: ``train_sft_pointwise.jsonl`` is the SFT examples of ``train.jsonl``'s
+pointwise rows, ``train_rft_mix.jsonl`` (or ``train_rft.jsonl``) the RFT prompts of all its rows,
+``valid_sft.jsonl`` those of ``valid.jsonl``. A file that exists is read as it is, so folders
+prepared before views (which stored every view) still load.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import functools
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rectune.benchmarks import get_benchmark
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
+from rectune.training.recipes import RunArguments
+
+VIEW = re.compile(r"^(train|valid)_(sft|rft)(?:_(\w+))?\.jsonl$")  # split, kind, task (absent or mix: all)
+
+
+def use_train_data(mixture: Any, train_data: str | None, kind: str) -> None:
+    """Point the mixture at ``train_data`` (a file, or a data_prep folder's training file) when given."""
+    if train_data is None:
+        return
+    from trl.scripts.utils import DatasetConfig
+
+    mixture.datasets = [DatasetConfig(path="json", data_files=str(prepared_file(train_data, f"train_{kind}")))]
+
+
+def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
+    """``path`` itself, or in a data_prep folder ``PREFIX.jsonl``, else ``PREFIX_mix.jsonl``, else its only
+    ``PREFIX_*.jsonl``."""
+    path = Path(path)
+    if path.is_file() or view_source(path) is not None:
+        return path  # a file, or a view name derived from train.jsonl / valid.jsonl beside it
+    if not path.is_dir():
+        raise DataError(path, "no such file or folder (nor a view of a train.jsonl or valid.jsonl beside it)")
+    for name in (f"{prefix}.jsonl", f"{prefix}_mix.jsonl"):
+        if (path / name).is_file():
+            return path / name
+    found = sorted(path.glob(f"{prefix}_*.jsonl"))
+    if not found and view_source(path / f"{prefix}.jsonl") is not None:
+        return path / f"{prefix}.jsonl"  # a view of all the split's rows, derived when loaded
+    if len(found) != 1:
+        listed = ", ".join(p.name for p in found) or "none"
+        raise DataError(path, f"no single {prefix}*.jsonl here (found: {listed}); name the file")
+    return found[0]
+
+
+def data_files(mixture: Any) -> list[Path]:
+    """Local files named by a ``DatasetMixtureConfig``; each must exist."""
+    files: list[Path] = []
+    if not mixture.datasets:
+        raise DataError("recipe", "no training data: set `datasets: [{path: json, data_files: FILE}]`")
+    for dataset in mixture.datasets:
+        names = dataset.data_files
+        if names is None:
+            continue
+        if isinstance(names, dict):
+            names = list(names.values())
+        for name in [names] if isinstance(names, str) else names:
+            path = Path(name)
+            if not path.is_file() and view_source(path) is None:
+                raise DataError(path, "training data file not found (run data_prep first?)")
+            files.append(path)
+    return files
+
+
+def view_source(path: Path) -> tuple[Path, str, str | None] | None:
+    """For a view name whose file does not exist: the canonical rows it derives from, its kind and task."""
+    match = VIEW.match(path.name)
+    if match is None or path.is_file():
+        return None
+    rows = path.parent / f"{match[1]}.jsonl"
+    return (rows, match[2], None if match[3] in (None, "mix") else match[3]) if rows.is_file() else None
+
+
+def view_examples(path: Path) -> list[dict]:
+    """The examples of the view ``path`` (see the module docstring), in the rows' order; RFT labels are
+    computed over the whole split, so a group's labels see all its rows."""
+    from rectune.benchmarks import load_rows
+
+    rows_path, kind, task = view_source(path)
+    if rows_path.stat().st_size == 0:  # an empty split (no validation share): an empty view, as stored before
+        return []
+    rows = load_rows(rows_path)
+    stats = rows_path.parent / "stats.json"
+    variant = read_json(stats).get("prompt", {}) if stats.is_file() else {}  # RecBench+'s prompt options
+    benchmark = get_benchmark(rows[0].benchmark)
+    wanted = [task in (None, row.task) for row in rows]
+    if not any(wanted):
+        raise DataError(path, f"{rows_path.name} holds no {task!r} rows (tasks: {', '.join(benchmark.tasks)})")
+    if kind == "sft":
+        return [benchmark.sft_example(row, variant) for row, keep in zip(rows, wanted, strict=True) if keep]
+    examples = benchmark.rft_examples(rows, variant)
+    return [example for example, keep in zip(examples, wanted, strict=True) if keep]
+
+
+@functools.cache
+def _derived_folder() -> Path:
+    """A private folder for this process's derived views, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="rectune-views-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def materialise_views(mixture: Any, kind: str) -> None:
+    """Point the mixture's view names at derived files TRL's loader can read (the prepared folder is only read)."""
+    for dataset in mixture.datasets:
+        names = dataset.data_files
+        if names is None or isinstance(names, dict):
+            continue
+        resolved = []
+        for name in [names] if isinstance(names, str) else names:
+            source = view_source(Path(name))
+            if source is None:
+                resolved.append(name)
+                continue
+            if source[1] != kind:
+                raise DataError(name, f"an {source[1].upper()} view, but this is {kind.upper()} training")
+            folder = _derived_folder()
+            target = folder / f"{len(list(folder.iterdir()))}-{Path(name).name}"
+            write_jsonl(target, view_examples(Path(name)))
+            resolved.append(str(target))
+        dataset.data_files = resolved[0] if isinstance(names, str) else resolved
+
+
+def check_examples(path: Path, kind: str) -> None:
+    """Validate a prepared training file: ``sft`` rows need chat ``messages`` ending in the
+    assistant answer, ``rft`` rows a ``prompt`` plus the reward labels."""
+    for line, row in numbered_jsonl(path):
+        if kind == "sft":
+            messages = row.get("messages")
+            _check_messages(messages, "messages", path, line)
+            if len(messages) < 2 or messages[-1]["role"] != "assistant":
+                raise DataError(path, "field 'messages': the last message must be the assistant answer", line=line)
+        else:
+            _check_messages(row.get("prompt"), "prompt", path, line)
+            try:
+                benchmark = get_benchmark(row.get("benchmark"))
+            except RecTuneError as err:
+                raise DataError(path, f"field 'benchmark': {err}", line=line) from None
+            for name in benchmark.label_columns:
+                if name not in row:
+                    raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+def _check_messages(messages: object, name: str, path: Path, line: int) -> None:
+    """A list of ``{"role", "content"}`` chat messages with known roles and string contents."""
+    if not isinstance(messages, list) or not messages:
+        raise DataError(path, f"field {name!r}: must be a non-empty list of chat messages", line=line)
+    for index, message in enumerate(messages):
+        where = f"field {name!r}, message {index}"
+        if not isinstance(message, dict):
+            raise DataError(path, f"{where}: must be an object with 'role' and 'content'", line=line)
+        if message.get("role") not in _ROLES:
+            raise DataError(path, f"{where}: 'role' must be one of {', '.join(_ROLES)}", line=line)
+        if not isinstance(message.get("content"), str):
+            found = type(message.get("content")).__name__
+            raise DataError(path, f"{where}: 'content' must be a string, got {found}", line=line)
+
+
+def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -> Any:
+    """The recipe's data mixture (TRL's ``get_dataset``), validated, SFT rows as prompt/completion.
+
+    SFT uses the prompt/completion form so the loss covers the assistant answer only
+    (TRL's ``completion_only_loss``), whatever the model's chat template.
+    """
+    from trl import get_dataset
+
+    for path in data_files(mixture):
+        if path.is_file():
+            check_examples(path, kind)
+    mixture = copy.deepcopy(mixture)  # the recipe's own keeps naming the prepared folder
+    materialise_views(mixture, kind)
+    dataset = get_dataset(mixture)["train"]
+    if kind == "sft":
+        dataset = dataset.map(
+            lambda row: {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]},
+            remove_columns=dataset.column_names,
+        )
+    if max_samples is not None and max_samples < len(dataset):
+        dataset = dataset.shuffle(seed=seed).select(range(max_samples))
+    return dataset
+
+
+def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind: str) -> Any | None:
+    """The validation examples when the recipe evaluates during training (``eval_strategy``), else None.
+
+    They come from ``eval_data``, else from the ``valid_{kind}.jsonl`` data_prep wrote beside the training
+    data; the training rows are never split (TRL's ``test_split_size`` would take them from training).
+    """
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    if training_args.eval_strategy == "no":
+        if run_args.early_stopping_patience is not None:
+            raise RecTuneError("early_stopping_patience needs eval_strategy (steps or epoch) and validation data")
+        return None
+    source = run_args.eval_data or data_files(mixture)[0].parent
+    file = prepared_file(source, f"valid_{kind}")
+    validation = DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(file))])
+    return load_examples(validation, kind, None, training_args.seed)

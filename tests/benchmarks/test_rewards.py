@@ -1,0 +1,115 @@
+"""Each reward on hand-written completions; expected values computed by hand."""
+
+import pytest
+
+from rectune.benchmarks import Resources, get_benchmark
+from rectune.benchmarks.recbench.rewards import REWARDS
+from rectune.core.io import RecTuneError
+from rectune.data.catalog import KnowledgeGraph
+from rectune.data.completions import completion_text
+from rectune.data.titles import CatalogItem, TitleMatcher
+from rectune.training.rewards import resolve_rewards
+
+MATCHER = TitleMatcher(
+    [CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"), CatalogItem("13", "Casino (1995)")]
+)
+KG = KnowledgeGraph([("1", "genre", "Thriller"), ("2", "genre", "Thriller"), ("13", "genre", "Drama")])
+LABELS = {
+    "ground_truth": [["Heat (1995)", "Ronin (1998)"]],
+    "ground_truth_ids": [["1", "2"]],
+    "conditions": [[["Genre", "Thriller"]]],
+}
+
+COMPLETIONS = {
+    # text: (recall, precision, f1, cmr, format, hallucination)
+    "Heat (1995)\nCasino (1995)\nInvented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 0.5, -1 / 3),  # no [SEP]: 0.5
+    "Heat (1995) [SEP] Casino (1995) [SEP] Invented Film": (1 / 2, 1 / 3, 0.4, 1 / 3, 1.0, -1 / 3),
+    "Heat\nRonin": (1.0, 1.0, 1.0, 1.0, 0.5, 0.0),
+    "Heat [SEP] Ronin [SEP] ": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # a trailing separator is still clean
+    "'Heat'[SEP]\"Ronin (1998)\"": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # quotes, no spaces
+    "Heat [SEP] Here are more films you will like: Ronin": (1.0, 1.0, 1.0, 1.0, 1.0, 0.0),  # intro dropped
+    "Heat [SEP] Ronin\nThese films all feature great heists.": (1.0, 1.0, 1.0, 1.0, 0.5, 0.0),  # prose after
+    "Sure! Here you go:\nHeat": (1 / 2, 1.0, 2 / 3, 1.0, 0.5, 0.0),
+    "": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "@@##!!": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "Heat " * 20_000: (0.0, 0.0, 0.0, 0.0, 0.0, 0.0),  # one huge prose-like line: not a title
+}
+
+
+def rewards_for(text, task="explicit"):
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), list(REWARDS), Resources.loaded(MATCHER, KG))
+    completion = [{"role": "assistant", "content": text}]  # TRL's conversational form
+    return {f.__name__: f([completion], task=[task], **LABELS)[0] for f in funcs}
+
+
+@pytest.mark.parametrize("text", list(COMPLETIONS))
+def test_rewards_on_hand_written_completions(text):
+    values = rewards_for(text)
+    expected = dict(
+        zip(["recall", "precision", "f1", "cmr", "format", "hallucination"], COMPLETIONS[text], strict=True)
+    )
+    for name, value in expected.items():
+        assert values[name] == pytest.approx(value), name
+    assert values["misinformed"] is None  # only applies to misinformed queries
+
+
+def test_misinformed_rule():
+    assert rewards_for("", task="misinformed")["misinformed"] == 1.0  # refusal
+    assert rewards_for("Heat", task="misinformed")["misinformed"] == 1.0  # corrected premise: a true item
+    assert rewards_for("Casino\nInvented Film", task="misinformed")["misinformed"] == 0.0  # followed the false fact
+
+
+def test_profile_tasks_have_no_cmr():
+    assert rewards_for("Heat", task="interest")["cmr"] is None
+
+
+def test_rewards_never_raise_on_odd_completions():
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), list(REWARDS), Resources.loaded(MATCHER, KG))
+    odd = [None, 42, [], [{"role": "assistant"}], [{"content": None}], "\x00\ufffd", {"content": "Heat"}]
+    for func in funcs:
+        values = func(
+            odd,
+            task=["explicit"] * len(odd),
+            ground_truth=[["Heat"]] * len(odd),
+            ground_truth_ids=[["1"]] * len(odd),
+            conditions=[[]] * len(odd),
+        )
+        assert len(values) == len(odd)
+    assert completion_text({"content": "Heat"}) == "Heat"
+
+
+def test_unknown_reward_name():
+    with pytest.raises(RecTuneError, match="unknown recbench\\+ reward 'recal'"):
+        resolve_rewards(get_benchmark("recbench+"), ["recal"], Resources.loaded(MATCHER, KG))
+
+
+def test_conditions_met_gives_partial_credit_from_the_kg():
+    kg = KnowledgeGraph(
+        [("1", "genre", "Thriller"), ("1", "director", "Michael Mann"), ("2", "genre", "Thriller"),
+         ("13", "director", "Michael Mann")]
+    )  # fmt: skip
+    funcs, _ = resolve_rewards(get_benchmark("recbench+"), ["conditions_met"], Resources.loaded(MATCHER, kg))
+    labels = {**LABELS, "conditions": [[["Genre", "Thriller"], ["Director", "Michael Mann"]]]}
+
+    def reward(text, task="explicit"):
+        return funcs[0]([text], task=[task], **labels)[0]
+
+    # Heat meets 2 of 2, Ronin 1 of 2, Casino 1 of 2, an invented title 0: means over recommended items
+    assert reward("Heat\nRonin") == pytest.approx((2 / 2 + 1 / 2) / 2)
+    assert reward("Casino\nInvented Film") == pytest.approx((1 / 2 + 0) / 2)
+    assert reward("Heat") == 1.0
+    assert reward("") == 0.0
+    assert reward("Heat", task="interest") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Heat (1995) [SEP] Heat (1995) [SEP] Heat (1995) [SEP] Ronin (1998)", -2 / 4),  # 4 named, 2 distinct
+        ("The Godfather Part II (1974) [SEP] The Godfather Part II (1974) [SEP] Heat (1995)", -1 / 3),  # unresolved too
+        ("Heat (1995) [SEP] Ronin (1998)", 0.0),
+        ("", 0.0),
+    ],
+)
+def test_repetition_charges_titles_named_twice(text, expected):
+    assert rewards_for(text)["repetition"] == pytest.approx(expected)

@@ -1,0 +1,98 @@
+"""The DuckDB rating store: which rating of a pair is kept, the orders the builds walk, the per-user facts."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rectune.core.io import DataError
+from rectune.data.rating_store import RatingStore
+from rectune.data.ratings import Review
+
+
+def test_first_ratings_keep_the_earliest_in_time_then_id_then_file_order():
+    reviews = [
+        Review("u", "1274", 4.0, 100),
+        Review("u", "759", 2.0, 100),  # same second: 759 < 1274 by number, not by text
+        Review("u", "759", 5.0, 90),  # rated again earlier in time: this one is the first
+        Review("u", "b", 3.0, 50),
+        Review("u", "b", 1.0, 50),  # same second and item: file order keeps the 3.0
+        Review("v", "b", 2.0, 7),
+    ]
+    with RatingStore(reviews, {}) as store:
+        history = store.first_ratings(["u"])
+        assert list(history) == ["u"]
+        assert [(r.item, r.rating, r.timestamp) for r in history["u"]] == [
+            ("b", 3.0, 50), ("759", 5.0, 90), ("1274", 4.0, 100)
+        ]  # fmt: skip
+        assert store.count == 6 and store.moved() == 0
+        # u: 3 first ratings summing 12 (mean 4); v: 1 rating of 2
+        assert store.user_facts(min_history=2) == {"users": 2, "eligible_users": 1, "tied_ratings": 0}
+
+
+def test_merged_ids_count_as_the_kept_item():
+    # "9" is a second listing of "3": u rated both in the same second, the lower id (3) stays
+    reviews = [Review("u", "9", 1.0, 10), Review("u", "3", 5.0, 10), Review("v", "9", 4.0, 20)]
+    with RatingStore(reviews, {"9": "3"}) as store:
+        assert store.moved() == 2
+        assert store.rated_items() == ["3"]
+        ratings = store.first_ratings(["u", "v"])
+        assert [(r.item, r.rating) for r in ratings["u"]] == [("3", 5.0)]
+        assert [(r.item, r.rating) for r in ratings["v"]] == [("3", 4.0)]
+
+
+def test_by_item_walks_items_in_code_point_order_with_relative_ratings():
+    reviews = [
+        Review("a", "x", 5.0, 30), Review("a", "y", 3.0, 10), Review("a", "Z", 1.0, 10),  # mean 3, one tie
+        Review("b", "x", 2.0, 30), Review("b", "y", 4.0, 5),  # mean 3
+        Review("c", "x", 4.0, 1),  # one rating: no other item
+    ]  # fmt: skip
+    with RatingStore(reviews, {}) as store:
+        walked = list(store.by_item(min_history=1))
+        assert walked == [
+            ("Z", [("a", 1.0, -2.0, 10)]),  # "Z" < "x" by code point
+            ("x", [("a", 5.0, 2.0, 30), ("b", 2.0, -1.0, 30)]),  # same second: by user
+            ("y", [("b", 4.0, 1.0, 5), ("a", 3.0, 0.0, 10)]),
+        ]
+        assert [item for item, _ in store.by_item(min_history=0)] == ["Z", "x", "y"]
+        # a's y and Z share second 10: two tied ratings; c has too few others at min_history 1
+        assert store.user_facts(min_history=1) == {"users": 3, "eligible_users": 2, "tied_ratings": 2}
+        assert store.scale().as_list() == [1.0, 5.0, 1.0]
+
+
+def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path):
+    ratings = tmp_path / "ratings.dat"
+    ratings.write_text("1::10::4::978300760\n1::11::nine::978300761\n")
+    scratch = Path(tempfile.gettempdir())  # where the store makes its folder
+    folders = set(scratch.glob("rectune-ratings-*"))
+    with pytest.raises(DataError, match=r"ratings\.dat:2: key 'rating'") as caught:
+        RatingStore(ratings, {})
+    # removed at once, not when the half-built store is collected (``caught`` keeps its frame alive)
+    assert caught.traceback and set(scratch.glob("rectune-ratings-*")) == folders
+
+
+def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from perf.movielens_world import synthetic, write
+
+    release = write(tmp_path / "ml", "ml-100k", synthetic(943, 1682, 100_000, seed=0))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    script = Path(__file__).resolve().parents[2] / "data_prep" / "perrecbench.py"
+    build = subprocess.Popen(
+        [sys.executable, str(script), "--reviews", str(release), "--domain", "movies", "--out", str(tmp_path / "out")],
+        env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("rectune-ratings-*")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert list(scratch.glob("rectune-ratings-*")), "the build never opened its rating store"
+    build.send_signal(signal.SIGTERM)
+    assert build.wait(timeout=60) == 128 + signal.SIGTERM
+    assert list(scratch.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "scratch"]  # no out/, no staging folder beside it

@@ -1,0 +1,132 @@
+import pytest
+
+from rectune.data.completions import CompletionLimits
+from rectune.data.titles import CatalogItem, TitleMatcher, display_title, fix_mojibake, parse_mentions, split_title
+
+CATALOG = [
+    CatalogItem("1", "Usual Suspects, The (1995)"),
+    CatalogItem("2", "Boat, The (Das Boot) (1981)"),
+    CatalogItem("3", "Heat (1995)"),
+    CatalogItem("4", "Psycho (1960)"),
+    CatalogItem("5", "Psycho (1998)"),
+    CatalogItem("6", "Star Wars: Episode IV - A New Hope (1977)"),
+    CatalogItem("7", "City of Lost Children, The (Cité des enfants perdus, La) (1995)"),
+    CatalogItem("8", "Crouching Tiger, Hidden Dragon (Wu hu zang long) (2000)"),
+    CatalogItem("9", "Amélie (Fabuleux destin d'Amélie Poulain, Le) (2001)"),
+    CatalogItem("10", "Shawshank Redemption, The (1994)"),
+    CatalogItem("11", "Airplane! (1980)"),
+    CatalogItem("12", "Romeo & Juliet (1968)"),
+]
+
+
+@pytest.fixture(scope="module")
+def matcher():
+    return TitleMatcher(CATALOG)
+
+
+@pytest.mark.parametrize(
+    ("mention", "expected"),
+    [
+        ("The Usual Suspects", "1"),  # moved article
+        ("Usual Suspects, The (1995)", "1"),  # catalog spelling
+        ("the usual suspects (1995)", "1"),  # case
+        ("Das Boot", "2"),  # alternate title in parentheses
+        ("The Boat (1981)", "2"),
+        ("Psycho", "4"),  # no year: first catalog item with the title
+        ("Psycho (1998)", "5"),  # year picks the remake
+        ("Psycho (1997)", "5"),  # closest year
+        ("Star Wars: Episode IV - A New Hope", "6"),  # colon and dash inside the title
+        ("The City of Lost Children", "7"),
+        ("La Cité des enfants perdus", "7"),  # alternate with its own moved article
+        ("Crouching Tiger, Hidden Dragon", "8"),  # comma inside the title
+        ("Amelie", "9"),  # accents folded
+        ("AmÃ©lie (2001)", "9"),  # mojibake repaired
+        ("The Shawshank Redemption.", "10"),  # trailing punctuation
+        ("Shawshank Redemtion", "10"),  # fuzzy fallback on a typo
+        ("Airplane!", "11"),
+        ("Romeo and Juliet", "12"),  # & spelled out
+        ("Heatt", None),  # too far for fuzzy on a short title
+        ("A Movie That Does Not Exist", None),
+        ("", None),
+    ],
+)
+def test_resolve(matcher, mention, expected):
+    assert matcher.resolve(mention) == expected
+
+
+def test_fuzzy_can_be_switched_off(matcher):
+    assert matcher.resolve("Shawshank Redemtion", fuzzy=False) is None
+
+
+@pytest.mark.parametrize(
+    ("completion", "ids", "unresolved"),
+    [
+        (
+            "1. **Heat** (1995) - a heist film\n2. The Usual Suspects (1995): twist ending\n3. Made Up Movie",
+            ["3", "1"],
+            ["made up movie"],
+        ),
+        ("Here are some movies: Heat, Usual Suspects, The, Crouching Tiger, Hidden Dragon", ["3", "1", "8"], []),
+        ("- Star Wars: Episode IV - A New Hope\n- Psycho (1998)\n- Psycho (1998)", ["6", "5"], []),
+        ('I recommend "Heat" and "Das Boot" because they are great.', ["3", "2"], []),
+        ("Sorry, I cannot find any movie that satisfies this.", [], []),
+        ("<think>maybe Heat?</think>\nDas Boot", ["2"], []),
+        ("<think>never finished thinking about Heat", [], []),
+        ("Heat; Airplane!; Nowhere Film", ["3", "11"], ["nowhere film"]),
+        ("", [], []),
+        ("   \n\n  ", [], []),
+        ("x" * 50_000, [], []),
+        ("!!!???,,,;;;", [], []),
+    ],
+)
+def test_extract(matcher, completion, ids, unresolved):
+    extraction = matcher.extract(completion)
+    assert extraction.item_ids == ids
+    assert extraction.unresolved == unresolved
+
+
+def test_extract_never_raises_on_non_text(matcher):
+    for value in (None, 42, ["Heat"], {"a": 1}, "\x00\x01\ufffd"):
+        assert matcher.extract(value).count == 0
+
+
+def test_extract_caps_mentions():
+    matcher = TitleMatcher(CATALOG, limits=CompletionLimits(max_mentions=5))
+    text = "\n".join(f"- Invented Title {i}" for i in range(1000))
+    assert matcher.extract(text).count == 5
+
+
+def test_split_and_display():
+    assert split_title("Boat, The (Das Boot) (1981)") == ("Boat, The", ["Das Boot"], 1981)
+    assert split_title("(500) Days of Summer (2009)") == ("(500) Days of Summer", [], 2009)
+    assert display_title("Usual Suspects, The (1995)") == "The Usual Suspects (1995)"
+    assert display_title("Boat, The (Das Boot) (1981)") == "The Boat (1981)"
+    assert display_title("Dune") == "Dune"
+    assert fix_mojibake("CitÃ© des enfants") == "Cité des enfants"
+    assert fix_mojibake("plain") == "plain"
+
+
+def test_parse_without_matcher_cuts_descriptions():
+    assert parse_mentions("1. Heat (1995) - great\n2. Ronin: a spy thriller") == ["Heat (1995)", "Ronin"]
+
+
+@pytest.mark.parametrize(
+    "answer, mentions",
+    [
+        ("The Breakfast Club [SEP] Ferris Bueller's Day Off [SEP] The Goonies",
+         ["The Breakfast Club", "Ferris Bueller's Day Off", "The Goonies"]),
+        ("Heat (1995)[SEP]Ronin (1998)[SEP]", ["Heat (1995)", "Ronin (1998)"]),  # no spaces, trailing separator
+        ("\"Heat\" [SEP] 'Ronin' [sep] Casino", ["Heat", "Ronin", "Casino"]),  # quotes, lower-case separator
+        ("Usual Suspects, The (1995) [SEP] Heat", ["Usual Suspects, The (1995)", "Heat"]),  # commas stay in a title
+        ("Here are my picks: Heat [SEP] Ronin\n\nThese films all star Robert De Niro.", ["Heat", "Ronin"]),
+        ("Heat", ["Heat"]),  # one title, no separator: still a mention
+    ],
+)  # fmt: skip
+def test_parse_sep_answers(answer, mentions):
+    assert parse_mentions(answer) == mentions
+
+
+def test_sep_answers_resolve_and_keep_their_order(matcher):
+    extraction = matcher.extract("Heat [SEP] Usual Suspects, The [SEP] Invented Film [SEP] Heat (1995) [SEP]")
+    assert extraction.item_ids == ["3", "1"]
+    assert extraction.ranked == ["3", "1", "invented film"]  # the repeated Heat counts once

@@ -1,0 +1,120 @@
+"""Paired bootstrap intervals on hand-made per-query tables (values computed by hand below)."""
+
+import random
+
+import pytest
+
+from rectune.core.io import DataError
+from rectune.evaluation.bootstrap import paired_differences
+from rectune.evaluation.compare import comparison_rows, markdown, metric_specs
+
+
+def recbench_report(recalls, tasks=None):
+    tasks = tasks or ["explicit"] * len(recalls)
+    per_query = [
+        {"id": f"q{i}", "task": t, "precision": r, "recall": r, "cmr": None, "ftr": 0.0}
+        for i, (r, t) in enumerate(zip(recalls, tasks, strict=True))
+    ]
+    summary = {"n": len(recalls), "precision": sum(recalls) / len(recalls), "recall": sum(recalls) / len(recalls)}
+    return {
+        "benchmark": "recbench+",
+        "overall": summary,
+        "by_task": {t: summary for t in dict.fromkeys(tasks)},
+        "per_query": per_query,
+    }
+
+
+def test_identical_checkpoints_give_an_interval_of_exactly_zero():
+    rng = random.Random(0)
+    report = recbench_report([rng.random() for _ in range(50)])
+    diff = paired_differences(report, report, ["explicit"])["overall"]
+    assert (diff["recall"].delta, diff["recall"].low, diff["recall"].high) == (0.0, 0.0, 0.0)
+    assert not diff["recall"].excludes_zero
+    assert "cmr" not in diff  # no query has a CMR value
+
+
+def test_a_constant_shift_is_recovered_exactly():
+    rng = random.Random(1)
+    base = [rng.random() * 0.5 for _ in range(40)]
+    shifted = [r + 0.1 for r in base]
+    diff = paired_differences(recbench_report(shifted), recbench_report(base), ["explicit"])["explicit"]["recall"]
+    # paired: every resample's difference is the mean of 0.1s
+    assert diff.delta == pytest.approx(0.1) and diff.low == pytest.approx(0.1) and diff.high == pytest.approx(0.1)
+    assert diff.excludes_zero
+
+
+def test_a_noisy_shift_is_recovered_within_its_interval():
+    rng = random.Random(2)
+    base = [rng.random() for _ in range(400)]
+    other = [r + 0.1 + rng.gauss(0, 0.2) for r in base]
+    diff = paired_differences(recbench_report(other), recbench_report(base), ["explicit"], seed=3)["overall"]["recall"]
+    assert diff.low < 0.1 < diff.high and diff.excludes_zero
+    # the interval is about 2 * 1.96 * 0.2 / sqrt(400) = 0.039 wide
+    assert 0.03 < diff.high - diff.low < 0.05
+    again = paired_differences(recbench_report(other), recbench_report(base), ["explicit"], seed=3)
+    assert again["overall"]["recall"] == diff  # seeded
+
+
+def test_three_queries_by_hand():
+    # recall 1, 0, 0 against 0, 0, 0: the difference is 1/3; a resample holds 0 to 3 copies of the hit,
+    # so every resampled difference is 0, 1/3, 2/3 or 1 and the interval lies within [0, 1].
+    diff = paired_differences(recbench_report([1, 0, 0]), recbench_report([0, 0, 0]), ["explicit"])["overall"]
+    assert diff["recall"].delta == pytest.approx(1 / 3)
+    assert 0.0 <= diff["recall"].low <= 1 / 3 <= diff["recall"].high <= 1.0
+
+
+def test_rmse_is_the_root_of_the_mean_squared_error():
+    def report(errors):
+        per_query = [{"id": f"r{i}", "task": "rating", "na": e is None, "error": e, "rank": None, "text": None}
+                     for i, e in enumerate(errors)]  # fmt: skip
+        return {"benchmark": "llmrec", "overall": {"n": 2}, "by_task": {"rating": {"n": 2}}, "per_query": per_query}
+
+    # errors 1 and -1: RMSE sqrt((1 + 1) / 2) = 1, MAE 1; errors 0 and 0: both 0
+    diff = paired_differences(report([1.0, -1.0]), report([0.0, 0.0]), ["rating"])["rating"]
+    assert diff["rmse"].delta == pytest.approx(1.0) and diff["mae"].delta == pytest.approx(1.0)
+    assert diff["na_rate"].delta == 0.0 and "bleu4" not in diff  # text metrics get no interval
+
+
+def test_perrecbench_resamples_groups_and_leaves_failed_ones_out_of_parsed_tau():
+    def report(taus, failed):
+        per_query = [{"group": f"g{i}", "task": "listwise", "difficulty": "easy", "group_size": 3, "tau": t,
+                      "failed": f} for i, (t, f) in enumerate(zip(taus, failed, strict=True))]  # fmt: skip
+        return {"benchmark": "perrecbench", "overall": {"n": 2}, "by_task": {"listwise": {"n": 2}},
+                "per_query": per_query}  # fmt: skip
+
+    # tau 1 and 0 (the 0 a failure) against 0.5 and 0.5: tau 0.5 - 0.5 = 0; parsed tau 1 - 0.5 = 0.5; failures 0.5
+    diff = paired_differences(report([1.0, 0.0], [False, True]), report([0.5, 0.5], [False, False]), ["listwise"])
+    overall = diff["overall"]
+    assert overall["tau"].delta == pytest.approx(0.0)
+    assert overall["tau_parsed"].delta == pytest.approx(0.5)
+    assert overall["failure_rate"].delta == pytest.approx(0.5)
+
+
+def test_reports_on_different_queries_are_refused():
+    with pytest.raises(DataError, match="score different queries"):
+        paired_differences(recbench_report([1, 0]), recbench_report([1, 0, 0]), ["explicit"])
+
+
+def test_compare_shows_differences_and_marks_settled_ones():
+    reports = {"base": recbench_report([0.1, 0.2, 0.3]), "sft": recbench_report([0.2, 0.3, 0.4])}
+    rows = comparison_rows(reports, baseline="base")
+    table = markdown(rows, metric_specs(reports))
+    assert "0.300 (+0.100 [+0.100, +0.100])*" in table  # sft's overall recall, 0.1 above the base's
+    assert "| overall | base | 3 | 0.200 |" in table  # the baseline's own row has no difference
+    with pytest.raises(DataError, match="no report of that name"):
+        comparison_rows(reports, baseline="nope")
+
+
+def test_compare_files_carry_the_intervals(tmp_path):
+    import csv
+
+    from rectune.evaluation.compare import write_outputs
+
+    reports = {"base": recbench_report([0.1, 0.2, 0.3]), "sft": recbench_report([0.2, 0.3, 0.4])}
+    rows = comparison_rows(reports, baseline="base")
+    write_outputs(rows, metric_specs(reports), [tmp_path / f"comparison{s}" for s in (".md", ".csv", ".png")])
+    table = list(csv.DictReader((tmp_path / "comparison.csv").open()))
+    sft_overall = next(r for r in table if r["checkpoint"] == "sft" and r["task"] == "overall")
+    assert float(sft_overall["recall_delta"]) == pytest.approx(0.1)
+    assert float(sft_overall["recall_low"]) == pytest.approx(0.1)
+    assert (tmp_path / "comparison.png").stat().st_size > 0

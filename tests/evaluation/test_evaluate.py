@@ -1,0 +1,293 @@
+"""evaluate/run.py and evaluate/compare.py end to end on the tiny model, plus resume and checkpoint kinds."""
+
+import csv
+import glob
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import read_jsonl, run_script, wandb_run, write_recipe
+
+from rectune.benchmarks import load_rows
+from rectune.benchmarks.recbench.prompts import build_messages
+from rectune.core.io import DataError
+from rectune.evaluation.reports import prompt_variant, run_generation
+from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.models.generation import GenerationSettings, generate, time_left_bound
+
+
+@pytest.fixture(scope="module")
+def tiny_adapter(tmp_path_factory, tiny_model, train_data) -> Path:
+    out = tmp_path_factory.mktemp("run") / "sft"
+    recipe = write_recipe(
+        out.parent / "r.yaml",
+        model_name_or_path=str(tiny_model),
+        use_peft=True,
+        lora_r=4,
+        lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        output_dir=str(out),
+        max_steps=2,
+        report_to=["none"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+        max_length=256,
+    )
+    run_script("train/sft.py", recipe)
+    return out
+
+
+def test_checkpoint_kinds(tmp_path, tiny_model, tiny_adapter):
+    assert resolve_checkpoint(str(tiny_model)).kind == "model"
+    adapter = resolve_checkpoint(str(tiny_adapter))
+    assert (adapter.kind, adapter.base_model, adapter.adapter) == ("adapter", str(tiny_model), str(tiny_adapter))
+    assert resolve_checkpoint("Qwen/Qwen2.5-3B-Instruct").kind == "model"  # a hub id
+    run = tmp_path / "outputs" / "myrun"
+    shutil.copytree(tiny_adapter, run / "sft", ignore=shutil.ignore_patterns("checkpoint-*"))
+    time.sleep(0.01)
+    shutil.copytree(tiny_adapter, run / "sft_rft", ignore=shutil.ignore_patterns("checkpoint-*"))
+    os.utime(run / "sft_rft" / "adapter_config.json")
+    picked = resolve_checkpoint(str(run))
+    assert (picked.kind, picked.adapter) == ("run", str(run / "sft_rft"))  # trained last
+    assert resolve_checkpoint(str(run), stage="sft").adapter == str(run / "sft")
+    with pytest.raises(DataError, match="has no stage 'rft'"):
+        resolve_checkpoint(str(run), stage="rft")
+    with pytest.raises(DataError, match="checkpoint not found"):
+        resolve_checkpoint(str(tmp_path / "missing"))
+    with pytest.raises(DataError, match="not a model folder"):
+        resolve_checkpoint(str(tmp_path))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/nowhere/model"}))
+    with pytest.raises(DataError, match="base model /nowhere/model does not exist"):
+        resolve_checkpoint(str(broken))
+
+
+def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
+    """Left padding and length sorting must not change greedy outputs.
+
+    In fp32: in bf16 (the GPU default) a random model's near-tied logits can flip with the batch shape.
+    """
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
+    settings = GenerationSettings(batch_size=4, max_new_tokens=8)
+    batched = dict(pair for batch in generate(model, tokenizer, prompts, settings) for pair in batch)
+    alone = GenerationSettings(batch_size=1, max_new_tokens=8)
+    single = dict(pair for batch in generate(model, tokenizer, prompts, alone) for pair in batch)
+    assert sorted(batched) == list(range(len(prompts)))
+    assert batched == single
+
+
+def test_progress_states_the_most_the_rest_can_take(tiny_model, movie_data, capsys):
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
+    list(generate(model, tokenizer, prompts, GenerationSettings(batch_size=4, max_new_tokens=8)))
+    assert re.search(r"at most \d\d:\d\d left at 8 tokens an answer", capsys.readouterr().err)
+
+
+def test_time_left_bound_by_hand():
+    # 0.5 s a decoding step, 20 queries left in batches of 8: 3 batches of up to 256 steps = 384 s
+    assert time_left_bound(0.5, 20, GenerationSettings(batch_size=8, max_new_tokens=256)) == 384.0
+    assert time_left_bound(0.5, 0, GenerationSettings()) == 0.0
+
+
+def test_default_answer_length_is_the_benchmarks(tmp_path, tiny_model, movie_data):
+    out = tmp_path / "report"
+    run_script("evaluate/run.py", "--model", tiny_model, "--data", movie_data / "test.jsonl", "--out", out,
+               "--limit", "2", "--no-wandb")  # fmt: skip
+    assert json.loads((out / "config.json").read_text())["generation"]["max_new_tokens"] == 160  # RecBench+
+
+
+def test_resume_after_an_interruption(tmp_path, movie_data):
+    rows = load_rows(movie_data / "test.jsonl")
+    path = tmp_path / "predictions.jsonl"
+    asked: list[str] = []
+
+    def interrupted(prompts):
+        for start in range(0, len(prompts), 2):
+            if start == 4:
+                raise KeyboardInterrupt
+            asked.extend(p[1]["content"] for p in prompts[start : start + 2])
+            yield [(i, f"answer {i}") for i in range(start, min(start + 2, len(prompts)))]
+
+    with pytest.raises(KeyboardInterrupt):
+        run_generation(rows, path, interrupted, {"with_history": False, "k": None})
+    done = read_jsonl(path)
+    assert len(done) == 4
+    with path.open("a") as handle:
+        handle.write('{"id": "movie/implicit/1", "compl')  # a line cut mid-write
+
+    asked.clear()
+
+    def complete(prompts):
+        asked.extend(p[1]["content"] for p in prompts)
+        yield [(i, "later") for i in range(len(prompts))]
+
+    final = run_generation(rows, path, complete, {"with_history": False, "k": None})
+    assert len(asked) == len(rows) - 4  # only the missing queries were generated
+    lines = read_jsonl(path)
+    assert sorted(r["id"] for r in lines) == sorted(r.id for r in rows)  # no duplicate, none lost
+    assert lines[:4] == done  # finished rows untouched
+    assert final == {r["id"]: r["completion"] for r in lines}
+
+
+def test_a_row_cut_just_before_its_newline_is_redone(tmp_path, movie_data):
+    rows = load_rows(movie_data / "test.jsonl")
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(
+        json.dumps({"id": rows[0].id, "completion": "kept"})
+        + "\n"
+        + json.dumps({"id": rows[1].id, "completion": "cut"})
+    )  # complete JSON, newline never written
+
+    def generate_rest(prompts):
+        yield [(i, "redone") for i in range(len(prompts))]
+
+    final = run_generation(rows, path, generate_rest, {"with_history": False, "k": None})
+    assert final[rows[0].id] == "kept" and final[rows[1].id] == "redone"
+    assert sorted(r["id"] for r in read_jsonl(path)) == sorted(r.id for r in rows)
+
+
+def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"id": "book/explicit/0", "completion": "x"}\n')
+    with pytest.raises(DataError, match="prediction for id 'book/explicit/0': not in this data"):
+        run_generation(load_rows(movie_data / "test.jsonl"), path, None, {"with_history": False, "k": None})
+
+
+def test_prompt_variant_follows_data_prep(tmp_path, movie_data):
+    assert prompt_variant(movie_data / "test.jsonl", None, None) == {"with_history": False, "k": None}
+    (tmp_path / "stats.json").write_text(json.dumps({"prompt": {"with_history": True, "k": 5}}))
+    assert prompt_variant(tmp_path / "test.jsonl", None, None) == {"with_history": True, "k": 5}
+    assert prompt_variant(tmp_path / "test.jsonl", False, None) == {"with_history": False, "k": 5}
+
+
+def test_run_end_to_end_with_wandb_offline(tmp_path, tiny_adapter, movie_data):
+    out = tmp_path / "reports" / "tiny_sft"
+    result = run_script(
+        "evaluate/run.py",
+        "--model",
+        tiny_adapter,
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        out,
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+    )
+    assert "| overall | 9 |" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["overall"]["n"] == 9 and set(report["by_task"]) == {
+        "explicit",
+        "implicit",
+        "misinformed",
+        "interest",
+        "demographics",
+    }
+    assert report["config"]["kind"] == "adapter" and report["config"]["prompt"] == {"with_history": False, "k": None}
+    assert len(read_jsonl(out / "predictions.jsonl")) == 9
+    assert (out / "report.md").read_text().startswith("# tiny_sft")
+    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    assert logged["summary"]["explicit/recall"] == report["by_task"]["explicit"]["recall"]
+    assert logged["summary"]["overall/precision"] == report["overall"]["precision"]
+    assert logged["summary"]["overall/n"] == 9 and logged["summary"]["per_query/nrows"] == 9
+    assert logged["config"]["checkpoint"] == str(tiny_adapter) and logged["config"]["queries"] == 9
+
+    # a rerun resumes: nothing left to generate, same report
+    again = run_script(
+        "evaluate/run.py",
+        "--model",
+        tiny_adapter,
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        out,
+        "--max-new-tokens",
+        "6",
+        "--no-wandb",
+    )
+    assert "resuming: 9 of 9 queries already done" in again.stderr
+    assert json.loads((out / "report.json").read_text())["overall"] == report["overall"]
+
+
+def test_bad_inputs(tmp_path, tiny_model, movie_data):
+    empty = tmp_path / "test.jsonl"
+    empty.write_text("")
+    result = run_script(
+        "evaluate/run.py", "--model", tiny_model, "--data", empty, "--out", tmp_path / "r", "--no-wandb", check=False
+    )
+    assert result.returncode != 0 and "test.jsonl: file is empty" in result.stderr
+    assert not (tmp_path / "r").exists()
+    result = run_script(
+        "evaluate/run.py",
+        "--model",
+        tmp_path / "nope",
+        "--data",
+        movie_data / "test.jsonl",
+        "--out",
+        tmp_path / "r",
+        "--no-wandb",
+        check=False,
+    )
+    assert "nope: checkpoint not found" in result.stderr
+
+
+def write_report(folder: Path, recall: float) -> Path:
+    folder.mkdir(parents=True)
+    summary = {"n": 2, "precision": 0.5, "recall": recall, "cmr": None, "ftr": 0.0}
+    (folder / "report.json").write_text(json.dumps({"overall": summary, "by_task": {"interest": summary}}))
+    return folder
+
+
+def test_compare(tmp_path):
+    a = write_report(tmp_path / "reports" / "base", 0.1)
+    b = write_report(tmp_path / "reports" / "sft", 0.4)
+    prefix = tmp_path / "reports" / "comparison"
+    result = run_script("evaluate/compare.py", a, b, "--out", prefix)
+    assert "| interest | sft | 2 | 0.500 | 0.400 | - | 0.000 |" in result.stdout
+    rows = list(csv.DictReader(prefix.with_suffix(".csv").read_text().splitlines()))
+    assert [(r["task"], r["checkpoint"], r["recall"]) for r in rows] == [
+        ("interest", "base", "0.1"),
+        ("interest", "sft", "0.4"),
+        ("overall", "base", "0.1"),
+        ("overall", "sft", "0.4"),
+    ]
+    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    # `reports/*` includes the outputs of an earlier comparison: they are skipped
+    again = run_script("evaluate/compare.py", *sorted(glob.glob(str(tmp_path / "reports" / "*"))), "--out", prefix)
+    assert again.stdout.count("| overall |") == 2
+    result = run_script("evaluate/compare.py", tmp_path / "nothing", "--out", prefix, check=False)
+    assert "no report here" in result.stderr
+
+
+@pytest.mark.integration  # wandb starts its own service process
+def test_wandb_logging_records_every_task_and_metric(tmp_path):
+    """log_to_wandb on a hand-made report whose every value differs, read back from the offline run file."""
+    from rectune.evaluation.tracking import log_to_wandb
+
+    report = {
+        "metrics": ["precision", "recall"],
+        "by_task": {"explicit": {"n": 2, "precision": 0.25, "recall": 0.5}, "implicit": {"n": 1, "precision": 0.75,
+                                                                                          "recall": None}},
+        "overall": {"n": 3, "precision": 0.4, "recall": 0.6},
+        "config": {"data": str(tmp_path / "movie" / "test.jsonl"), "checkpoint": "outputs/run/sft"},
+    }  # fmt: skip
+    table = [{"id": "q1", "recall": 0.5}, {"id": "q2", "recall": 0.0}, {"id": "q3", "recall": 1.0}]
+    log_to_wandb(tmp_path / "out", report, table, "rectune-test")
+    (run_file,) = glob.glob(str(tmp_path / "out" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    summary = {k: v for k, v in logged["summary"].items() if k.split("/")[0] in ("explicit", "implicit", "overall")}
+    assert summary == {
+        "explicit/precision": 0.25, "explicit/recall": 0.5, "explicit/n": 2,
+        "implicit/precision": 0.75, "implicit/n": 1,  # a metric without a value is left out, not logged as 0
+        "overall/precision": 0.4, "overall/recall": 0.6, "overall/n": 3,
+    }  # fmt: skip
+    assert logged["summary"]["per_query/nrows"] == 3 and logged["summary"]["per_query/ncols"] == 2
+    assert logged["config"]["checkpoint"] == "outputs/run/sft"

@@ -1,0 +1,237 @@
+"""Runs that travel: moved run folders load from anywhere, recipe.yaml reruns, cards carry Hub metadata,
+data folders load with `datasets`, W&B runs resume, validation during training, the `rectune` command."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script, write_recipe
+
+from rectune.models.sharing import make_portable, resolve_base
+
+LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
+
+
+def sft_recipe(tmp_path, model, out, **extra):
+    values = {
+        "model_name_or_path": str(model), **LORA, "output_dir": str(out), "max_steps": 2,
+        "per_device_train_batch_size": 3, "learning_rate": 3e-3, "save_steps": 1, "report_to": ["none"],
+        "max_length": 256, "seed": 0,
+        "datasets": [{"path": "json", "data_files": "not/used/when/train_data/is/given.jsonl"}], **extra,
+    }  # fmt: skip
+    return write_recipe(tmp_path / "sft.yaml", **values)
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory, tiny_model, train_data):
+    """outputs/<run>/{sft,sft_rft} trained on the tiny model, then moved to another folder."""
+    tmp = tmp_path_factory.mktemp("shared")
+    run = tmp / "outputs" / "tiny"
+    recipe = sft_recipe(tmp, tiny_model, run / "sft")
+    run_script("train/sft.py", recipe, "--train_data", train_data, "--learning_rate", "0.002")
+    grpo = {
+        "model_name_or_path": str(tiny_model), **LORA, "output_dir": str(run / "sft_rft"), "max_steps": 1,
+        "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "report_to": ["none"],
+        "datasets": [{"path": "json", "data_files": "not/used.jsonl"}], "init_adapter": str(run / "sft"),
+    }  # fmt: skip
+    run_script("train/grpo.py", write_recipe(tmp / "grpo.yaml", **grpo), "--train_data", train_data)
+    moved = tmp / "elsewhere" / "tiny"
+    moved.parent.mkdir()
+    shutil.move(run, moved)
+    return moved
+
+
+def test_a_moved_run_folder_loads_every_stage_from_another_directory(tmp_path, shared_run, movie_data):
+    assert json.loads((shared_run / "sft_rft" / "base_chain.json").read_text()) == {
+        "base_model": json.loads((shared_run / "sft" / "adapter_config.json").read_text())["base_model_name_or_path"],
+        "merged_adapters": ["../sft"],
+    }
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    for stage in ("sft", "sft_rft"):
+        result = run_script(
+            "evaluate/run.py", "--model", shared_run, "--stage", stage, "--data", movie_data / "test.jsonl",
+            "--out", tmp_path / stage, "--limit", "2", "--max-new-tokens", "4", "--no-wandb", cwd=elsewhere,
+        )  # fmt: skip
+        config = json.loads((tmp_path / stage / "config.json").read_text())
+        assert config["trained_by"]["stage"] == stage, result.stdout
+    assert json.loads((tmp_path / "sft_rft" / "config.json").read_text())["merged_adapters"] == [
+        str((shared_run / "sft").resolve())
+    ]
+
+
+def test_plain_peft_loads_the_moved_stages(shared_run):
+    code = (
+        "from peft import AutoPeftModelForCausalLM, PeftModel\n"
+        "sft = AutoPeftModelForCausalLM.from_pretrained('{sft}').merge_and_unload()\n"
+        "PeftModel.from_pretrained(sft, '{rft}')\n"
+        "import os; os.chdir('{rft}')\n"
+        "AutoPeftModelForCausalLM.from_pretrained('.')  # its base: ../sft/merged, relative to the folder\n"
+    ).format(sft=shared_run / "sft", rft=shared_run / "sft_rft")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, cwd="/")
+
+
+def test_the_saved_recipe_reruns_to_the_same_configuration(tmp_path, shared_run):
+    first = yaml.safe_load((shared_run / "sft" / "recipe.yaml").read_text())
+    assert first["learning_rate"] == 0.002 and "eos_token" not in first and "hub_token" not in first
+    assert "use_cpu" not in first  # this machine's defaults are applied again on rerun, not frozen
+    rerun = tmp_path / "rerun"
+    run_script("train/sft.py", shared_run / "sft" / "recipe.yaml", "--output_dir", rerun, "--max_steps", "1")
+    second = yaml.safe_load((rerun / "recipe.yaml").read_text())
+    assert {k: v for k, v in second.items() if k not in ("output_dir", "max_steps")} == {
+        k: v for k, v in first.items() if k not in ("output_dir", "max_steps")
+    }
+
+
+def test_the_saved_grpo_recipe_parses_to_itself(shared_run):
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
+
+    from rectune.training.recipes import RftArguments, RunArguments, resolved_recipe
+
+    saved = yaml.safe_load((shared_run / "sft_rft" / "recipe.yaml").read_text())
+    types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+    assert resolved_recipe(types, [str(shared_run / "sft_rft" / "recipe.yaml")]) == saved
+    assert saved["train_data"] and saved["init_adapter"]
+
+
+def test_eval_runs_are_named_after_the_stage_they_evaluate():
+    from rectune.evaluation.tracking import eval_run_name
+
+    trained = {"recipe": "qwen3b_movie", "stage": "sft_rft", "wandb_run": {"id": "abc"}}
+    config = {"data": "data/recbench_movie/test.jsonl", "checkpoint": "outputs/qwen3b_movie", "trained_by": trained}
+    assert eval_run_name(config) == "qwen3b_movie-sft_rft-recbench_movie"
+    assert eval_run_name({**config, "trained_by": None, "checkpoint": "embedded:smollm2"}) == "smollm2-recbench_movie"
+
+
+def test_bad_flags_give_one_line(tmp_path, tiny_model):
+    result = run_script("train/sft.py", sft_recipe(tmp_path, tiny_model, tmp_path / "o"), "--lerning_rate", "1",
+                        check=False)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: unknown flag --lerning_rate (not a field of SFTConfig, ModelConfig, DatasetMixtureConfig, "
+        "RunArguments); did you mean --learning_rate?"
+    ]
+
+
+def test_cards_files_and_modes(shared_run):
+    card = (shared_run / "sft_rft" / "README.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["library_name"] == "peft" and front["base_model"] and "rectune" in front["tags"]
+    assert "grpo" in front["tags"] and front["datasets"]
+    assert "base_chain.json" in card and "fine-tuned version of [None]" not in card
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in (shared_run / "sft").iterdir():
+        if path.is_file():
+            assert path.stat().st_mode & 0o777 == 0o666 & ~mask, path
+    assert not (shared_run / "sft" / "wandb").exists()  # W&B files stay out of a pushed folder
+
+
+def test_the_embedded_model_is_recorded_by_its_hub_id(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECTUNE_CACHE", str(tmp_path / "cache"))
+    embedded = tmp_path / "cache" / "smollm2-135m-instruct"
+    embedded.mkdir(parents=True)
+    (embedded / "config.json").write_text("{}")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(embedded)}))
+    make_portable(adapter, str(embedded))
+    recorded = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert recorded == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert resolve_base(recorded) == str(embedded)  # loaded from the embedded copy where it is installed
+
+
+def test_data_folders_load_per_file_kind_with_datasets(tmp_path):
+    from datasets import load_dataset
+
+    out = tmp_path / "data"
+    run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "0.5")
+    assert len(load_dataset(str(out), "test", split="train")) == len(read_jsonl(out / "test.jsonl"))
+    assert "query" in load_dataset(str(out), "train", split="train").column_names  # rows; views derive on training
+    assert (out / "README.md").stat().st_mode & 0o044  # readable by others
+
+
+def test_validation_during_training_and_early_stopping(tmp_path, tiny_model):
+    data = tmp_path / "data"
+    run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--test-size", "0",
+               "--valid-size", "0.5")  # fmt: skip
+    train_rows = len(read_view(data / "train_sft.jsonl"))
+    assert read_view(data / "valid_sft.jsonl")
+    out = tmp_path / "sft"
+    recipe = sft_recipe(
+        tmp_path, tiny_model, out, max_steps=6, eval_strategy="steps", eval_steps=1, save_strategy="steps",
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", learning_rate=0.0,
+    )  # fmt: skip
+    result = run_script("train/sft.py", recipe, "--train_data", data, "--early_stopping_patience", "1")
+    state = json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())
+    evals = [entry for entry in state["log_history"] if "eval_loss" in entry]
+    assert evals and state["global_step"] < 6, result.stderr[-2000:]  # a flat loss stops early
+    assert len(read_view(data / "train_sft.jsonl")) == train_rows  # no training row taken for validation
+
+
+def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data, monkeypatch):
+    # each run starts its own W&B service, as a user's would (a service shared with this test process
+    # would still hold the killed run's id)
+    monkeypatch.delenv("WANDB_SERVICE", raising=False)
+    out = tmp_path / "run" / "sft"
+    recipe = sft_recipe(tmp_path, tiny_model, out, max_steps=3, report_to=["wandb"])
+    killed = run_script("train/sft.py", recipe, "--train_data", train_data, fault="saved:checkpoint-1", check=False)
+    assert killed.returncode == -9
+    first = json.loads((out / "wandb_run.json").read_text())["id"]
+    run_script("train/sft.py", recipe, "--train_data", train_data)
+    assert json.loads((out / "wandb_run.json").read_text())["id"] == first
+    runs = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*"))
+    assert len(runs) == 2 and all(r.endswith(first) for r in runs)  # the same run id, resumed
+
+
+def test_the_rectune_command_is_a_front_door(tmp_path):
+    rectune = shutil.which("rectune", path=os.path.dirname(sys.executable))
+    assert rectune, "pip install -e . installs the rectune command"
+    result = subprocess.run([rectune, "sft", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0 and "\nusage: sft.py RECIPE.yaml [--flag value ...]\n" in "\n" + result.stdout
+    assert "--train_data" in result.stdout and "--help-all" in result.stdout
+    result = subprocess.run([rectune, "score", "--data", "x"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and "required" in result.stderr
+    result = subprocess.run([rectune, "nope"], capture_output=True, text=True)
+    assert result.returncode == 1 and "unknown subcommand 'nope'" in result.stderr
+    assert (ROOT / "train" / "sft.py").is_file()
+
+
+def test_the_card_and_base_record_are_written_before_a_push(tmp_path, tiny_model, monkeypatch):
+    """transformers' save_model pushes through create_model_card: RecTune's card must be there by then."""
+    from types import SimpleNamespace
+
+    from rectune.training.setup import save_stage
+
+    pushed = {}
+
+    class Trainer:
+        args = SimpleNamespace(output_dir=str(tmp_path / "sft"))
+        accelerator = SimpleNamespace(is_main_process=True)
+        state = SimpleNamespace(global_step=3)
+
+        def save_model(self, output_dir):  # what Trainer.save_model does with push_to_hub: save, card, upload
+            os.makedirs(output_dir, exist_ok=True)
+            config = {"base_model_name_or_path": str(tiny_model), "peft_type": "LORA"}
+            with open(os.path.join(output_dir, "adapter_config.json"), "w") as handle:
+                json.dump(config, handle)
+            self.create_model_card(model_name="x")
+            pushed["README.md"] = (tmp_path / "sft" / "README.md").read_text()
+
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "sft"))
+    from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
+
+    from rectune.training.recipes import RunArguments, parse_recipe
+
+    configs = parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])[:-1]
+    metadata = {"stage": "sft", "recipe": "r", "base_model": str(tiny_model), "data": ["data/demo/train_sft.jsonl"]}
+    monkeypatch.setattr(sys, "argv", ["sft.py", str(recipe)])
+    save_stage(Trainer(), configs, metadata, recipe, str(tiny_model))
+    front = yaml.safe_load(pushed["README.md"].split("---")[1])
+    assert front["base_model"] == str(tiny_model) and front["datasets"] == ["demo"]
+    assert (tmp_path / "sft" / "finished.json").is_file()

@@ -1,0 +1,79 @@
+"""GRPO diagnostics: per-reward group statistics on hand-made reward tables, the end-of-run summary,
+and both on a tiny GRPO run."""
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import one_step_grpo_recipe, run_script
+
+from rectune.training.diagnostics import DIAGNOSTICS, group_statistics, summary
+
+NAN = math.nan
+
+
+def test_group_statistics_by_hand():
+    # two groups of three completions, two rewards; the second reward skips one completion
+    table = torch.tensor(
+        [[0.0, 1.0], [0.0, NAN], [0.0, 1.0],  # group 1: recall constant at 0; format constant among scored
+         [0.5, 0.0], [0.0, 1.0], [0.0, 1.0]]  # group 2: recall varies; format varies
+    )  # fmt: skip
+    stats = group_statistics(table, 3, ["recall", "format"])
+    assert stats["rewards/recall/zero_std_groups"] == 0.5
+    assert stats["rewards/recall/positive_share"] == pytest.approx(1 / 6)
+    assert stats["rewards/format/zero_std_groups"] == 0.5
+    assert stats["rewards/format/positive_share"] == pytest.approx(4 / 5)
+
+
+def test_groups_with_fewer_than_two_scored_completions_are_left_out():
+    table = torch.tensor([[NAN], [1.0], [NAN], [NAN]])
+    assert group_statistics(table, 2, ["misinformed"]) == {"rewards/misinformed/positive_share": 1.0}
+
+
+def entry(recall_constant, recall_positive, step):
+    return {
+        "step": step, "reward": 0.5, "frac_reward_zero_std": 0.5, "kl": 0.01, "completions/mean_length": 20.0,
+        "completions/clipped_ratio": 0.0, "rewards/recall/mean": 0.0, "rewards/recall/std": 0.0,
+        "rewards/recall/zero_std_groups": recall_constant, "rewards/recall/positive_share": recall_positive,
+        "rewards/format/mean": 0.5, "rewards/format/std": 0.2, "rewards/format/zero_std_groups": 0.25,
+        "rewards/format/positive_share": 0.75,
+    }  # fmt: skip
+
+
+def test_summary_names_a_reward_that_never_varied():
+    history = [entry(1.0, 0.0, 1), entry(1.0, 0.0, 2), {"train_runtime": 3.0, "step": 2}]
+    text = summary(history, ["recall", "format"])
+    assert "over 2 logged steps" in text
+    assert "format: mean 0.5, std 0.2, above 0 in 0.75 of completions, constant in 0.25 of groups" in text
+    assert "KL 0.01;" in text
+    lines = text.splitlines()
+    assert lines[-1] == "  warning: recall never varied within a group in 2 steps: it gave GRPO no gradient"
+    assert not any("format never" in line for line in lines)
+
+
+def test_summary_is_quiet_when_rewards_vary():
+    text = summary([entry(1.0, 0.0, 1), entry(0.5, 0.25, 2)], ["recall", "format"])
+    assert "warning" not in text
+    assert "recall: mean 0, std 0, above 0 in 0.125 of completions, constant in 0.75 of groups" in text
+
+
+def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_model, train_data):
+    out = tmp_path / "rft"
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", out, max_steps=2,
+        reward_funcs=["tests.grpo_rewards.length", "tests.grpo_rewards.constant"], temperature=1.0, beta=0.1,
+    )  # fmt: skip
+    result = run_script("train/grpo.py", recipe)
+    state = json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())
+    steps = [e for e in state["log_history"] if "reward" in e]
+    assert len(steps) == 2
+    for step in steps:
+        assert step["rewards/constant/zero_std_groups"] == 1.0  # the same 1.0 for every completion
+        assert step["rewards/constant/positive_share"] == 1.0
+        assert step["rewards/length/positive_share"] > 0
+        assert "kl" in step
+    report = (out / DIAGNOSTICS).read_text()
+    assert "warning: constant never varied within a group in 2 steps" in report
+    assert "length never" not in report
+    assert report.strip().splitlines()[-1] in result.stdout

@@ -1,0 +1,311 @@
+"""train/sft.py and train/grpo.py end to end on a tiny random model (seconds per run)."""
+
+import glob
+import json
+import re
+
+import pytest
+import torch
+from conftest import read_view, run_script, wandb_run, write_recipe
+from safetensors.torch import load_file
+
+from rectune.core.io import DataError
+from rectune.training.views import check_examples
+
+LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
+
+
+def sft_recipe(path, model, data, out, **extra):
+    values = {
+        "model_name_or_path": str(model),
+        **LORA,
+        "datasets": [{"path": "json", "data_files": str(data / "train_sft.jsonl")}],
+        "output_dir": str(out),
+        "max_steps": 4,
+        "per_device_train_batch_size": 3,
+        "learning_rate": 3e-3,
+        "logging_steps": 1,
+        "save_steps": 2,
+        "report_to": ["none"],
+        "max_length": 256,
+        "seed": 0,
+    }
+    return write_recipe(path, **{**values, **extra})
+
+
+def log_history(out):
+    return (
+        json.loads((out / "trainer_state.json").read_text())["log_history"]
+        if (out / "trainer_state.json").exists()
+        else json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())["log_history"]
+    )
+
+
+def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data):
+    out = tmp_path / "sft"
+    # every step sees the same 9 examples, so the logged loss is the loss on one fixed set
+    recipe = sft_recipe(
+        tmp_path / "r.yaml",
+        tiny_model,
+        train_data,
+        out,
+        report_to=["wandb"],
+        wandb_tags=["test"],
+        per_device_train_batch_size=9,
+        learning_rate=1e-2,
+    )
+    run_script("train/sft.py", recipe, "--max_steps", "30", "--save_steps", "30")  # CLI overrides the recipe
+    losses = [e["loss"] for e in log_history(out / "checkpoint-30") if "loss" in e]
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.75 * losses[0]
+    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "recipe.yaml", "README.md"):
+        assert (out / name).is_file(), name
+    resolved = (out / "recipe.yaml").read_text()
+    assert "max_steps: 30" in resolved and "learning_rate: 0.01" in resolved
+    card = (out / "README.md").read_text()
+    assert "| stage | sft |" in card and f"| base_model | {tiny_model} |" in card and "git_commit" in card
+    # W&B files sit beside the stage folder (outputs/<run>/wandb), out of a pushed adapter folder
+    (run_file,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    assert [row["train/loss"] for row in logged["history"] if "train/loss" in row] == pytest.approx(losses)
+    rates = [e["learning_rate"] for e in log_history(out / "checkpoint-30") if "learning_rate" in e]
+    assert [row["train/learning_rate"] for row in logged["history"] if "train/learning_rate" in row] == rates
+    rectune = logged["config"]["rectune"]
+    assert rectune["stage"] == "sft" and rectune["base_model"] == str(tiny_model) and rectune["git_commit"]
+
+
+def test_loss_is_on_the_answer_only(tmp_path, tiny_model, train_data):
+    from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
+
+    from rectune.training.views import load_examples
+
+    mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
+    dataset = load_examples(mixture, "sft", None, 0)
+    args = SFTConfig(output_dir=str(tmp_path), report_to=[], max_length=256, bf16=False, use_cpu=True)
+    trainer = SFTTrainer(model=str(tiny_model), args=args, train_dataset=dataset)
+    batch = trainer.data_collator([trainer.train_dataset[0]])  # exactly what the loss sees
+    trained = trainer.processing_class.decode(batch["input_ids"][batch["labels"] != -100])
+    answer = dataset[0]["completion"][0]["content"]
+    assert trained.startswith(answer)
+    assert "recommender system" not in trained and dataset[0]["prompt"][1]["content"] not in trained
+
+
+def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_model, train_data):
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out)
+    killed = run_script("train/sft.py", recipe, fault="saved:checkpoint-2", check=False)  # killed after a checkpoint
+    assert killed.returncode == -9 and not (out / "finished.json").exists()
+    first = [e for e in log_history(out / "checkpoint-2") if "loss" in e]
+    run_script("train/sft.py", recipe)
+    history = [e for e in log_history(out / "checkpoint-4") if "loss" in e]
+    assert [e["step"] for e in history] == [1, 2, 3, 4]
+    assert history[:2] == first  # the steps already saved are kept, not redone
+
+
+@pytest.mark.parametrize(
+    ("recipe_text", "message"),
+    [
+        (
+            "lerning_rate: 0.1\n",
+            "unknown key 'lerning_rate' (not a field of SFTConfig, ModelConfig, "
+            "DatasetMixtureConfig, RunArguments); did you mean 'learning_rate'?",
+        ),
+        ("learning_rate: [0.1\n", "malformed YAML"),
+        ("- just a list\n", "a recipe must be a YAML mapping"),
+    ],
+)
+def test_bad_recipes_fail_clearly(tmp_path, recipe_text, message):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(recipe_text)
+    result = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "out", check=False)
+    assert result.returncode != 0
+    assert f"{recipe}: " in result.stderr and message in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_recipe_and_data_files(tmp_path, tiny_model, train_data):
+    result = run_script("train/sft.py", tmp_path / "nope.yaml", check=False)
+    assert "nope.yaml: recipe file not found" in result.stderr
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, tmp_path / "no_data", tmp_path / "out")
+    result = run_script("train/sft.py", recipe, check=False)
+    assert result.returncode != 0
+    assert "no_data/train_sft.jsonl: training data file not found" in result.stderr
+    bad = tmp_path / "bad_data"
+    bad.mkdir()
+    (bad / "train_sft.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    result = run_script("train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "o"), check=False)
+    assert "train_sft.jsonl:1: field 'messages'" in result.stderr
+
+
+def grpo_recipe(path, model, data, out, **extra):
+    values = {
+        "model_name_or_path": str(model),
+        **LORA,
+        "datasets": [{"path": "json", "data_files": str(data / "train_rft.jsonl")}],
+        "output_dir": str(out),
+        "max_steps": 2,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "report_to": ["none"],
+        "reward_funcs": ["recall", "format", "hallucination", "misinformed"],
+        "reward_weights": [1.0, 0.2, 0.2, 1.0],
+        "seed": 0,
+    }
+    return write_recipe(path, **{**values, **extra})
+
+
+def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
+    # RFT from the base model
+    rft = tmp_path / "rft"
+    run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft))
+    history = log_history(rft / "checkpoint-2")
+    assert any("rewards/recall/mean" in e for e in history)
+    assert json.loads((rft / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model)
+
+    # SFT, then RFT on the SFT model
+    sft = tmp_path / "sft"
+    run_script("train/sft.py", sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, sft))
+    chained = tmp_path / "sft_rft"
+    run_script(
+        "train/grpo.py", grpo_recipe(tmp_path / "g2.yaml", tiny_model, train_data, chained), "--init_adapter", sft
+    )
+    config = json.loads((chained / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
+    chain = json.loads((chained / "base_chain.json").read_text())
+    assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"]}
+    base = load_file(tiny_model / "model.safetensors")
+    merged = load_file(sft / "merged" / "model.safetensors")
+    key = "model.layers.0.self_attn.q_proj.weight"
+    adapter = load_file(sft / "adapter_model.safetensors")
+    lora_a = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_A" in k)
+    lora_b = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_B" in k)
+    scale = LORA["lora_alpha"] / LORA["lora_r"]
+    # the RFT stage starts from base + the SFT delta, exactly
+    assert torch.allclose(merged[key], base[key] + scale * lora_b @ lora_a, atol=1e-6)
+    assert not torch.allclose(merged[key], base[key])
+    assert "| stage | sft_rft |" in (chained / "README.md").read_text()
+
+
+def test_grpo_needs_an_sft_adapter(tmp_path, tiny_model, train_data):
+    result = run_script(
+        "train/grpo.py",
+        grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o"),
+        "--init_adapter",
+        tmp_path,
+        check=False,
+    )
+    assert "not a PEFT adapter folder" in result.stderr
+
+
+def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, train_data):
+    recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o", reward_funcs=["recal"])
+    result = run_script("train/grpo.py", recipe, check=False)
+    assert "unknown recbench+ reward 'recal'; choose from recall" in result.stderr
+
+
+def test_packed_batches_give_the_padded_loss(tmp_path, tiny_model, train_data):
+    """Padding-free packing must not let examples attend to each other: same examples, same loss."""
+    from trl import DatasetMixtureConfig, SFTConfig, SFTTrainer
+
+    from rectune.training.views import load_examples
+
+    mixture = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}])
+    dataset = load_examples(mixture, "sft", None, 0).select(range(4))
+    losses = {}
+    for packing in (False, True):
+        args = SFTConfig(
+            output_dir=str(tmp_path),
+            report_to=[],
+            max_length=1024,
+            bf16=False,
+            use_cpu=True,
+            packing=packing,
+            per_device_train_batch_size=4,
+        )
+        trainer = SFTTrainer(model=str(tiny_model), args=args, train_dataset=dataset)
+        batch = next(iter(trainer.get_train_dataloader()))
+        assert batch["input_ids"].shape[0] == (1 if packing else 4)
+        inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")}
+        with torch.no_grad():
+            losses[packing] = trainer.model(**inputs).loss.item()
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_data_mixture_with_weights(tmp_path, train_data):
+    """Several prepared files mixed by TRL's `fraction` weights; a missing one is named."""
+    from trl import DatasetMixtureConfig
+
+    from rectune.core.io import DataError
+    from rectune.training.views import load_examples
+
+    rows = [json.dumps(example) for example in read_view(train_data / "train_sft.jsonl")]
+    (tmp_path / "a.jsonl").write_text("\n".join(rows[:6]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(rows[6:9]) + "\n")
+    mixture = DatasetMixtureConfig(
+        datasets=[
+            {"path": "json", "data_files": str(tmp_path / "a.jsonl"), "fraction": 2.0},
+            {"path": "json", "data_files": str(tmp_path / "b.jsonl"), "fraction": 1.0},
+        ]
+    )
+    dataset = load_examples(mixture, "sft", None, 0)
+    # weights 2:1 normalised to 2/3 and 1/3; the largest mixture that oversamples neither file has 9 rows
+    assert len(dataset) == 9 and set(dataset.column_names) == {"prompt", "completion"}
+    answers = [r["completion"][0]["content"] for r in dataset]
+    assert answers[:6] == [json.loads(r)["messages"][-1]["content"] for r in rows[:6]]
+    missing = DatasetMixtureConfig(datasets=[{"path": "json", "data_files": str(tmp_path / "nope.jsonl")}])
+    with pytest.raises(DataError, match="nope.jsonl: training data file not found"):
+        load_examples(missing, "sft", None, 0)
+
+
+def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
+    """SFT→RFT starts from <sft>/merged: retraining the SFT adapter must rebuild it, an unchanged one must not."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rectune.training.sft_base import merged_model
+
+    def save_adapter(fill: float) -> None:
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=2, target_modules=["q_proj"])
+        )
+        for name, weight in model.named_parameters():
+            if "lora_" in name:
+                weight.data.fill_(fill)
+        model.save_pretrained(tmp_path / "sft")
+        AutoTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path / "sft")
+
+    key = "model.layers.0.self_attn.q_proj.weight"
+    base = load_file(tiny_model / "model.safetensors")[key]
+    save_adapter(0.1)
+    merged = merged_model(tmp_path / "sft")
+    first = load_file(merged / "model.safetensors")[key]
+    stamp = (merged / "model.safetensors").stat().st_mtime_ns
+    assert merged_model(tmp_path / "sft") == merged
+    assert (merged / "model.safetensors").stat().st_mtime_ns == stamp  # unchanged adapter: reused
+    save_adapter(0.2)  # "retrained"
+    second = load_file(merged_model(tmp_path / "sft") / "model.safetensors")[key]
+    # delta = (alpha / r) * B @ A with every entry of A and B set: 4 * 2 * fill^2 per entry (alpha 8, r 2)
+    assert torch.allclose(first - base, torch.full_like(base, 4 * 2 * 0.1**2), atol=1e-6)
+    assert torch.allclose(second - base, torch.full_like(base, 4 * 2 * 0.2**2), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ([{"role": "user", "content": ["not", "text"]}, {"role": "assistant", "content": "x"}],
+         "field 'messages', message 0: 'content' must be a string, got list"),
+        ([{"content": "hi"}, {"role": "assistant", "content": "x"}],
+         "field 'messages', message 0: 'role' must be one of system, user, assistant"),
+        ([{"role": "user", "content": "hi"}, "x"], "field 'messages', message 1: must be an object"),
+        ([{"role": "user", "content": "hi"}], "field 'messages': the last message must be the assistant answer"),
+    ],
+)  # fmt: skip
+def test_sft_rows_are_checked_message_by_message(tmp_path, messages, message):
+    path = tmp_path / "train_sft.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "a"}]})
+                    + "\n" + json.dumps({"messages": messages}) + "\n")  # fmt: skip
+    with pytest.raises(DataError, match=re.escape(f"train_sft.jsonl:2: {message}")):
+        check_examples(path, "sft")

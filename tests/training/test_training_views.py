@@ -1,0 +1,98 @@
+"""Training views derived from the canonical rows equal what data_prep used to store, and old folders load.
+
+``tests/fixtures/prepared_v1`` holds the training files data_prep wrote before it stored each row once
+(made by that version from the same sources and flags as below). Deriving them now must give the same
+prompts, targets and reward labels.
+"""
+
+import json
+
+import pytest
+from conftest import ROOT, read_jsonl, run_script
+
+from rectune.core.io import DataError
+from rectune.training.views import load_examples, prepared_file, view_examples
+
+FIXTURES = ROOT / "tests" / "fixtures"
+STORED = FIXTURES / "prepared_v1"
+SOURCES = {
+    "perrec": ("data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings/ratings.dat", "--items",
+               FIXTURES / "ratings/movies.dat", "--domain", "beauty", "--min-history", "2", "--k", "1",
+               "--test-size", "0.0", "--valid-size", "0.5"),
+    "recbench": ("data_prep/recbench.py", "--src", FIXTURES / "recbench", "--domain", "movie", "--test-size", "0.3",
+                 "--valid-size", "0.3", "--with-history"),
+    "llmrec": ("data_prep/llmrec.py", "--reviews", FIXTURES / "amazon/reviews_2018.json", "--items",
+               FIXTURES / "amazon/meta_2018.json", "--domain", "beauty", "--num-candidates", "4",
+               "--valid-size", "0.5"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("benchmark", sorted(SOURCES))
+def test_derived_views_equal_the_stored_ones(tmp_path, benchmark):
+    script, *flags = SOURCES[benchmark]
+    out = tmp_path / benchmark
+    run_script(script, *flags, "--out", out)
+    assert not list(out.glob("train_*.jsonl")) and not list(out.glob("valid_*.jsonl"))  # each row stored once
+    compared = 0
+    for stored in sorted(STORED.joinpath(benchmark).glob("*.jsonl")):
+        derived = view_examples(out / stored.name)
+        before = read_jsonl(stored)
+        if "_mix" in stored.name:  # the stored mix was shuffled; training shuffles anyway
+            derived, before = sorted(map(json.dumps, derived)), sorted(map(json.dumps, before))
+        assert derived == before, stored.name
+        compared += len(before)
+    assert compared >= 12  # every stored example compared (RecBench+: 5 + 5 train, 1 + 1 validation)
+
+
+def test_training_reads_views_and_old_files(tmp_path):
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    script, *flags = SOURCES["llmrec"]
+    out = tmp_path / "llmrec"
+    run_script(script, *flags, "--out", out)
+
+    def mixture(*files):
+        return DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=[str(f) for f in files])])
+
+    recipe = mixture(out / "train_sft_rating.jsonl", out / "train_sft_direct.jsonl")
+    dataset = load_examples(recipe, "sft", None, 0)
+    assert len(dataset) == 6 and set(dataset.column_names) == {"prompt", "completion"}
+    assert recipe.datasets[0].data_files[0] == str(out / "train_sft_rating.jsonl")  # the recipe is left as named
+    # a folder prepared before views keeps loading its stored files
+    old = load_examples(mixture(STORED / "llmrec" / "train_rft_mix.jsonl"), "rft", None, 0)
+    assert len(old) == 15 and "item_id" in old.column_names
+    # --train_data FOLDER: the view of all training rows
+    assert prepared_file(out, "train_sft") == out / "train_sft.jsonl"
+    assert len(load_examples(mixture(prepared_file(out, "train_sft")), "sft", None, 0)) == 15
+    # --train_data DIR/VIEW: a view named as a recipe names it, derived from train.jsonl beside it
+    for view in ("train_sft.jsonl", "train_sft_rating.jsonl", "train_rft_mix.jsonl"):
+        assert prepared_file(out / view, "train_sft") == out / view and not (out / view).exists()
+    with pytest.raises(DataError, match="no such file or folder"):
+        prepared_file(out / "train_sft_typo", "train_sft")
+    with pytest.raises(DataError, match="an RFT view, but this is SFT training"):
+        load_examples(mixture(out / "train_rft_rating.jsonl"), "sft", None, 0)
+
+
+# PerRecBench rows as data_prep stored them before each group was stored once: one line per format row,
+# made by that version with these flags (rows in train.jsonl only: the sizes round the held-out shares to 0)
+ROWS_BEFORE = FIXTURES / "prepared_v2" / "perrec"
+PERREC_ROWS = ("data_prep/perrecbench.py", "--reviews", FIXTURES / "ratings/ratings.dat", "--items",
+               FIXTURES / "ratings/movies.dat", "--domain", "movies", "--min-history", "1", "--window-days", "30",
+               "--min-gap", "0.4", "--test-size", "0.3", "--valid-size", "0.3")  # fmt: skip
+
+
+def test_each_group_is_stored_once_and_expands_to_the_rows_stored_before(tmp_path):
+    from rectune.benchmarks import load_rows
+
+    out = tmp_path / "perrec"
+    run_script(*PERREC_ROWS, "--out", out)
+    stored = read_jsonl(out / "train.jsonl")
+    # a 2-user and a 4-user group: once each, not as 3 + 12 rows
+    assert [len(g["users"]) for g in stored] == [4, 2] and all("task" not in g for g in stored)
+    before = read_jsonl(ROWS_BEFORE / "train.jsonl")
+    assert len(before) == 15
+    assert [row.to_dict() for row in load_rows(out / "train.jsonl")] == before
+    assert [row.to_dict() for row in load_rows(ROWS_BEFORE / "train.jsonl")] == before  # old files still load
+    for view in ("train_sft_pointwise", "train_rft_pairwise", "train_sft_listwise", "train_rft_mix"):
+        assert view_examples(out / f"{view}.jsonl") == view_examples(ROWS_BEFORE / f"{view}.jsonl"), view
