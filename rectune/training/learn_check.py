@@ -32,10 +32,11 @@ def reward_curve(trainer_state: Path, reward: str = "answer_length") -> list[flo
 
 
 def rise(curve: list[float], window: int) -> tuple[float, float, float]:
-    """(mean of the first ``window`` steps, of the last ``window``, the standard error of their difference)."""
+    """(mean of the first ``window`` steps, of the last ``window``, the standard error of their difference:
+    each window's sample variance over its size, summed, as Welch's test has it)."""
     first, last = curve[:window], curve[-window:]
-    spread = statistics.pstdev(first + last) if len(first + last) > 1 else 0.0
-    return statistics.fmean(first), statistics.fmean(last), spread * (2 / window) ** 0.5
+    error = (statistics.variance(first) / len(first) + statistics.variance(last) / len(last)) ** 0.5
+    return statistics.fmean(first), statistics.fmean(last), error
 
 
 def clear_rise(first: float, last: float, error: float) -> bool:

@@ -1,0 +1,31 @@
+"""The learn check's reward and its verdict, on hand-computed values."""
+
+import json
+
+import pytest
+
+from rectune.training.learn_check import TARGET_CHARS, answer_length, clear_rise, reward_curve, rise
+
+
+def test_the_reward_peaks_at_the_target_length_in_both_completion_forms():
+    assert TARGET_CHARS == 80
+    texts = ["x" * 80, "x" * 40, "x" * 120, "x" * 160, "x" * 400, ""]
+    assert answer_length(texts) == [1.0, 0.5, 0.5, 0.0, 0.0, 0.0]
+    conversational = [[{"role": "assistant", "content": "  " + "x" * 60 + "  "}]]  # TRL's chat form, stripped
+    assert answer_length(conversational) == [pytest.approx(0.75)]
+
+
+def test_a_rise_counts_only_beyond_three_standard_errors():
+    # first window 0.2, 0.3, 0.1 (mean 0.2, variance 0.01); last 0.5, 0.6, 0.4 (mean 0.5, variance 0.01)
+    first, last, error = rise([0.2, 0.3, 0.1, 0.9, 0.5, 0.6, 0.4], 3)
+    assert (first, last) == pytest.approx((0.2, 0.5)) and error == pytest.approx((0.01 / 3 + 0.01 / 3) ** 0.5)
+    assert clear_rise(first, last, error)  # 0.3 >= 3 x 0.0816 = 0.245
+    assert not clear_rise(0.2, 0.4, 0.08)  # 0.2 < 0.24: within noise
+    assert not clear_rise(0.2, 0.28, 0.0)  # below the 0.1 floor however steady
+
+
+def test_the_curve_is_read_from_the_trainer_state(tmp_path):
+    state = tmp_path / "trainer_state.json"
+    history = [{"rewards/answer_length/mean": 0.1, "step": 1}, {"loss": 0.3}, {"rewards/answer_length/mean": 0.4}]
+    state.write_text(json.dumps({"log_history": history}))
+    assert reward_curve(state) == [0.1, 0.4]
