@@ -161,7 +161,7 @@ def test_a_server_that_goes_silent_mid_answer_is_cut_off_too(raw):
         promise_a_long_answer(handler)
         handler.wfile.write(b'{"choices": ')
         handler.wfile.flush()
-        time.sleep(1.2)  # under the read timeout each time, so only the total deadline stops it
+        time.sleep(1.2)  # a byte now and then, then silence: a read blocked on it ends only when cut off
         handler.wfile.write(b" ")
         handler.wfile.flush()
         time.sleep(30)
