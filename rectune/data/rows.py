@@ -10,9 +10,8 @@ the benchmark in the registry, is :func:`rectune.benchmarks.load_rows`.
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.core.io import DataError
 
 
 class RowChecker:
