@@ -57,14 +57,9 @@ class KnowledgeGraph:
     def triples(self) -> list[tuple[str, str, str]]:
         return sorted((i, r, v) for i, rels in self._facts.items() for r, vals in rels.items() for v in vals)
 
-    def covers(self, item_id: str, conditions: list[list[str]]) -> bool:
-        """The KG knows some value for every relation the conditions ask about."""
-        facts = self._facts.get(item_id, {})
-        return all(relation_key(rel) in facts for rel, _ in conditions)
-
     def satisfies(self, item_id: str, conditions: list[list[str]]) -> bool:
-        facts = self._facts.get(item_id, {})
-        return all(title_key(value) in facts.get(relation_key(rel), ()) for rel, value in conditions)
+        """The KG holds every condition's value for ``item_id``."""
+        return self.count_met([item_id], conditions)[0] == 1
 
     def count_met(self, item_ids: list[str], conditions: list[list[str]]) -> tuple[int, int]:
         """(items that satisfy every condition, items whose relations the KG covers): the conditions keyed once."""
