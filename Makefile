@@ -234,6 +234,8 @@ demo: install
 # checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
 # scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
 EXP_RUN := smollm2_movie_experiment
+# grounded prompts: 20 candidates per query found by BM25 (EXP_PROMPTS= gives the closed-book variant)
+EXP_PROMPTS ?= --candidates 20
 EXP_DATA := data/experiment_movie
 EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16
 
@@ -242,7 +244,7 @@ data-experiment: install
 	$(PY) data_prep/build_benchmark.py --kg data/experiment_world/items.jsonl --ratings data/experiment_world/ratings.dat \
 		--users data/experiment_world/users.dat --queries-per-user 3 --out data/experiment_release
 	$(PY) data_prep/recbench.py --src data/experiment_release --domain movie --kg data/experiment_release/kg.jsonl \
-		--test-size 0.25 --out data/experiment_movie
+		--test-size 0.25 $(EXP_PROMPTS) --out data/experiment_movie
 
 experiment: export WANDB_MODE ?= offline
 experiment: install

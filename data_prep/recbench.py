@@ -7,12 +7,15 @@ Writes catalog.jsonl, kg.jsonl, the canonical rows train.jsonl, valid.jsonl and 
 in, so an interruption leaves the old set or the new one. Recipes name the training views
 train_sft.jsonl, train_rft.jsonl, valid_sft.jsonl and valid_rft.jsonl: training derives them from the
 rows with the prompt options of stats.json (rectune/training/views.py), so no prompt is stored twice.
+With --candidates N each query's prompt lists N items a BM25 retriever found for its text (grounded
+prompts); stats.json records the retriever's recall@N per task.
 """
 
 import argparse
 import logging
 
 from rectune.benchmarks.recbench import BENCHMARK
+from rectune.benchmarks.recbench.grounding import attach_candidates, retriever_recall
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.core.cli import add_output_arguments, build_summary, fraction, run
@@ -41,6 +44,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
     parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        metavar="N",
+        help="grounded prompts: N candidate items per query, found by BM25 over titles, catalog attributes and "
+        "the --kg file's facts from the query text alone (stats.json records the retriever's recall@N per task)",
+    )
+    parser.add_argument(
+        "--candidate-facts", action="store_true", help="with --candidates: each candidate's KG facts in the prompt"
+    )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="keep only these tasks (default: all)")
     parser.add_argument("--kg", default=None, help="extra KG triples, JSONL {item_id|title, relation, value}")
     return parser.parse_args()
@@ -48,6 +62,10 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.candidates is not None and args.candidates < 1:
+        raise RecTuneError(f"--candidates {args.candidates}: give a number of candidates of at least 1")
+    if args.candidate_facts and args.candidates is None:
+        raise RecTuneError("--candidate-facts shows the candidates' KG facts: give --candidates N too")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
@@ -56,9 +74,22 @@ def main() -> None:
         raise RecTuneError(f"no queries of tasks {', '.join(args.tasks)} in {args.src}")
     train, test = split_rows(rows, args.test_size, args.seed)
     train, valid = split_rows(train, args.valid_size, args.seed + 1)  # by query text, as the test split
-    variant = {"with_history": args.with_history, "k": args.k}
-
+    variant = {
+        "with_history": args.with_history,
+        "k": args.k,
+        "candidates": args.candidates,
+        "candidate_facts": args.candidate_facts,
+    }
     summary = stats(train, test, release)
+    if args.candidates:
+        retriever = attach_candidates(
+            rows, release.catalog, release.independent_kg, args.candidates, args.candidate_facts
+        )
+        summary["retriever"] = {
+            "name": retriever.name,
+            "candidates": args.candidates,
+            "recall_at_n": {"train": retriever_recall(train + valid), "test": retriever_recall(test)},
+        }
     summary["queries"]["valid"] = len(valid)
     summary["prompt"] = variant  # evaluate/run.py reuses these
     with output_set(out, KIND, overwrite=args.overwrite) as staging:
@@ -71,8 +102,10 @@ def main() -> None:
 
     sizes = f"{len(train)} train / {len(valid)} validation / {len(test)} test queries"
     print(f"{len(release.catalog)} items, {len(release.kg)} KG triples, {sizes}")
+    recall = summary.get("retriever", {}).get("recall_at_n", {}).get("test", {})
     for task, counts in summary["by_task"].items():
-        print(f"  {task:13s} train {counts['train']:6d}  test {counts['test']:6d}")
+        found = f"  retriever recall@{args.candidates} {recall[task]:.3f}" if recall.get(task) is not None else ""
+        print(f"  {task:13s} train {counts['train']:6d}  test {counts['test']:6d}{found}")
     if release.missing_files:
         print(f"  missing from the release (see the warnings above): {', '.join(release.missing_files)}")
     unresolved = summary["unresolved_ground_truth"]

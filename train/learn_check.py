@@ -1,7 +1,7 @@
 """Does GRPO learn here? GRPO from the base model on a reward it can learn, then the evidence.
 
     make learn-check                     # recipes/learn_check_grpo.yaml, about 12 minutes on 2 CPU cores
-    python train/learn_check.py --max_steps 12 --out outputs/learn_check_short
+    python train/learn_check.py --max_steps 12 --out outputs/learn_check_short --data data/demo_movie
 
 Trains with train/grpo.py (the same script and plumbing as any RFT run) on the demo data's RFT prompts,
 rewarding answers close to 80 characters (rectune/training/learn_check.py says why), then prints the
@@ -39,13 +39,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/learn_check", help="folder for the run (its rft/ stage)")
     parser.add_argument("--max_steps", type=int, default=None, help="GRPO steps (default: the recipe's 30)")
+    parser.add_argument(
+        "--data", default=str(ROOT / "data/demo_movie"), help="prepared RecBench+ folder (built by make data-demo)"
+    )
     parser.add_argument("--window", type=int, default=5, help="steps averaged at each end of the curve")
     parser.add_argument("--prompts", type=int, default=16, help="held-out prompts whose greedy answers are compared")
     args = parser.parse_args()
 
     # Data: the demo world's benchmark (built once), its held-out prompts for the greedy comparison.
-    data = ROOT / "data/demo_movie"
-    if not (data / "train.jsonl").is_file():
+    data = Path(args.data)
+    if not (data / "train.jsonl").is_file() and data == ROOT / "data/demo_movie":
         subprocess.run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], cwd=ROOT, check=True)
     rows = load_rows(data / "test.jsonl")[: args.prompts]
     prompts = [get_benchmark(row.benchmark).messages(row, {}) for row in rows]
@@ -55,6 +58,7 @@ def main() -> None:
     stage = Path(args.out) / "rft"
     steps = args.max_steps or 30  # the recipe's
     command = [sys.executable, str(ROOT / "train/grpo.py"), str(RECIPE), "--output_dir", str(stage),
+               "--train_data", str(data / "train_rft.jsonl"),
                "--max_steps", str(steps), "--save_steps", str(steps)]  # fmt: skip  # its trainer_state: the curve
     if subprocess.run(command, cwd=ROOT).returncode != 0:
         raise RecTuneError(f"the GRPO run into {stage} failed (its output is above)")

@@ -75,6 +75,10 @@ class KnowledgeGraph:
             satisfied += all(value in facts.get(rel, ()) for rel, value in keyed)
         return satisfied, covered
 
+    def facts(self, item_id: str) -> list[tuple[str, str]]:
+        """``item_id``'s (relation, value) pairs, sorted, in the KG's normalised spelling."""
+        return sorted((rel, value) for rel, values in self._facts.get(item_id, {}).items() for value in values)
+
     def __len__(self) -> int:
         return sum(len(vals) for rels in self._facts.values() for vals in rels.values())
 

@@ -32,12 +32,14 @@ log = logging.getLogger(__name__)
 
 
 def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | None) -> dict:
-    """The prompt settings: as given, else as data_prep recorded them for the training files."""
+    """The prompt settings: as given, else as data_prep recorded them for the training files (grounded
+    prompts, ``candidates``, only ever as recorded: the candidates live in the rows)."""
     recorded = {}
     stats = Path(data).parent / "stats.json"
     if stats.is_file():
         recorded = read_json(stats).get("prompt", {})
     return {
+        **recorded,
         "with_history": recorded.get("with_history", False) if with_history is None else with_history,
         "k": recorded.get("k") if k is None else k,
     }

@@ -160,7 +160,8 @@ def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
 
 
 def test_prompt_variant_follows_data_prep(tmp_path, movie_data):
-    assert prompt_variant(movie_data / "test.jsonl", None, None) == {"with_history": False, "k": None}
+    recorded = prompt_variant(movie_data / "test.jsonl", None, None)
+    assert recorded == {"with_history": False, "k": None, "candidates": None, "candidate_facts": False}
     (tmp_path / "stats.json").write_text(json.dumps({"prompt": {"with_history": True, "k": 5}}))
     assert prompt_variant(tmp_path / "test.jsonl", None, None) == {"with_history": True, "k": 5}
     assert prompt_variant(tmp_path / "test.jsonl", False, None) == {"with_history": False, "k": 5}

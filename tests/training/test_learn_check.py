@@ -1,8 +1,10 @@
 """The learn check's reward and its verdict, on hand-computed values."""
 
 import json
+import re
 
 import pytest
+from conftest import run_script
 
 from rectune.training.learn_check import TARGET_CHARS, answer_length, clear_rise, reward_curve, rise
 
@@ -29,3 +31,27 @@ def test_the_curve_is_read_from_the_trainer_state(tmp_path):
     history = [{"rewards/answer_length/mean": 0.1, "step": 1}, {"loss": 0.3}, {"rewards/answer_length/mean": 0.4}]
     state.write_text(json.dumps({"log_history": history}))
     assert reward_curve(state) == [0.1, 0.4]
+
+
+@pytest.mark.slow
+def test_a_short_learn_check_shows_grpo_learning(tmp_path):
+    """The learn check at 12 steps on the embedded model: the script exits 1 when the reward's rise is
+    within noise or the saved adapter's greedy answers equal the base model's."""
+    world, release, data = tmp_path / "world", tmp_path / "release", tmp_path / "movie"
+    run_script("data_prep/demo_world.py", "--out", world)
+    run_script(
+        "data_prep/build_benchmark.py", "--kg", world / "items.jsonl", "--ratings", world / "ratings.dat",
+        "--users", world / "users.dat", "--out", release,
+    )  # fmt: skip
+    run_script(
+        "data_prep/recbench.py", "--src", release, "--domain", "movie", "--kg", release / "kg.jsonl",
+        "--test-size", "0.15", "--out", data,
+    )  # fmt: skip
+    result = run_script(
+        "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "12", "--window", "4",
+        "--prompts", "8", check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    first, last = map(float, re.search(r"first 4 steps: ([\d.]+); of the last 4: ([\d.]+)", result.stdout).groups())
+    changed = int(re.search(r"changed by the saved adapter: (\d+) of 8", result.stdout)[1])
+    assert last - first >= 0.1 and changed >= 1

@@ -35,21 +35,26 @@ class RecBenchPlus(Benchmark):
     conventions = ("default", official.NAME)
 
     def messages(self, row: RecBenchRow, variant: dict) -> list[dict]:
-        return prompts.build_messages(row, variant.get("with_history", False), variant.get("k"))
+        return prompts.build_messages(
+            row, variant.get("with_history", False), variant.get("k"), bool(variant.get("candidates"))
+        )
 
     def answer(self, row: RecBenchRow) -> str:
         return prompts.answer_text(row)
 
     def labels(self, rows: list[RecBenchRow]) -> list[dict]:
-        return [
-            {
+        labels = []
+        for row in rows:
+            label = {
                 "task": row.task,
                 "ground_truth": row.ground_truth,
                 "ground_truth_ids": row.ground_truth_ids,
                 "conditions": row.conditions,
             }
-            for row in rows
-        ]
+            if row.candidates is not None:  # grounded rows only: the from_candidates reward reads it
+                label["candidate_ids"] = [candidate["id"] for candidate in row.candidates]
+            labels.append(label)
+        return labels
 
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
         if resources.convention == official.NAME:

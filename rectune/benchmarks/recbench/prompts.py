@@ -7,6 +7,11 @@ request with history was published: ours says "read books" where the movie promp
 movies", by analogy. The history is the Python ``repr`` of a list of the user's last 10 items, in
 the release's (MovieLens) spelling, as in the authors' files.
 
+Grounded prompts (``--candidates N``, ours, not the authors'): the system prompt says the user's
+query comes with candidate items to choose from, and the user message lists them, one per line
+(``- Heat (1995)``, with ``: director: michael mann; ...`` under ``--candidate-facts``) before the
+query.
+
 Answers are titles separated by ``[SEP]``; SFT targets are written the same way (natural spelling,
 with the year), so a fine-tuned model answers in the form the paper's scorer reads.
 """
@@ -22,8 +27,16 @@ _PLURALS = {"movie": "movies", "book": "books"}
 _CONSUMED = {"movie": "watched", "book": "read"}
 
 
-def system_prompt(domain: str, with_history: bool = False, k: int | None = None) -> str:
+def system_prompt(domain: str, with_history: bool = False, k: int | None = None, grounded: bool = False) -> str:
     item, items = domain, _PLURALS[domain]
+    if grounded:
+        wanted = f"{k} recommended {items}" if k is not None else f"the recommended {items}"
+        given = f"a user's {_CONSUMED[domain]} {items}, " if with_history else ""
+        return (
+            f"You are a {item} recommender system. You are given {given}a list of candidate {items} and a query "
+            f"from the user. You need to recommend {items} from the candidates that satisfy the user's query. "
+            f"Please output {wanted} directly, do not output other content."
+        )
     if with_history:
         wanted = f" {k} recommended {items}" if k is not None else f"the recommended {items}"
         return (
@@ -38,21 +51,32 @@ def system_prompt(domain: str, with_history: bool = False, k: int | None = None)
     )
 
 
-def user_message(row: RecBenchRow, with_history: bool = False) -> str:
+def candidate_lines(row: RecBenchRow) -> str:
+    """``Candidate movies:`` and one ``- Title`` (``: facts``) line per candidate."""
+    lines = [f"- {c['title']}: {c['facts']}" if c.get("facts") else f"- {c['title']}" for c in row.candidates or []]
+    return f"Candidate {_PLURALS[row.domain]}:\n" + "\n".join(lines) + "\n"
+
+
+def user_message(row: RecBenchRow, with_history: bool = False, grounded: bool = False) -> str:
     items = _PLURALS[row.domain]
     request = f"Query: {row.query}\nRecommended {items} (separated by {SEP}):"
+    if grounded:
+        request = candidate_lines(row) + request
     if with_history and row.history:
         history = repr(list(row.history[-HISTORY_IN_PROMPT:]))
         return f"The user has {_CONSUMED[row.domain]} the following {items}:{history}\n{request}"
     return request
 
 
-def build_messages(row: RecBenchRow, with_history: bool = False, k: int | None = None) -> list[dict]:
-    """System + user messages for ``row`` (history only when asked for and present)."""
+def build_messages(
+    row: RecBenchRow, with_history: bool = False, k: int | None = None, grounded: bool = False
+) -> list[dict]:
+    """System + user messages for ``row`` (history, candidates only when asked for and present)."""
     use_history = with_history and bool(row.history)
+    use_candidates = grounded and bool(row.candidates)
     return [
-        {"role": "system", "content": system_prompt(row.domain, use_history, k)},
-        {"role": "user", "content": user_message(row, use_history)},
+        {"role": "system", "content": system_prompt(row.domain, use_history, k, use_candidates)},
+        {"role": "user", "content": user_message(row, use_history, use_candidates)},
     ]
 
 

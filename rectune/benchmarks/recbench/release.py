@@ -33,6 +33,9 @@ class Release:
     catalog: list[CatalogItem]
     kg: KnowledgeGraph
     rows: list[RecBenchRow]
+    # the --kg file's facts alone: the KG above also holds facts rebuilt from the queries' ground
+    # truth, which a candidate retriever must not see
+    independent_kg: KnowledgeGraph = field(default_factory=KnowledgeGraph)
     unresolved_titles: Counter = field(default_factory=Counter)
     missing_files: list[str] = field(default_factory=list)
 
@@ -120,9 +123,11 @@ def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg:
             _add_fact(kg, matcher, claim["item"], claim["relation"], claim["true"])
         raw["history"] = _history(ratings.get(raw.get("source_user") or ""), set(gt_ids), matcher, history_len)
         rows.append(RecBenchRow.from_dict({k: v for k, v in raw.items() if v is not None}))
+    independent_kg = KnowledgeGraph()
     if extra_kg:
         _merge_kg_file(kg, matcher, Path(extra_kg))
-    return Release(domain, catalog, kg, rows, unresolved, missing)
+        _merge_kg_file(independent_kg, matcher, Path(extra_kg))
+    return Release(domain, catalog, kg, rows, independent_kg, unresolved, missing)
 
 
 def _add_fact(kg: KnowledgeGraph, matcher: TitleMatcher, title: str, relation: str, value: str) -> None:

@@ -147,6 +147,24 @@ def repetition(completions, ground_truth, ground_truth_ids, task, conditions, *,
     ]
 
 
+def from_candidates(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, candidate_ids=None, **kwargs
+) -> list[float | None]:
+    """Grounded prompts only (else None): the share of recommended items that are among the row's
+    candidates; partial credit for choosing from the list before hits are common.
+    Candidates Heat and Alien: ``"Heat [SEP] Jaws"`` = 1/2 = 0.5; ``""`` = 0.0."""
+    values: list[float | None] = []
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    for i, j in enumerate(judged):
+        shown = set(candidate_ids[i] or []) if candidate_ids is not None else set()
+        if not shown:
+            values.append(None)
+        else:
+            chosen = sum(item in shown for item in j.extraction.item_ids)
+            values.append(chosen / j.extraction.count if j.extraction.count else 0.0)
+    return values
+
+
 def misinformed(
     completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
 ) -> list[float | None]:
@@ -164,6 +182,18 @@ def misinformed(
 
 
 REWARDS = {
-    f.__name__: f for f in (recall, precision, f1, cmr, conditions_met, format, hallucination, repetition, misinformed)
+    f.__name__: f
+    for f in (
+        recall,
+        precision,
+        f1,
+        cmr,
+        conditions_met,
+        format,
+        hallucination,
+        repetition,
+        from_candidates,
+        misinformed,
+    )
 }
 DEFAULT_REWARDS = ("recall", "format", "hallucination", "misinformed")

@@ -18,6 +18,8 @@ Fields (all required unless marked optional):
 ``history``               list of item titles the user consumed (may be empty)
 ``ground_truth``          non-empty list of ground-truth titles as the release spells them
 ``ground_truth_ids``      catalog ids the titles resolve to (unresolved ones are absent)
+``candidates``            optional list of ``{"id", "title"[, "facts"]}``: the items a retriever
+                          found for the query text (grounded prompts, ``--candidates N``)
 ========================  =================================================================
 """
 
@@ -51,6 +53,7 @@ class RecBenchRow:
     multihop: list[dict] | None = None
     source_user: str | None = None
     profile: dict | None = None
+    candidates: list[dict] | None = None
 
     @property
     def is_condition_based(self) -> bool:
@@ -82,4 +85,5 @@ class RecBenchRow:
             multihop=check.objects("multihop", optional=True),
             source_user=check.string("source_user", optional=True),
             profile=check.object("profile", optional=True),
+            candidates=check.objects("candidates", ("id", "title"), optional=True),
         )
