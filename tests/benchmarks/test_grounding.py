@@ -13,7 +13,6 @@ from rectune.data.catalog import KnowledgeGraph
 from rectune.data.titles import CatalogItem, TitleMatcher
 from rectune.evaluation.reports import prompt_variant
 
-
 # An independent KG for the fixture's films (true facts), in the --kg file format; the release's own
 # KG, rebuilt from the queries' ground truth, is never shown to the retriever.
 DIRECTORS = {

@@ -3,10 +3,11 @@
 ``data_prep/recbench.py --candidates N`` stores, per row, the ``candidates`` the retriever
 (:class:`~rectune.data.retrieval.CandidateRetriever`) returns for the query text alone, sorted by
 title. The retriever reads the catalog and the ``--kg`` file, never the KG a release's queries imply
-(their conditions attached to their ground-truth items: that would hand it the answers), and records in ``stats.json`` how much of the task the retriever already solved: its
-recall@N per task (the share of a query's resolved ground-truth items among its candidates, averaged
-over queries with any resolved item). Scoring is unchanged: an answer may still name items outside
-the list, and is scored as any other answer.
+(their conditions attached to their ground-truth items: that would hand it the answers). Data prep
+records in ``stats.json`` how much of the task the retriever already solved: its recall@N per task
+(the share of a query's resolved ground-truth items among its candidates, averaged over queries with
+any resolved item). Scoring is unchanged: an answer may still name items outside the list, and is
+scored as any other answer.
 """
 
 from __future__ import annotations
