@@ -18,9 +18,10 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
-from rectune.training.diagnostics import DIAGNOSTICS, DiagnosedGRPOTrainer, summary
+from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
 from rectune.training.rewards import rft_rewards
+from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.setup import (
     announce_setup,
     check_kernels,
@@ -72,7 +73,7 @@ def main() -> None:
         reward_weights=training_args.reward_weights,
     )
     init_tracking(training_args, run_args, metadata)
-    trainer = DiagnosedGRPOTrainer(
+    trainer = RecTuneGRPOTrainer(
         model=model_name,
         reward_funcs=reward_funcs,
         args=training_args,
@@ -80,6 +81,7 @@ def main() -> None:
         eval_dataset=validation,
         peft_config=get_peft_config(model_args),
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
+        merge_for_sampling=rft_args.merge_for_sampling,
     )
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

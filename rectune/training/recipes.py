@@ -81,6 +81,13 @@ class RftArguments:
         default=None,
         metadata={"help": "SFT adapter folder merged into the base model before GRPO (SFT then RFT)."},
     )
+    merge_for_sampling: bool = field(
+        default=True,
+        metadata={
+            "help": "Sample the GRPO completions from the LoRA adapter merged into the base weights, in eval mode "
+            "(faster; kept off under ZeRO-3 and FSDP). False: TRL's path, the adapter beside each layer."
+        },
+    )
 
 
 DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU
