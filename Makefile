@@ -227,7 +227,8 @@ demo: install
 	@echo "== [1/7 $$(date +%T)] build the demo benchmark -> data/demo_movie" && $(MAKE) -s data-demo
 	$(call train_and_score,$(DEMO_RUN),$(DEMO_EVAL),reports/demo,7)
 	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft \
-		reports/demo/sft_rft --out reports/demo/comparison
+		reports/demo/sft_rft --baseline base --out reports/demo/comparison && \
+	$(PY) evaluate/compare.py reports/demo/sft reports/demo/sft_rft --baseline sft --out reports/demo/sft_rft_vs_sft
 
 
 # The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (377 test queries), SFT with the

@@ -15,6 +15,7 @@ from rectune.core.cli import run
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
+    changed_answers,
     comparison_rows,
     load_reports,
     markdown,
@@ -41,10 +42,12 @@ def main() -> None:
     loaded = load_reports(reports)
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
-    print(markdown(rows, specs))
+    changed = changed_answers(reports, args.baseline) if args.baseline else []
+    note = f"Answers that differ from {args.baseline}'s: {'; '.join(changed)}." if changed else ""
+    print(markdown(rows, specs) + (f"\n\n{note}" if note else ""))
     paths = output_paths(args.out, OUTPUT_SUFFIXES)
     with file_outputs(paths, overwrite=args.overwrite):
-        write_outputs(rows, specs, paths)
+        write_outputs(rows, specs, paths, note)
     print("wrote " + ", ".join(str(p) for p in paths))
 
 

@@ -1,11 +1,18 @@
-"""GRPO rollouts: generated tokens/s of plain ``generate`` against transformers' continuous batching.
+"""GRPO rollouts: generated tokens/s of TRL's sampling path against the faster ones.
 
 The same prompts as a GRPO step generates for (``--prompts`` RecBench+ queries x ``--generations``
-completions each, sampled at temperature 1, up to ``--max-new-tokens``), once padded into one batch with
-``model.generate`` (TRL's default path) and once through ``model.generate_batch`` (continuous batching,
-TRL's ``use_transformers_continuous_batching``); also plain ``generate`` at the shorter completion
-length the recipe may use. Tokens are counted up to each sequence's end of answer. One run, one
-machine: the ratio is the figure.
+completions each, sampled at temperature 1, up to ``--max-new-tokens``), from the policy as a LoRA
+GRPO run holds it (the recipes' adapter: r 16 on q, k, v, o, dropout 0.05, with non-zero weights):
+
+* TRL's path: the PEFT model in train mode, the adapter beside each layer, one padded ``generate``;
+* merged: the adapter merged into the base weights, eval mode (``merge_for_sampling``, RecTune's
+  default, rectune/training/rollouts.py);
+* merged, continuous batching: the same through ``generate_batch`` (TRL's
+  ``use_transformers_continuous_batching``);
+* merged at the shorter completion length a recipe may use.
+
+Tokens are counted up to each sequence's end of answer. One run, one machine: the ratio to TRL's
+path is the figure.
 
     python -m perf.bench_rollouts [--model embedded:smollm2] [--device cpu]
 """
@@ -14,10 +21,15 @@ import argparse
 import time
 
 import torch
+from peft import LoraConfig, get_peft_model
 
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.training.rollouts import merged_for_sampling
+
+# the CPU recipes' adapter
+LORA = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 def prompt_ids(tokenizer, count: int) -> list[list[int]]:
@@ -78,34 +90,38 @@ def main() -> None:
     parser.add_argument("--model", default="embedded:smollm2")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step (CPU recipe: 2)")
-    parser.add_argument("--generations", type=int, default=4, help="completions per prompt (CPU recipe: 4)")
+    parser.add_argument("--generations", type=int, default=8, help="completions per prompt (experiment recipe: 8)")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--short-max-new-tokens", type=int, default=48)
     args = parser.parse_args()
 
     torch.manual_seed(0)
     model, tokenizer = load_for_generation(resolve_checkpoint(args.model))
-    model.to(args.device)
+    policy = get_peft_model(model.to(args.device), LORA)
+    for name, weight in policy.named_parameters():
+        if "lora_B" in name:  # a trained adapter's B is not 0 (the merge then changes weights, as in training)
+            torch.nn.init.normal_(weight, std=1e-3)
     prompts = prompt_ids(tokenizer, args.prompts)
-    plain(model, tokenizer, prompts[:1], 1, 4)  # warm-up
-    results = {
-        f"generate, {args.max_new_tokens} tokens": plain(
-            model, tokenizer, prompts, args.generations, args.max_new_tokens
-        ),
-        f"generate, {args.short_max_new_tokens} tokens": plain(
-            model, tokenizer, prompts, args.generations, args.short_max_new_tokens
-        ),
-    }
-    try:
-        results[f"continuous batching, {args.max_new_tokens} tokens"] = continuous(
-            model, prompts, args.generations, args.max_new_tokens
+    plain(policy, tokenizer, prompts[:1], 1, 4)  # warm-up
+    long, short = args.max_new_tokens, args.short_max_new_tokens
+    trl_path = f"TRL's path: LoRA beside the layers, train mode, {long} tokens"
+    policy.train()
+    results = {trl_path: plain(policy, tokenizer, prompts, args.generations, long)}
+    with merged_for_sampling(policy):
+        results[f"merged LoRA, eval mode, {long} tokens"] = plain(policy, tokenizer, prompts, args.generations, long)
+        results[f"merged LoRA, eval mode, {short} tokens"] = plain(
+            policy, tokenizer, prompts, args.generations, short
         )
-    except Exception as err:  # report, do not hide: the path does not run on this device or version
-        print(f"continuous batching failed here: {type(err).__name__}: {err}")
-    base = results[f"generate, {args.max_new_tokens} tokens"]
+        try:
+            results[f"merged LoRA, continuous batching, {long} tokens"] = continuous(
+                policy, prompts, args.generations, long
+            )
+        except Exception as err:  # report, do not hide: the path does not run on this device or version
+            print(f"continuous batching failed here: {type(err).__name__}: {err}")
+    base = results[trl_path]
     print(f"{args.prompts} prompts x {args.generations} completions, sampled, {args.device}, "
           f"{torch.get_num_threads()} threads")  # fmt: skip
-    print("| rollout | generated tokens | seconds | tokens/s | vs generate |\n|---|---|---|---|---|")
+    print("| rollout | generated tokens | seconds | tokens/s | vs TRL's path |\n|---|---|---|---|---|")
     for name, (tokens, seconds) in results.items():
         ratio = (tokens / seconds) / (base[0] / base[1])
         print(f"| {name} | {tokens} | {seconds:.1f} | {tokens / seconds:.1f} | {ratio:.2f}x |")

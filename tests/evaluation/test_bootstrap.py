@@ -118,3 +118,24 @@ def test_compare_files_carry_the_intervals(tmp_path):
     assert float(sft_overall["recall_delta"]) == pytest.approx(0.1)
     assert float(sft_overall["recall_low"]) == pytest.approx(0.1)
     assert (tmp_path / "comparison.png").stat().st_size > 0
+
+
+def test_changed_answers_count_queries_answered_differently(tmp_path):
+    import json
+
+    from rectune.evaluation.compare import changed_answers
+
+    answers = {
+        "base": {"q0": "Heat", "q1": "Alien", "q2": "Jaws"},
+        "rft": {"q0": "Heat", "q1": "Alien [SEP] Jaws", "q2": "Jaws"},
+        "sft": {"q0": "Ronin", "q1": "Casino", "q3": "an id base never saw"},
+    }
+    for name, by_id in answers.items():
+        (tmp_path / name).mkdir()
+        rows = "".join(json.dumps({"id": i, "completion": text}) + "\n" for i, text in by_id.items())
+        (tmp_path / name / "predictions.jsonl").write_text(rows)
+    (tmp_path / "scored_only").mkdir()  # a report without predictions (evaluate/score.py) is left out
+    folders = [tmp_path / name for name in ("base", "rft", "sft", "scored_only")]
+    # rft: q1 differs of q0-q2; sft: q0 and q1 differ, q3 is not shared
+    assert changed_answers(folders, "base") == ["rft: 1 of 3", "sft: 2 of 2"]
+    assert changed_answers(folders, "scored_only") == []
