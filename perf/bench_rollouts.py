@@ -109,9 +109,7 @@ def main() -> None:
     results = {trl_path: plain(policy, tokenizer, prompts, args.generations, long)}
     with merged_for_sampling(policy):
         results[f"merged LoRA, eval mode, {long} tokens"] = plain(policy, tokenizer, prompts, args.generations, long)
-        results[f"merged LoRA, eval mode, {short} tokens"] = plain(
-            policy, tokenizer, prompts, args.generations, short
-        )
+        results[f"merged LoRA, eval mode, {short} tokens"] = plain(policy, tokenizer, prompts, args.generations, short)
         try:
             results[f"merged LoRA, continuous batching, {long} tokens"] = continuous(
                 policy, prompts, args.generations, long
