@@ -2,6 +2,7 @@
 
     make learn-check                     # recipes/learn_check_grpo.yaml, about 12 minutes on 2 CPU cores
     python train/learn_check.py --max_steps 12 --out outputs/learn_check_short --data data/demo_movie
+    python train/learn_check.py --learning_rate 1e-3     # any other flag goes to train/grpo.py
 
 Trains with train/grpo.py (the same script and plumbing as any RFT run) on the demo data's RFT prompts,
 rewarding answers close to 80 characters (rectune/training/learn_check.py says why), then prints the
@@ -44,7 +45,7 @@ def main() -> None:
     )
     parser.add_argument("--window", type=int, default=5, help="steps averaged at each end of the curve")
     parser.add_argument("--prompts", type=int, default=16, help="held-out prompts whose greedy answers are compared")
-    args = parser.parse_args()
+    args, grpo_flags = parser.parse_known_args()
 
     # Data: the demo world's benchmark (built once), its held-out prompts for the greedy comparison.
     data = Path(args.data)
@@ -59,7 +60,7 @@ def main() -> None:
     steps = args.max_steps or 30  # the recipe's
     command = [sys.executable, str(ROOT / "train/grpo.py"), str(RECIPE), "--output_dir", str(stage),
                "--train_data", str(data / "train_rft.jsonl"),
-               "--max_steps", str(steps), "--save_steps", str(steps)]  # fmt: skip  # its trainer_state: the curve
+               "--max_steps", str(steps), "--save_steps", str(steps), *grpo_flags]  # fmt: skip  # its trainer_state
     if subprocess.run(command, cwd=ROOT).returncode != 0:
         raise RecTuneError(f"the GRPO run into {stage} failed (its output is above)")
 
