@@ -191,7 +191,12 @@ def test_run_end_to_end_with_wandb_offline(tmp_path, tiny_adapter, movie_data):
         "interest",
         "demographics",
     }
-    assert report["config"]["kind"] == "adapter" and report["config"]["prompt"] == {"with_history": False, "k": None}
+    assert report["config"]["kind"] == "adapter" and report["config"]["prompt"] == {
+        "with_history": False,
+        "k": None,
+        "candidates": None,
+        "candidate_facts": False,
+    }
     assert len(read_jsonl(out / "predictions.jsonl")) == 9
     assert (out / "report.md").read_text().startswith("# tiny_sft")
     (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
