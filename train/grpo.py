@@ -82,6 +82,7 @@ def main() -> None:
         peft_config=get_peft_config(model_args),
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
         merge_for_sampling=rft_args.merge_for_sampling,
+        rollout_dtype=rft_args.rollout_dtype,
     )
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

@@ -64,6 +64,9 @@ class RunArguments:
     )
 
 
+ROLLOUT_DTYPES = ("bfloat16", "float16", "float32")
+
+
 @dataclass
 class RftArguments:
     """GRPO-only settings: rewards, their catalog/KG, and the model RFT starts from."""
@@ -88,6 +91,19 @@ class RftArguments:
             "(faster; kept off under ZeRO-3 and FSDP). False: TRL's path, the adapter beside each layer."
         },
     )
+    rollout_dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "Sample from a copy of the merged policy in this dtype, refreshed every step (bfloat16 halves "
+            "the memory read per token on CPU); None: the policy's own dtype. Needs merge_for_sampling.",
+            "choices": list(ROLLOUT_DTYPES),
+        },
+    )
+
+    def __post_init__(self) -> None:
+        # a recipe's value skips argparse's choices check: check it here, naming the key
+        if self.rollout_dtype is not None and self.rollout_dtype not in ROLLOUT_DTYPES:
+            raise ValueError(f"rollout_dtype: {self.rollout_dtype!r} is not one of {', '.join(ROLLOUT_DTYPES)}")
 
 
 DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU

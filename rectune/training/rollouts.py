@@ -1,11 +1,16 @@
-"""GRPO rollouts with a LoRA policy, sampled from the merged weights.
+"""GRPO rollouts with a LoRA policy, sampled from the merged weights, optionally in a lower precision.
 
 TRL samples each step's completions from the policy as it trains: a PEFT model in train mode whose
 LoRA layers compute ``dropout(x)·A·B`` beside every adapted projection, for every generated token.
 Sampling needs only the function, and the merged weight ``W + s·B·A`` is the same function:
 :func:`merged_for_sampling` merges the adapter into the base weights in place for the generation,
-samples in eval mode (no dropout), then unmerges and restores the mode. The merge costs one small
-matrix product per adapted layer per step; ``make bench-rollouts`` measures what it saves.
+samples in eval mode (no dropout), then unmerges and restores the mode.
+
+On CPU, decoding reads every weight once per token, so it is bound by memory traffic: sampling from a
+bfloat16 copy of the merged weights (:class:`RolloutCopy`, ``rollout_dtype``) halves it. The copy is
+refreshed from the merged policy before every generation, as vLLM's weights are in TRL's vLLM mode;
+the log-probabilities GRPO trains on are still the policy's own, in its own precision. The mismatch
+between the two distributions is what ``make bench-rollouts`` reports as KL.
 
 Sharded parameters (DeepSpeed ZeRO-3, FSDP) cannot be merged in place: there TRL's path is kept.
 Unmerging subtracts what merging added, so the frozen base weights carry float rounding (about
@@ -14,6 +19,8 @@ Unmerging subtracts what merging added, so the frozen base weights carry float r
 
 from __future__ import annotations
 
+import copy
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,17 +47,72 @@ def merged_for_sampling(model: torch.nn.Module) -> Iterator[bool]:
         model.train(training)
 
 
+def _plain_name(peft_name: str) -> str | None:
+    """The name a parameter of a PEFT-wrapped model has once the adapter is merged and unloaded;
+    None for the adapter's own weights and the originals that ``modules_to_save`` replaces."""
+    if "lora_" in peft_name or ".original_module." in peft_name:
+        return None
+    return peft_name.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")
+
+
+class RolloutCopy:
+    """A copy of ``policy`` in ``dtype``, eval mode, without adapters, for sampling only."""
+
+    def __init__(self, policy: torch.nn.Module, dtype: torch.dtype):
+        if isinstance(policy, PeftModel):
+            self.model = copy.deepcopy(policy).merge_and_unload()
+            source = policy.get_base_model()
+        else:
+            self.model = copy.deepcopy(policy)
+            source = policy
+        self.model.to(dtype).eval().requires_grad_(False)
+        targets = dict(self.model.named_parameters())
+        plain_names = [(_plain_name(name), p) for name, p in source.named_parameters()]
+        self._pairs = [(p, targets.pop(name)) for name, p in plain_names if name]
+        if targets:  # a layout this mapping does not know: refuse rather than sample from stale weights
+            raise ValueError(f"rollout_dtype: no policy weight maps to {sorted(targets)[:5]}")
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        """Copy the policy's current (merged) weights in, cast to this copy's dtype."""
+        for source, target in self._pairs:
+            target.copy_(source)
+
+    @contextmanager
+    def generating_for(self, policy: torch.nn.Module) -> Iterator[None]:
+        """Within: ``policy.generate`` samples from this copy, synced first."""
+        self.sync()
+        # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
+        policy.generate = self.model.generate
+        try:
+            yield
+        finally:
+            del policy.generate
+
+
 class RecTuneGRPOTrainer(DiagnosedGRPOTrainer):
     """TRL's GRPOTrainer with RecTune's diagnostics, sampling from merged LoRA weights when
-    ``merge_for_sampling`` is on and the parameters are whole on each process."""
+    ``merge_for_sampling`` is on and the parameters are whole on each process, from a copy of them in
+    ``rollout_dtype`` when that differs from the policy's."""
 
-    def __init__(self, *args, merge_for_sampling: bool = True, **kwargs):
+    def __init__(self, *args, merge_for_sampling: bool = True, rollout_dtype: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
+        self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
+        if self.rollout_dtype is not None and not self.merge_for_sampling:
+            warnings.warn("rollout_dtype needs merge_for_sampling and whole (unsharded) weights: ignored", stacklevel=2)
+            self.rollout_dtype = None
+        self._rollout_copy: RolloutCopy | None = None
 
     def _generate_single_turn(self, *args, **kwargs):
         if not self.merge_for_sampling:
             return super()._generate_single_turn(*args, **kwargs)
-        with merged_for_sampling(self.accelerator.unwrap_model(self.model)):
-            return super()._generate_single_turn(*args, **kwargs)
+        policy = self.accelerator.unwrap_model(self.model)
+        with merged_for_sampling(policy):
+            if self.rollout_dtype is None or self.rollout_dtype == policy.dtype:
+                return super()._generate_single_turn(*args, **kwargs)
+            if self._rollout_copy is None:
+                self._rollout_copy = RolloutCopy(policy, self.rollout_dtype)
+            with self._rollout_copy.generating_for(policy):
+                return super()._generate_single_turn(*args, **kwargs)

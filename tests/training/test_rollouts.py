@@ -1,12 +1,14 @@
 """Sampling GRPO completions from merged LoRA weights: the same function, the adapter restored after."""
 
+import copy
+
 import pytest
 import torch
 from conftest import one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from rectune.training.rollouts import merged_for_sampling
+from rectune.training.rollouts import RolloutCopy, merged_for_sampling
 
 
 def lora_layers(model):
@@ -58,3 +60,59 @@ def test_grpo_trains_with_and_without_merged_sampling(tmp_path, tiny_model, trai
     )  # fmt: skip
     run_script("train/grpo.py", recipe)
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_a_rollout_copy_samples_the_merged_policy_and_follows_its_updates(tiny_model):
+    torch.manual_seed(0)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
+    for layer in lora_layers(model):
+        torch.nn.init.normal_(layer.lora_B["default"].weight, std=0.5)
+    ids = torch.tensor([[2, 40, 41, 42, 43, 3]])
+    with merged_for_sampling(model):
+        rollout = RolloutCopy(model, torch.bfloat16)
+    assert {p.dtype for p in rollout.model.parameters()} == {torch.bfloat16}
+    assert not any("lora_" in name for name, _ in rollout.model.named_parameters())
+
+    for layer in lora_layers(model):  # an optimiser step: the adapter moves after the copy was made
+        torch.nn.init.normal_(layer.lora_B["default"].weight, std=0.5)
+    with torch.no_grad():
+        expected = copy.deepcopy(model).merge_and_unload().to(torch.bfloat16).eval()(input_ids=ids).logits
+    with merged_for_sampling(model), torch.no_grad():
+        stale = rollout.model(input_ids=ids).logits
+        with rollout.generating_for(model):
+            assert model.generate.__self__ is rollout.model
+            synced = rollout.model(input_ids=ids).logits
+    assert "generate" not in vars(model)  # TRL's generate is the model's own again
+    assert (stale.float() - expected.float()).abs().max() > 0.05  # before the sync the copy held the old adapter
+    assert torch.equal(synced, expected)  # after it: exactly the merged policy cast to bfloat16
+
+
+def test_a_full_model_has_a_rollout_copy_too(tiny_model):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    rollout = RolloutCopy(model, torch.bfloat16)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+        rollout.sync()
+    torch.testing.assert_close(next(rollout.model.parameters()).float(), next(model.parameters()), atol=0.02, rtol=0.01)
+
+
+def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_data):
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
+        reward_funcs=["tests.grpo_rewards.length"], rollout_dtype="bfloat16",
+    )  # fmt: skip
+    run_script("train/grpo.py", recipe)
+    assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_an_unknown_rollout_dtype_is_refused_naming_the_key(tmp_path, tiny_model, train_data):
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
+        reward_funcs=["tests.grpo_rewards.length"], rollout_dtype="bf16",
+    )  # fmt: skip
+    result = run_script("train/grpo.py", recipe, check=False)
+    assert result.returncode != 0 and "rollout_dtype: 'bf16'" in result.stderr
+    assert not (tmp_path / "rft").exists()
