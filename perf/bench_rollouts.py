@@ -2,22 +2,28 @@
 
 The same prompts as a GRPO step generates for (``--prompts`` RecBench+ queries x ``--generations``
 completions each, sampled at temperature 1, up to ``--max-new-tokens``), from the policy as a LoRA
-GRPO run holds it (the recipes' adapter: r 16 on q, k, v, o, dropout 0.05, with non-zero weights):
+GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout, non-zero weights):
 
-* TRL's path: the PEFT model in train mode, the adapter beside each layer, one padded ``generate``;
+* TRL's path: the PEFT model in train mode, the adapter beside each layer, one padded ``generate``,
+  with LoRA dropout 0.05 and without (the CPU GRPO recipes set none);
 * merged: the adapter merged into the base weights, eval mode (``merge_for_sampling``, RecTune's
   default, rectune/training/rollouts.py);
+* merged, sampled from a bfloat16 copy refreshed from the policy (``rollout_dtype: bfloat16``, the CPU
+  GRPO recipes' setting), timed with the refresh; the KL divergence of the copy's next-token
+  distribution from the policy's over those completions is printed beside it;
 * merged, continuous batching: the same through ``generate_batch`` (TRL's
   ``use_transformers_continuous_batching``);
 * merged at the shorter completion length a recipe may use.
 
-Tokens are counted up to each sequence's end of answer. One run, one machine: the ratio to TRL's
-path is the figure.
+Tokens are counted up to each sequence's end of answer. Every path runs once per round, the rounds
+interleaved, and the table sums them. One run, one machine: the ratio to the first row (TRL's path
+with the adapter's usual dropout) is the figure.
 
     python -m perf.bench_rollouts [--model embedded:smollm2] [--device cpu]
 """
 
 import argparse
+import copy
 import time
 
 import torch
@@ -26,10 +32,10 @@ from peft import LoraConfig, get_peft_model
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
-from rectune.training.rollouts import merged_for_sampling
+from rectune.training.rollouts import RolloutCopy, merged_for_sampling
 
-# the CPU recipes' adapter
-LORA = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+# the CPU GRPO recipes' adapter
+LORA = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 def prompt_ids(tokenizer, count: int) -> list[list[int]]:
@@ -51,6 +57,12 @@ def generated_length(tokens: list[int], eos: int, pad: int) -> int:
 
 def plain(model, tokenizer, prompts: list[list[int]], generations: int, max_new_tokens: int) -> tuple[int, float]:
     """(generated tokens, seconds) of one left-padded ``generate`` call over every completion."""
+    tokens, seconds, _ = sampled(model, tokenizer, prompts, generations, max_new_tokens)
+    return tokens, seconds
+
+
+def sampled(model, tokenizer, prompts, generations: int, max_new_tokens: int) -> tuple[int, float, torch.Tensor]:
+    """:func:`plain`'s figures and the sampled sequences (prompt and completion, left-padded)."""
     rows = [ids for ids in prompts for _ in range(generations)]
     width = max(map(len, rows))
     pad = tokenizer.pad_token_id
@@ -63,7 +75,17 @@ def plain(model, tokenizer, prompts: list[list[int]], generations: int, max_new_
         )
     seconds = time.perf_counter() - start
     completions = output[:, width:].tolist()
-    return sum(generated_length(c, tokenizer.eos_token_id, pad) for c in completions), seconds
+    return sum(generated_length(c, tokenizer.eos_token_id, pad) for c in completions), seconds, output
+
+
+@torch.no_grad()
+def mean_kl(policy, copy, sequences: torch.Tensor, pad: int) -> float:
+    """Mean KL(policy ‖ copy) of the next-token distributions over the non-pad positions of ``sequences``."""
+    mask = (sequences != pad).long()
+    policy_logp = policy(input_ids=sequences, attention_mask=mask).logits.float().log_softmax(-1)
+    copy_logp = copy(input_ids=sequences, attention_mask=mask).logits.float().log_softmax(-1)
+    per_position = (policy_logp.exp() * (policy_logp - copy_logp)).sum(-1)
+    return (per_position * mask).sum().item() / mask.sum().item()
 
 
 def continuous(model, prompts: list[list[int]], generations: int, max_new_tokens: int) -> tuple[int, float]:
@@ -91,8 +113,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step (CPU recipe: 2)")
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (experiment recipe: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--short-max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="experiment recipe: 64")
+    parser.add_argument("--short-max-new-tokens", type=int, default=48, help="demo recipe: 48")
+    parser.add_argument("--rounds", type=int, default=3, help="each path runs once per round, interleaved")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -101,28 +124,66 @@ def main() -> None:
     for name, weight in policy.named_parameters():
         if "lora_B" in name:  # a trained adapter's B is not 0 (the merge then changes weights, as in training)
             torch.nn.init.normal_(weight, std=1e-3)
-    prompts = prompt_ids(tokenizer, args.prompts)
-    plain(policy, tokenizer, prompts[:1], 1, 4)  # warm-up
-    long, short = args.max_new_tokens, args.short_max_new_tokens
-    trl_path = f"TRL's path: LoRA beside the layers, train mode, {long} tokens"
-    policy.train()
-    results = {trl_path: plain(policy, tokenizer, prompts, args.generations, long)}
+    with_dropout = copy.deepcopy(policy)  # the same adapter with PEFT's usual dropout, as GRPO recipes often set
+    for layer in with_dropout.modules():
+        if isinstance(getattr(layer, "lora_dropout", None), torch.nn.ModuleDict):
+            layer.lora_dropout["default"] = torch.nn.Dropout(0.05)
     with merged_for_sampling(policy):
-        results[f"merged LoRA, eval mode, {long} tokens"] = plain(policy, tokenizer, prompts, args.generations, long)
-        results[f"merged LoRA, eval mode, {short} tokens"] = plain(policy, tokenizer, prompts, args.generations, short)
-        try:
-            results[f"merged LoRA, continuous batching, {long} tokens"] = continuous(
-                policy, prompts, args.generations, long
-            )
-        except Exception as err:  # report, do not hide: the path does not run on this device or version
-            print(f"continuous batching failed here: {type(err).__name__}: {err}")
-    base = results[trl_path]
-    print(f"{args.prompts} prompts x {args.generations} completions, sampled, {args.device}, "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
-    print("| rollout | generated tokens | seconds | tokens/s | vs TRL's path |\n|---|---|---|---|---|")
-    for name, (tokens, seconds) in results.items():
-        ratio = (tokens / seconds) / (base[0] / base[1])
+        rollout = RolloutCopy(policy, torch.bfloat16)  # built once per run, as the trainer does
+    prompts = prompt_ids(tokenizer, args.prompts)
+    long, short = args.max_new_tokens, args.short_max_new_tokens
+
+    def trl_path(model):
+        model.train()
+        return plain(model, tokenizer, prompts, args.generations, long)
+
+    def merged(max_new_tokens, generate=plain):
+        with merged_for_sampling(policy):  # merging and unmerging are part of every step's cost
+            return generate(policy, tokenizer, prompts, args.generations, max_new_tokens)
+
+    last_bfloat16_sequences = []
+
+    def bfloat16_copy():
+        start = time.perf_counter()
+        with merged_for_sampling(policy), rollout.generating_for(policy):  # the refresh is timed too
+            tokens, _, sequences = sampled(policy, tokenizer, prompts, args.generations, long)
+        last_bfloat16_sequences[:] = [sequences]
+        return tokens, time.perf_counter() - start
+
+    paths = {
+        f"TRL's path: LoRA beside the layers, dropout 0.05, train mode, {long} tokens": lambda: trl_path(with_dropout),
+        f"TRL's path: LoRA beside the layers, no dropout, train mode, {long} tokens": lambda: trl_path(policy),
+        f"merged LoRA, eval mode (`merge_for_sampling`), {long} tokens": lambda: merged(long),
+        f"merged LoRA, eval mode, {short} tokens": lambda: merged(short),
+        f"merged LoRA, bfloat16 copy (`rollout_dtype`), {long} tokens": bfloat16_copy,
+        f"merged LoRA, continuous batching, {long} tokens": lambda: merged(
+            long, lambda model, _tokenizer, *rest: continuous(model, *rest)
+        ),
+    }
+    for model_to_warm in (with_dropout, policy, rollout.model):  # first calls pick kernels: not timed
+        plain(model_to_warm, tokenizer, prompts[:1], 1, 4)
+    totals = {name: [0, 0.0] for name in paths}
+    for round_ in range(args.rounds):  # interleaved, so drifts of the machine hit every path alike
+        for name, run in list(paths.items()):
+            torch.manual_seed(round_)
+            try:
+                tokens, seconds = run()
+            except Exception as err:  # report, do not hide: the path does not run on this device or version
+                print(f"{name} failed here: {type(err).__name__}: {err}")
+                del paths[name], totals[name]
+                continue
+            totals[name][0] += tokens
+            totals[name][1] += seconds
+    base_tokens, base_seconds = next(iter(totals.values()))
+    print(f"{args.prompts} prompts x {args.generations} completions, sampled, {args.rounds} rounds, "
+          f"{args.device}, {torch.get_num_threads()} threads")  # fmt: skip
+    print("| rollout | generated tokens | seconds | tokens/s | vs the first row |\n|---|---|---|---|---|")
+    for name, (tokens, seconds) in totals.items():
+        ratio = (tokens / seconds) / (base_tokens / base_seconds)
         print(f"| {name} | {tokens} | {seconds:.1f} | {tokens / seconds:.1f} | {ratio:.2f}x |")
+    with merged_for_sampling(policy):
+        kl = mean_kl(policy, rollout.model, last_bfloat16_sequences[0], tokenizer.pad_token_id)
+    print(f"bfloat16 copy: mean KL(policy || copy) of the next token over its completions: {kl:.4f} nats")
 
 
 if __name__ == "__main__":
