@@ -4,35 +4,37 @@ The same prompts as a GRPO step generates for (``--prompts`` RecBench+ queries x
 completions each, sampled at temperature 1, up to ``--max-new-tokens``), from the policy as a LoRA
 GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout, non-zero weights):
 
-* TRL's path: the PEFT model in train mode, the adapter beside each layer, one padded ``generate``,
-  with LoRA dropout 0.05 and without (the CPU GRPO recipes set none);
-* merged: the adapter merged into the base weights, eval mode (``merge_for_sampling``, RecTune's
-  default, rectune/training/rollouts.py);
+* TRL's path: the PEFT model in train mode, the adapter beside each layer, one padded ``generate``
+  drawing tokens with ``torch.multinomial``, with LoRA dropout 0.05 and without (the CPU GRPO recipes
+  set none);
+* merged: the adapter merged into the base weights, eval mode, with transformers' draw and with the
+  inverse-CDF draw (``merge_for_sampling``, RecTune's default: rectune/training/rollouts.py, sampling.py);
 * merged, sampled from a bfloat16 copy refreshed from the policy (``rollout_dtype: bfloat16``, the CPU
-  GRPO recipes' setting), timed with the refresh; the KL divergence of the copy's next-token
-  distribution from the policy's over those completions is printed beside it;
-* merged, continuous batching: the same through ``generate_batch`` (TRL's
-  ``use_transformers_continuous_batching``);
-* merged at the shorter completion length a recipe may use.
+  GRPO recipes' setting), at the experiment recipe's and the demo recipe's completion lengths; the KL
+  divergence of the copy's next-token distribution from the policy's is printed below the table;
+* merged, continuous batching: ``generate_batch`` (TRL's ``use_transformers_continuous_batching``).
 
-Tokens are counted up to each sequence's end of answer. Every path runs once per round, the rounds
-interleaved, and the table sums them. One run, one machine: the ratio to the first row (TRL's path
-with the adapter's usual dropout) is the figure.
+Every path samples with TRL's generation settings (temperature 1, no top-k or top-p) and is timed with
+its merge, unmerge and refresh. Tokens are counted up to each sequence's end of answer. Every path runs
+once per round, the rounds interleaved, and the table sums them. One run, one machine: the ratio to the
+first row (TRL's path with the adapter's usual dropout) is the figure.
 
     python -m perf.bench_rollouts [--model embedded:smollm2] [--device cpu]
 """
 
 import argparse
+import contextlib
 import copy
 import time
 
 import torch
 from peft import LoraConfig, get_peft_model
+from transformers import GenerationConfig
 
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
-from rectune.training.rollouts import RolloutCopy, merged_for_sampling
+from rectune.training.rollouts import RolloutCopy, generating_with, merged_for_sampling
 
 # the CPU GRPO recipes' adapter
 LORA = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
@@ -71,7 +73,7 @@ def sampled(model, tokenizer, prompts, generations: int, max_new_tokens: int) ->
     start = time.perf_counter()
     with torch.no_grad():
         output = model.generate(
-            input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0
+            input_ids=input_ids, attention_mask=mask, generation_config=trl_sampling(model, max_new_tokens)
         )
     seconds = time.perf_counter() - start
     completions = output[:, width:].tolist()
@@ -88,17 +90,16 @@ def mean_kl(policy, copy, sequences: torch.Tensor, pad: int) -> float:
     return (per_position * mask).sum().item() / mask.sum().item()
 
 
+def trl_sampling(model, max_new_tokens: int) -> GenerationConfig:
+    """The sampling configuration TRL's GRPO trainer passes to ``generate`` (its defaults)."""
+    defaults = model.generation_config
+    return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                            pad_token_id=defaults.pad_token_id, eos_token_id=defaults.eos_token_id)  # fmt: skip
+
+
 def continuous(model, prompts: list[list[int]], generations: int, max_new_tokens: int) -> tuple[int, float]:
     """(generated tokens, seconds) of ``generate_batch`` (continuous batching) over the same completions."""
-    from transformers import GenerationConfig
-
-    config = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=True,
-        temperature=1.0,
-        eos_token_id=model.generation_config.eos_token_id,
-        pad_token_id=model.generation_config.pad_token_id,
-    )
+    config = trl_sampling(model, max_new_tokens)
     rows = [ids for ids in prompts for _ in range(generations)]
     start = time.perf_counter()
     with torch.no_grad():
@@ -137,27 +138,25 @@ def main() -> None:
         model.train()
         return plain(model, tokenizer, prompts, args.generations, long)
 
-    def merged(max_new_tokens, generate=plain):
-        with merged_for_sampling(policy):  # merging and unmerging are part of every step's cost
-            return generate(policy, tokenizer, prompts, args.generations, max_new_tokens)
-
-    last_bfloat16_sequences = []
-
-    def bfloat16_copy():
-        start = time.perf_counter()
-        with merged_for_sampling(policy), rollout.generating_for(policy):  # the refresh is timed too
-            tokens, _, sequences = sampled(policy, tokenizer, prompts, args.generations, long)
-        last_bfloat16_sequences[:] = [sequences]
+    def merged(max_new_tokens, copy=None, inverse_cdf=True, generate=plain):
+        start = time.perf_counter()  # merging, unmerging and the copy's refresh are part of every step's cost
+        with merged_for_sampling(policy):
+            if copy is not None:
+                copy.sync()
+            sampler = policy if copy is None else copy.model
+            with generating_with(policy, sampler) if inverse_cdf else contextlib.nullcontext():
+                tokens, *_ = generate(policy, tokenizer, prompts, args.generations, max_new_tokens)
         return tokens, time.perf_counter() - start
 
     paths = {
         f"TRL's path: LoRA beside the layers, dropout 0.05, train mode, {long} tokens": lambda: trl_path(with_dropout),
         f"TRL's path: LoRA beside the layers, no dropout, train mode, {long} tokens": lambda: trl_path(policy),
-        f"merged LoRA, eval mode (`merge_for_sampling`), {long} tokens": lambda: merged(long),
-        f"merged LoRA, eval mode, {short} tokens": lambda: merged(short),
-        f"merged LoRA, bfloat16 copy (`rollout_dtype`), {long} tokens": bfloat16_copy,
+        f"merged LoRA, eval mode, transformers' draw, {long} tokens": lambda: merged(long, inverse_cdf=False),
+        f"merged LoRA, eval mode, inverse-CDF draw (`merge_for_sampling`), {long} tokens": lambda: merged(long),
+        f"merged LoRA, bfloat16 copy (`rollout_dtype`), inverse-CDF draw, {long} tokens": lambda: merged(long, rollout),
+        f"merged LoRA, bfloat16 copy, inverse-CDF draw, {short} tokens": lambda: merged(short, rollout),
         f"merged LoRA, continuous batching, {long} tokens": lambda: merged(
-            long, lambda model, _tokenizer, *rest: continuous(model, *rest)
+            long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest)
         ),
     }
     for model_to_warm in (with_dropout, policy, rollout.model):  # first calls pick kernels: not timed
@@ -182,7 +181,10 @@ def main() -> None:
         ratio = (tokens / seconds) / (base_tokens / base_seconds)
         print(f"| {name} | {tokens} | {seconds:.1f} | {tokens / seconds:.1f} | {ratio:.2f}x |")
     with merged_for_sampling(policy):
-        kl = mean_kl(policy, rollout.model, last_bfloat16_sequences[0], tokenizer.pad_token_id)
+        rollout.sync()
+        with generating_with(policy, rollout.model):
+            sequences = sampled(policy, tokenizer, prompts, args.generations, long)[2]
+        kl = mean_kl(policy, rollout.model, sequences, tokenizer.pad_token_id)
     print(f"bfloat16 copy: mean KL(policy || copy) of the next token over its completions: {kl:.4f} nats")
 
 

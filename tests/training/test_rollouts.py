@@ -8,7 +8,7 @@ from conftest import one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from rectune.training.rollouts import RolloutCopy, merged_for_sampling
+from rectune.training.rollouts import RolloutCopy, generating_with, merged_for_sampling
 
 
 def lora_layers(model):
@@ -82,10 +82,8 @@ def test_a_rollout_copy_samples_the_merged_policy_and_follows_its_updates(tiny_m
         expected = copy.deepcopy(model).merge_and_unload().to(torch.bfloat16).eval()(input_ids=ids).logits
     with merged_for_sampling(model), torch.no_grad():
         stale = rollout.model(input_ids=ids).logits
-        with rollout.generating_for(model):
-            assert model.generate.__self__ is rollout.model
-            synced = rollout.model(input_ids=ids).logits
-    assert "generate" not in vars(model)  # TRL's generate is the model's own again
+        rollout.sync()
+        synced = rollout.model(input_ids=ids).logits
     assert (stale.float() - expected.float()).abs().max() > 0.05  # before the sync the copy held the old adapter
     assert torch.equal(synced, expected)  # after it: exactly the merged policy cast to bfloat16
 
@@ -116,3 +114,16 @@ def test_an_unknown_rollout_dtype_is_refused_naming_the_key(tmp_path, tiny_model
     result = run_script("train/grpo.py", recipe, check=False)
     assert result.returncode != 0 and "rollout_dtype: 'bf16'" in result.stderr
     assert not (tmp_path / "rft").exists()
+
+
+def test_generating_with_a_copy_routes_generate_and_restores_it(tiny_model):
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=4, target_modules=["q_proj"]))
+    rollout = RolloutCopy(model, torch.bfloat16)
+    ids = torch.tensor([[2, 40, 41, 42]])
+    with torch.no_grad():
+        expected = rollout.model.generate(input_ids=ids, max_new_tokens=6, do_sample=False)
+        with generating_with(model, rollout.model):
+            assert model.generate.args[0].__self__ is rollout.model
+            routed = model.generate(input_ids=ids, max_new_tokens=6, do_sample=False)
+    assert torch.equal(routed, expected)
+    assert "generate" not in vars(model)  # TRL's generate is the model's own again
