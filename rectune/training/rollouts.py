@@ -73,11 +73,12 @@ def generating_with(policy: torch.nn.Module, model: torch.nn.Module) -> Iterator
 
 
 class RolloutCopy:
-    """A copy of ``policy`` in ``dtype``, eval mode, without adapters, for sampling only."""
+    """A copy of ``policy`` in ``dtype``, eval mode, without adapters, for sampling only: the base weights
+    as they are now (merged, within :func:`merged_for_sampling`); :meth:`sync` refreshes them."""
 
     def __init__(self, policy: torch.nn.Module, dtype: torch.dtype):
         if isinstance(policy, PeftModel):
-            self.model = copy.deepcopy(policy).merge_and_unload()
+            self.model = copy.deepcopy(policy).unload()
             source = policy.get_base_model()
         else:
             self.model = copy.deepcopy(policy)
