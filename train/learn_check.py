@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from rectune.benchmarks import get_benchmark, load_rows
 from rectune.core.cli import run
 from rectune.core.io import RecTuneError
@@ -39,11 +41,11 @@ def greedy_answers(model_name: str, prompts: list[list[dict]]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/learn_check", help="folder for the run (its rft/ stage)")
-    parser.add_argument("--max_steps", type=int, default=None, help="GRPO steps (default: the recipe's 30)")
+    parser.add_argument("--max_steps", type=int, default=None, help="GRPO steps (default: the recipe's)")
     parser.add_argument(
         "--data", default=str(ROOT / "data/demo_movie"), help="prepared RecBench+ folder (built by make data-demo)"
     )
-    parser.add_argument("--window", type=int, default=5, help="steps averaged at each end of the curve")
+    parser.add_argument("--window", type=int, default=10, help="steps averaged at each end of the curve")
     parser.add_argument("--prompts", type=int, default=16, help="held-out prompts whose greedy answers are compared")
     args, grpo_flags = parser.parse_known_args()
 
@@ -57,7 +59,7 @@ def main() -> None:
 
     # GRPO as any RFT run trains, through the script users run.
     stage = Path(args.out) / "rft"
-    steps = args.max_steps or 30  # the recipe's
+    steps = args.max_steps or yaml.safe_load(RECIPE.read_text())["max_steps"]
     command = [sys.executable, str(ROOT / "train/grpo.py"), str(RECIPE), "--output_dir", str(stage),
                "--train_data", str(data / "train_rft.jsonl"),
                "--max_steps", str(steps), "--save_steps", str(steps), *grpo_flags]  # fmt: skip  # its trainer_state

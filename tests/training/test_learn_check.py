@@ -35,8 +35,8 @@ def test_the_curve_is_read_from_the_trainer_state(tmp_path):
 
 @pytest.mark.slow
 def test_a_short_learn_check_shows_grpo_learning(tmp_path):
-    """The learn check at 16 steps on the embedded model, with larger steps (learning rate 1e-3) than
-    the recipe's 30: the script exits 1 when the reward's rise is within noise or the saved adapter's
+    """The learn check at 20 steps on the embedded model, with larger steps (learning rate 1e-3) than
+    the recipe's 40 steps at 3e-4: the script exits 1 when the reward's rise is within noise or the saved adapter's
     greedy answers equal the base model's."""
     world, release, data = tmp_path / "world", tmp_path / "release", tmp_path / "movie"
     run_script("data_prep/demo_world.py", "--out", world)
@@ -49,10 +49,10 @@ def test_a_short_learn_check_shows_grpo_learning(tmp_path):
         "--test-size", "0.15", "--out", data,
     )  # fmt: skip
     result = run_script(
-        "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "16", "--window", "4",
+        "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "20", "--window", "5",
         "--prompts", "8", "--learning_rate", "1e-3", check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    first, last = map(float, re.search(r"first 4 steps: ([\d.]+); of the last 4: ([\d.]+)", result.stdout).groups())
+    first, last = map(float, re.search(r"first 5 steps: ([\d.]+); of the last 5: ([\d.]+)", result.stdout).groups())
     changed = int(re.search(r"changed by the saved adapter: (\d+) of 8", result.stdout)[1])
     assert last - first >= 0.1 and changed >= 1
