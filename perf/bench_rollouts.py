@@ -8,7 +8,7 @@ GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout
   drawing tokens with ``torch.multinomial``, with LoRA dropout 0.05 and without (the CPU GRPO recipes
   set none);
 * merged: the adapter merged into the base weights, eval mode, with transformers' draw and with the
-  inverse-CDF draw (``merge_for_sampling``, RecTune's default: rectune/training/rollouts.py, sampling.py);
+  inverse-CDF draw (``merge_for_sampling``, RecTune's default: rectune/training/rollouts.py, inverse_cdf.py);
 * merged, sampled from a bfloat16 copy refreshed from the policy (``rollout_dtype: bfloat16``, the CPU
   GRPO recipes' setting), at the experiment recipe's and the demo recipe's completion lengths; the KL
   divergence of the copy's next-token distribution from the policy's is printed below the table;

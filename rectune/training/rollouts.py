@@ -5,7 +5,7 @@ LoRA layers compute ``dropout(x)·A·B`` beside every adapted projection, for ev
 Sampling needs only the function, and the merged weight ``W + s·B·A`` is the same function:
 :func:`merged_for_sampling` merges the adapter into the base weights in place for the generation,
 samples in eval mode (no dropout), then unmerges and restores the mode. Sampled tokens are drawn by
-inverse CDF rather than ``torch.multinomial`` (rectune/training/sampling.py: the same distribution,
+inverse CDF rather than ``torch.multinomial`` (rectune/training/inverse_cdf.py: the same distribution,
 a sixth of a CPU decoding step less).
 
 On CPU, decoding reads every weight once per token, so it is bound by memory traffic: sampling from a
@@ -31,7 +31,7 @@ import torch
 from peft import PeftModel
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
-from rectune.training.sampling import generate_drawing_by_inverse_cdf
+from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 
 
 @contextmanager
@@ -62,7 +62,7 @@ def _plain_name(peft_name: str) -> str | None:
 @contextmanager
 def generating_with(policy: torch.nn.Module, model: torch.nn.Module) -> Iterator[None]:
     """Within: ``policy.generate`` generates with ``model`` (the policy itself or its :class:`RolloutCopy`'s
-    model), sampled tokens drawn by inverse CDF (rectune/training/sampling.py)."""
+    model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py)."""
     generate = model.generate  # bound before the shadowing below: ``model`` may be ``policy``
     # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
     policy.generate = functools.partial(generate_drawing_by_inverse_cdf, generate, model.generation_config)

@@ -3,7 +3,7 @@
 import torch
 from transformers import AutoModelForCausalLM, GenerationConfig
 
-from rectune.training.sampling import InverseCdfSampler, generate_drawing_by_inverse_cdf, inverse_cdf_draw
+from rectune.training.inverse_cdf import InverseCdfSampler, generate_drawing_by_inverse_cdf, inverse_cdf_draw
 
 
 def test_the_draw_picks_the_bucket_holding_the_uniform():
