@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ from peft import PeftModel
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -123,6 +126,8 @@ class RecTuneGRPOTrainer(DiagnosedGRPOTrainer):
             if self.rollout_dtype is not None and self.rollout_dtype != policy.dtype:
                 if self._rollout_copy is None:
                     self._rollout_copy = RolloutCopy(policy, self.rollout_dtype)
+                    log.info("rollouts: sampled from a %s copy of the merged policy, refreshed every generation",
+                             str(self.rollout_dtype).removeprefix("torch."))  # fmt: skip
                 self._rollout_copy.sync()
                 sampler = self._rollout_copy.model
             with generating_with(policy, sampler):

@@ -102,7 +102,8 @@ def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_d
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
         reward_funcs=["tests.grpo_rewards.length"], rollout_dtype="bfloat16",
     )  # fmt: skip
-    run_script("train/grpo.py", recipe)
+    result = run_script("train/grpo.py", recipe)
+    assert "rollouts: sampled from a bfloat16 copy of the merged policy" in result.stderr  # the copy was used
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 
