@@ -54,7 +54,7 @@ def _warpers(config: GenerationConfig, model_defaults: GenerationConfig) -> list
     filled_by_transformers = config.top_k is None or any(
         getattr(config, key) is None and getattr(model_defaults, key, None) is not None for key in _WARPER_KEYS
     )
-    others = (
+    unsupported = (
         filled_by_transformers
         or (config.num_beams or 1) > 1
         or (config.typical_p is not None and config.typical_p < 1.0)
@@ -64,7 +64,7 @@ def _warpers(config: GenerationConfig, model_defaults: GenerationConfig) -> list
         or config.renormalize_logits
         or config.watermarking_config is not None
     )
-    if others:
+    if unsupported:
         return None
     warpers: list[LogitsProcessor] = []
     if config.temperature is not None and config.temperature != 1.0:
