@@ -231,7 +231,7 @@ demo: install
 	$(PY) evaluate/compare.py reports/demo/sft reports/demo/sft_rft --baseline sft --out reports/demo/sft_rft_vs_sft
 
 
-# The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (377 test queries), SFT with the
+# The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (374 test queries; about an hour on 2 cores), SFT with the
 # checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
 # scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
 EXP_RUN := smollm2_movie_experiment
