@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from transformers.trainer_utils import get_last_checkpoint
 
 from rectune.benchmarks import get_benchmark, load_rows
 from rectune.core.cli import run
@@ -59,15 +59,18 @@ def main() -> None:
 
     # GRPO as any RFT run trains, through the script users run.
     stage = Path(args.out) / "rft"
-    steps = args.max_steps or yaml.safe_load(RECIPE.read_text())["max_steps"]
+    steps = ["--max_steps", str(args.max_steps)] if args.max_steps else []
     command = [sys.executable, str(ROOT / "train/grpo.py"), str(RECIPE), "--output_dir", str(stage),
-               "--train_data", str(data / "train_rft.jsonl"),
-               "--max_steps", str(steps), "--save_steps", str(steps), *grpo_flags]  # fmt: skip  # its trainer_state
+               "--train_data", str(data / "train_rft.jsonl"), *steps, *grpo_flags]  # fmt: skip
     if subprocess.run(command, cwd=ROOT).returncode != 0:
         raise RecTuneError(f"the GRPO run into {stage} failed (its output is above)")
 
     # The evidence: the reward over the run, and the saved adapter's greedy answers against the base's.
-    curve = reward_curve(stage / f"checkpoint-{steps}" / "trainer_state.json")
+    # the Trainer checkpoints the last step (save_strategy: steps): its trainer_state holds the whole curve
+    checkpoint = get_last_checkpoint(str(stage))
+    if checkpoint is None:
+        raise RecTuneError(f"the GRPO run into {stage} left no checkpoint to read its reward curve from")
+    curve = reward_curve(Path(checkpoint) / "trainer_state.json")
     window = min(args.window, len(curve) // 2)
     first, last, error = rise(curve, window)
     after = greedy_answers(str(stage), prompts)
