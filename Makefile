@@ -235,8 +235,9 @@ demo: install
 # checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
 # scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
 EXP_RUN := smollm2_movie_experiment
-# grounded prompts: 20 candidates per query found by BM25 (EXP_PROMPTS= gives the closed-book variant)
-EXP_PROMPTS ?= --candidates 20
+# grounded prompts: 20 candidates per query found by BM25, the prompt asking for 5 titles (fixed K; the reports
+# score @5 beside the whole answer); EXP_PROMPTS= gives the closed-book variant
+EXP_PROMPTS ?= --candidates 20 --k 5
 EXP_DATA := data/experiment_movie
 EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16
 

@@ -2,10 +2,13 @@
 
     python evaluate/compare.py reports/* --out reports/comparison
 
-Prints the table and writes reports/comparison.md, .csv and a .png bar chart. With --baseline NAME
-every other checkpoint's values carry their difference to NAME's with a paired bootstrap 95 %
-interval over queries (PerRecBench: groups), marked * when it excludes 0; the chart shows the
-intervals as error bars on the bars.
+Prints the table and writes reports/comparison.md, .csv and a .png bar chart. Reports are named by
+their folders, baselines by their checkpoint (baseline:bm25); a ceiling (baseline:kg-oracle) is
+marked "(ceiling)". With --baseline NAME every other checkpoint's values carry their difference to
+NAME's with a paired bootstrap 95 % interval over queries (PerRecBench: groups), marked * when it
+excludes 0; the chart shows the intervals as error bars on the bars:
+
+    python evaluate/compare.py reports/experiment/* --baseline baseline:bm25 --out reports/vs_bm25
 """
 
 import argparse
@@ -32,7 +35,9 @@ def main() -> None:
         "--overwrite", action="store_true", help="replace those files even if RecTune did not write them"
     )
     parser.add_argument(
-        "--baseline", default=None, help="report name (folder name): differences to it with 95 %% intervals"
+        "--baseline",
+        default=None,
+        help="report name (folder name; baseline:NAME for a baseline): differences to it with 95 %% intervals",
     )
     parser.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")

@@ -28,15 +28,22 @@ OpenAI Batch API, the way the RecBench+ authors ran their models (--api-model, a
 
 The requests carry the authors' messages byte for byte, max_tokens 2000 unless --max-new-tokens says
 otherwise. --metrics official scores as the authors' evaluator (RecBench+ only).
+
+A recommender without an LLM is a checkpoint too: --model baseline:NAME fits it on the training split
+beside --data (hyper-parameters chosen on valid.jsonl), answers each query in the benchmark's answer
+form with K items (--k, else the prompt's K, else 5) and writes the same report folder:
+
+    python evaluate/run.py --model baseline:bm25 --data data/experiment_movie/test.jsonl --out reports/bm25
 """
 
 import argparse
+import json
 import logging
 import os
 from functools import partial
 from pathlib import Path
 
-from rectune.benchmarks import benchmark_of
+from rectune.benchmarks import benchmark_of, load_rows
 from rectune.core.cli import run
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
@@ -46,14 +53,23 @@ from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
 from rectune.evaluation.reports import evaluate_checkpoint, prompt_variant, write_batch_file
 from rectune.evaluation.tracking import log_to_wandb
+from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, generate_vllm
 
+DEFAULT_K = 5  # a baseline's answer length when neither --k nor the prompt sets one
+
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="baselines (--model baseline:NAME), per benchmark:\n" + names_help(),
+    )
     parser.add_argument(
-        "--model", default=None, help="checkpoint: model/adapter/run folder, hub id or embedded:smollm2"
+        "--model",
+        default=None,
+        help="checkpoint: model/adapter/run folder, hub id, embedded:smollm2 or baseline:NAME (listed below)",
     )
     parser.add_argument("--data", required=True, help="canonical rows, e.g. DIR/test.jsonl")
     parser.add_argument("--out", required=True, help="report folder (reports/NAME)")
@@ -82,6 +98,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
+    parser.add_argument("--task", nargs="+", default=None, help="only the queries of these tasks")
     parser.add_argument(
         "--backend",
         choices=["hf", "vllm", "openai", "openai-batch"],
@@ -145,7 +162,26 @@ def main() -> None:
     )
     answers = None
     generate_batches = None
-    if batch:
+    baseline = None
+    tasks = args.task
+    if args.model and args.model.startswith(PREFIX):
+        if args.backend != "hf":
+            raise RecTuneError(f"--model {args.model} answers without a backend: leave out --backend")
+        fitted = fit_baseline(args.model, args.data, variant.get("k") or DEFAULT_K, args.seed, catalog=args.catalog,
+                              kg=args.kg, limits=limits(args))  # fmt: skip
+        baseline = fitted.record
+        checkpoint = Checkpoint(kind="baseline", path=args.model, base_model=json.dumps(baseline, sort_keys=True))
+        if fitted.baseline.tasks is not None:  # it answers some tasks only: score those
+            present = {row.task for row in load_rows(args.data)}
+            tasks = [t for t in fitted.baseline.tasks if t in present and (args.task is None or t in args.task)]
+            if not tasks:
+                answered = ", ".join(fitted.baseline.tasks)
+                raise RecTuneError(f"{args.model} answers {answered} queries: {args.data} has none")
+
+        def generate_batches(rows):
+            answered = fitted.answer(rows)
+            yield [(index, answered[row.id]) for index, row in enumerate(rows)]
+    elif batch:
         api_model = args.api_model or args.model
         checkpoint = Checkpoint(kind="openai-batch", path=f"openai-batch:{api_model}", base_model=api_model)
         if not args.batch_output:
@@ -176,7 +212,9 @@ def main() -> None:
         generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
-    if args.backend == "vllm":
+    if baseline is not None:
+        pass  # answers come from the fitted baseline
+    elif args.backend == "vllm":
         generate_batches = partial(generate_vllm, checkpoint, settings=settings)
     elif args.backend == "hf":
         model, tokenizer = load_for_generation(checkpoint)
@@ -198,6 +236,9 @@ def main() -> None:
         answers=answers,
         convention=args.metrics,
         score_failures_as_empty=args.score_failures_as_empty,
+        tasks=tasks,
+        baseline=baseline,
+        from_rows=baseline is not None,
     )
     print(report["table"])
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")

@@ -48,10 +48,12 @@ class KnowledgeGraph:
 
     def __init__(self, triples: list[tuple[str, str, str]] = ()):
         self._facts: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        self._by_fact: dict[tuple[str, str], set[str]] | None = None
         for item_id, relation, value in triples:
             self.add(item_id, relation, value)
 
     def add(self, item_id: str, relation: str, value: str) -> None:
+        self._by_fact = None
         self._facts[item_id][relation_key(relation)].add(title_key(value))
 
     def triples(self) -> list[tuple[str, str, str]]:
@@ -74,6 +76,17 @@ class KnowledgeGraph:
             covered += all(rel in facts for rel, _ in keyed)
             satisfied += all(value in facts.get(rel, ()) for rel, value in keyed)
         return satisfied, covered
+
+    def items_meeting(self, conditions: list[list[str]]) -> set[str]:
+        """Every item the KG says meets all ``conditions`` (none when there are no conditions)."""
+        if self._by_fact is None:  # built once: a release's queries each look up a few facts
+            self._by_fact = defaultdict(set)
+            for item_id, relations in self._facts.items():
+                for relation, values in relations.items():
+                    for value in values:
+                        self._by_fact[(relation, value)].add(item_id)
+        found = [self._by_fact.get((relation_key(rel), title_key(value)), set()) for rel, value in conditions]
+        return set.intersection(*found) if found else set()
 
     def facts(self, item_id: str) -> list[tuple[str, str]]:
         """``item_id``'s (relation, value) pairs, sorted, in the KG's normalised spelling."""

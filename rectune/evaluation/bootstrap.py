@@ -1,6 +1,8 @@
 """Paired bootstrap confidence intervals for the difference between two checkpoints' metrics.
 
-Both reports score the same units (queries; PerRecBench: groups), matched by id. Each of
+Both reports score the same units (queries; PerRecBench: groups) of each task they share, matched by
+id; a task only one of them scores (a baseline answering some tasks only) has no interval, and
+``overall`` has one only when they score the same units throughout. Each of
 ``samples`` resamples draws n units with replacement (one index set for both checkpoints: paired),
 computes each metric on both (the mean of the units' values, then the benchmark's transform, e.g.
 RMSE's square root) and keeps the difference. The interval is the 2.5th and 97.5th percentile of
@@ -45,15 +47,22 @@ def paired_differences(
     """``{task or "overall": {metric: Difference}}`` of ``report`` against ``baseline``."""
     benchmark = get_benchmark(report.get("benchmark"))
     mine, theirs = units(report), units(baseline)
-    if mine.keys() != theirs.keys():
-        only = sorted(mine.keys() ^ theirs.keys())
-        raise DataError("reports", f"score different queries ({len(only)} differ, e.g. {only[0]}): not comparable")
-    ids = sorted(mine)
+    shared_tasks = {r["task"] for r in mine.values()} & {r["task"] for r in theirs.values()}
+    for task in sorted(shared_tasks):
+        a = {i for i, r in mine.items() if r["task"] == task}
+        b = {i for i, r in theirs.items() if r["task"] == task}
+        if a != b:
+            only = sorted(a ^ b)
+            raise DataError("reports", f"score different queries ({len(only)} differ, e.g. {only[0]}): not comparable")
+    same_units = mine.keys() == theirs.keys()
+    ids = sorted(i for i in mine if mine[i]["task"] in shared_tasks)
+    if not ids:
+        return {}
     values = {side: [benchmark.unit_values(records[i]) for i in ids] for side, records in (("a", mine), ("b", theirs))}
     task_of = np.array([mine[i]["task"] for i in ids])
     rng = np.random.default_rng(seed)
     result: dict[str, dict[str, Difference]] = {}
-    for task in [*tasks, "overall"]:
+    for task in [*tasks, *(["overall"] if same_units else [])]:
         chosen = np.flatnonzero(task_of == task) if task != "overall" else np.arange(len(ids))
         if not len(chosen):
             continue

@@ -27,12 +27,29 @@ def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
         # reports written before they listed their metrics: the known ones their summaries hold
         for metric in report.get("metrics") or [m for m in known if m in report.get("overall", {})]:
             if metric not in specs and metric != "kg_coverage":
-                specs[metric] = known.get(metric, MetricSpec(metric))
+                spec = known.get(metric, MetricSpec(metric))
+                if report.get("k") and "@K" in spec.label:  # fixed-K metrics show their K
+                    spec = MetricSpec(spec.label.replace("@K", f"@{report['k']}"), spec.scale, spec.higher_is_better)
+                specs[metric] = spec
     return specs
 
 
+def report_name(path: Path, config: dict | None) -> str:
+    """A baseline's report is named by its checkpoint (``baseline:bm25``), any other by its folder."""
+    if isinstance(config, dict) and config.get("kind") == "baseline" and isinstance(config.get("checkpoint"), str):
+        return config["checkpoint"]
+    return path.name if path.is_dir() else path.parent.name or path.stem
+
+
+def is_ceiling(report: dict) -> bool:
+    """A baseline that reads what a model is not given (``kg-oracle``): shown as a ceiling, not a competitor."""
+    baseline = report.get("baseline")
+    return isinstance(baseline, dict) and baseline.get("ceiling") is True
+
+
 def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
-    """``{name: report}`` from report folders or report.json files; names are the folder names."""
+    """``{name: report}`` from report folders or report.json files; names are the folder names, a
+    baseline's its checkpoint (``baseline:bm25``)."""
     reports: dict[str, dict] = {}
     for raw in paths:
         path = Path(raw)
@@ -42,7 +59,7 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
         report = read_json(file)
         if not isinstance(report, dict) or "by_task" not in report or "overall" not in report:
             raise DataError(file, "not a RecTune report (needs 'by_task' and 'overall')")
-        name = path.name if path.is_dir() else path.parent.name or path.stem
+        name = report_name(path, report.get("config"))
         if name in reports:
             name = str(path)
         reports[name] = report
@@ -55,7 +72,12 @@ def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:
     """Per report folder holding ``predictions.jsonl``: how many of the queries it shares with the
     ``baseline`` folder got a different answer (exact text), e.g. ``rft: 92 of 377``. Greedy decoding
     makes this the plainest sign that training moved a checkpoint at all."""
-    folders = {Path(p).name: Path(p) for p in paths if Path(p, "predictions.jsonl").is_file()}
+    folders = {}
+    for raw in paths:
+        folder = Path(raw)
+        if (folder / "predictions.jsonl").is_file():
+            config = folder / "config.json"
+            folders[report_name(folder, read_json(config) if config.is_file() else None)] = folder
     if baseline not in folders:
         return []
     before = load_answers(folders[baseline] / "predictions.jsonl")
@@ -93,7 +115,8 @@ def comparison_rows(
             summary = report["overall"] if task == "overall" else report["by_task"].get(task)
             if summary is None:
                 continue
-            row = {"task": task, "checkpoint": name, "n": summary["n"], **{m: summary.get(m) for m in metrics}}
+            shown = f"{name} (ceiling)" if is_ceiling(report) else name
+            row = {"task": task, "checkpoint": shown, "n": summary["n"], **{m: summary.get(m) for m in metrics}}
             if name in differences:
                 row["diff"] = {m: d for m, d in differences[name].get(task, {}).items() if m in metrics}
             rows.append(row)

@@ -99,11 +99,18 @@ def _prediction(raw: bytes) -> dict | None:
 
 
 def run_generation(
-    rows: list, predictions_path: Path, generate_batches, variant: dict, known_ids: set[str] | None = None
+    rows: list,
+    predictions_path: Path,
+    generate_batches,
+    variant: dict,
+    known_ids: set[str] | None = None,
+    from_rows: bool = False,
 ) -> dict[str, str]:
     """Generate what is missing, appending each batch to ``predictions_path`` as it finishes.
 
     ``known_ids`` are every id of the data (``rows`` may be its first N): predictions for them are kept.
+    ``generate_batches`` gets the prompts of the rows to do, or the rows themselves when ``from_rows``
+    (a baseline answers from a row's fields, not from a prompt).
     """
     finished = read_finished(predictions_path, known_ids or {r.id for r in rows})
     todo = [r for r in rows if r.id not in finished]
@@ -112,10 +119,10 @@ def run_generation(
     if not todo:
         return finished
     benchmark = get_benchmark(todo[0].benchmark)
-    prompts = [benchmark.messages(r, variant) for r in todo]
+    inputs = todo if from_rows else [benchmark.messages(r, variant) for r in todo]
     predictions_path.parent.mkdir(parents=True, exist_ok=True)
     with predictions_path.open("a", encoding="utf-8") as handle:
-        for batch in generate_batches(prompts):
+        for batch in generate_batches(inputs):
             for index, completion, *record in batch:  # an endpoint adds what it reported (tokens, latency)
                 row_id = todo[index].id
                 finished[row_id] = completion
@@ -157,6 +164,9 @@ def evaluate_checkpoint(
     answers: tuple[str, dict[str, str]] | None = None,
     convention: str = "default",
     score_failures_as_empty: bool = False,
+    tasks: list[str] | None = None,
+    baseline: dict | None = None,
+    from_rows: bool = False,
 ) -> tuple[dict, list[dict]]:
     """Generate (resuming), score and write the report folder ``out``.
 
@@ -164,16 +174,24 @@ def evaluate_checkpoint(
     when the same checkpoint, data, prompt and generation settings made them, else this refuses.
     ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
     they came from, and row id -> text, e.g. a batch output file) stand in for generation. Requests an
-    endpoint refused stop the run before scoring unless ``score_failures_as_empty``.
+    endpoint refused stop the run before scoring unless ``score_failures_as_empty``. ``tasks`` keeps
+    only rows of those tasks (before ``limit``); ``baseline`` is a baseline's fitting record, kept in the
+    report; ``from_rows``: see :func:`run_generation`.
     """
     out = Path(out)
-    all_rows = load_rows(data)
+    data_rows = all_rows = load_rows(data)
+    known = {r.id for r in all_rows}
+    if tasks is not None:
+        unknown = sorted(set(tasks) - {r.task for r in all_rows})
+        if unknown:
+            raise DataError(data, f"no rows of task {', '.join(unknown)} (tasks here: "
+                            f"{', '.join(sorted({r.task for r in all_rows}))})")  # fmt: skip
+        all_rows = [r for r in all_rows if r.task in tasks]
     rows = all_rows[:limit] if limit is not None else all_rows
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
-    known = {r.id for r in all_rows}
     failed: dict[str, str] = {}
     if answers is None:
-        predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known)
+        predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
         if failed and not score_failures_as_empty:
             reasons = sorted(set(failed.values()))
@@ -184,10 +202,12 @@ def evaluate_checkpoint(
                 "as empty answers"
             )
     else:
-        predictions = record_answers(rows, all_rows, answers[1], answers[0], out / "predictions.jsonl")
+        predictions = record_answers(rows, data_rows, answers[1], answers[0], out / "predictions.jsonl")
     resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
     report, table = score_benchmark(rows, predictions, resources)
     report["config"] = config
+    if baseline is not None:
+        report["baseline"] = baseline
     if checkpoint.kind == "openai":
         report["endpoint"] = endpoint_usage(out / "predictions.jsonl", {r.id for r in rows})
         report["failed_requests"] = len(failed)  # scored as empty answers (--score-failures-as-empty)

@@ -50,6 +50,8 @@ class Checkpoint:
         endpoint, its address and model name."""
         if self.kind == "openai":
             return f"endpoint {self.path}"
+        if self.kind == "baseline":  # its training split's hash and hyper-parameters are in base_model
+            return f"{self.path} {self.base_model}"
         adapters = [*self.merged, *([self.adapter] if self.adapter else [])]
         return " + ".join([self.base_model, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
 

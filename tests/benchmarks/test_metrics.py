@@ -129,10 +129,47 @@ def test_aggregate_macro_averages():
     assert report["by_task_conditions"]["explicit"]["1"]["ftr"] == 1.0
     assert "interest" not in report["by_task_conditions"]
     table = format_table(report)
-    assert table.splitlines()[0] == "| task | n | P | R | NDCG | CMR | FTR | KG cov. | Rep. | Distinct |"
-    # a's answer names Heat twice: 1 of 2 explicit answers repeats itself; 3 + 0 distinct titles
-    assert "| explicit | 2 | 0.167 | 0.250 | 0.307 | 0.167 | 0.500 | 0.500 | 0.500 | 1.500 |" in table
-    assert "| interest | 1 | 0.500 | 0.500 | 0.613 | - | 0.000 | - | 0.000 | 2.000 |" in table
+    assert table.splitlines()[0] == (
+        "| task | n | P@K | R@K | NDCG@K | P | R | NDCG | CMR | FTR | KG cov. | Rep. | Distinct | Cand. R |"
+    )
+    # a's answer names Heat twice: 1 of 2 explicit answers repeats itself; 3 + 0 distinct titles.
+    # At K = 5: a has 1 hit among its 3 items (P@5 1/5), b none: 0.100; R@5 and NDCG@5 as R and NDCG
+    # (no answer names more than 5 items); no row is grounded, so no candidate recall.
+    assert (
+        "| explicit | 2 | 0.100 | 0.250 | 0.307 | 0.167 | 0.250 | 0.307 | 0.167 | 0.500 | 0.500 | 0.500 | 1.500 | - |"
+        in table
+    )
+    assert (
+        "| interest | 1 | 0.200 | 0.500 | 0.613 | 0.500 | 0.500 | 0.613 | - | 0.000 | - | 0.000 | 2.000 | - |" in table
+    )
+
+
+def test_fixed_k_metrics_ignore_items_past_k_and_divide_by_k():
+    truth = row("k", "explicit", ["Heat (1995)", "Made Up"], ["1"])  # one resolved truth, one only by name
+    # 7 distinct titles named; hits at ranks 2 (Heat) and 7 (Made Up, the unresolved truth)
+    named = (
+        "Casino (1995) [SEP] Heat (1995) [SEP] Nowhere One [SEP] Nowhere Two [SEP] Nowhere Three [SEP] "
+        "Nowhere Four [SEP] Made Up"
+    )
+    s = score_query(truth, MATCHER.extract(named), MATCHER, KG, k=5)
+    assert s.distinct == 7 and s.recall == 1.0
+    assert s.precision_at_k == pytest.approx(1 / 5)  # only Heat within the first 5
+    assert s.recall_at_k == pytest.approx(1 / 2)
+    ideal = 1 + 1 / math.log2(3)  # min(5, 2 truths) hits at ranks 1 and 2
+    assert s.ndcg_at_k == pytest.approx((1 / math.log2(3)) / ideal)
+    short = score_query(truth, MATCHER.extract("Heat (1995)"), MATCHER, KG, k=5)
+    assert (short.precision, short.precision_at_k) == (1.0, pytest.approx(1 / 5))  # fewer items: no gain at K
+
+
+def test_candidate_recall_is_the_share_of_truth_the_candidates_hold():
+    grounded = row("g2", "explicit", ["Heat (1995)", "Ronin (1998)"], ["1", "2"])
+    grounded.candidates = [{"id": "1", "title": "Heat (1995)", "rank": 1}, {"id": "9", "title": "X", "rank": 2}]
+    s = score_query(grounded, MATCHER.extract(""), MATCHER, KG)
+    assert s.candidate_recall == pytest.approx(1 / 2)
+    assert (
+        score_query(row("c", "explicit", ["Heat (1995)"], ["1"]), MATCHER.extract(""), MATCHER, KG).candidate_recall
+        is None
+    )
 
 
 def test_degenerate_answers_show_as_repetition_while_the_scores_count_each_title_once():

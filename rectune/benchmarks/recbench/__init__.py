@@ -20,6 +20,9 @@ class RecBenchPlus(Benchmark):
     row_type = RecBenchRow
     tasks = TASKS
     metrics = {
+        "precision_at_k": MetricSpec("P@K"),  # K: the report's ``k``
+        "recall_at_k": MetricSpec("R@K"),
+        "ndcg_at_k": MetricSpec("NDCG@K"),
         "precision": MetricSpec("P"),
         "recall": MetricSpec("R"),
         "ndcg": MetricSpec("NDCG"),
@@ -28,6 +31,7 @@ class RecBenchPlus(Benchmark):
         "kg_coverage": MetricSpec("KG cov."),
         "repeated": MetricSpec("Rep.", higher_is_better=False),  # share of answers naming a title twice
         "distinct": MetricSpec("Distinct", scale="count"),  # distinct titles per answer
+        "candidate_recall": MetricSpec("Cand. R"),  # grounded rows: the recall the candidate list allows
     }
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
@@ -64,9 +68,10 @@ class RecBenchPlus(Benchmark):
                 "official: the authors' evaluator (SequenceMatcher >= 0.8, books 0.65; FTR = no [SEP])"
             )
         else:
-            scores, table = scoring.score_all(rows, predictions, resources.matcher(), resources.kg())
+            k = resources.top_k or scoring.DEFAULT_K
+            scores, table = scoring.score_all(rows, predictions, resources.matcher(), resources.kg(), k)
             entries = [vars(s).copy() for s in scores]
-            report = {"metrics": list(self.metrics), **scoring.aggregate(entries)}
+            report = {"metrics": list(self.metrics), "k": k, **scoring.aggregate(entries)}
             report["convention"] = "default: catalog-grounded (titles resolved to catalog items)"
         report["per_query"] = entries
         return Scored(report, table)

@@ -2,12 +2,14 @@
 
 ``data_prep/recbench.py --candidates N`` stores, per row, the ``candidates`` the retriever
 (:class:`~rectune.data.retrieval.CandidateRetriever`) returns for the query text alone, sorted by
-title. The retriever reads the catalog and the ``--kg`` file, never the KG a release's queries imply
-(their conditions attached to their ground-truth items: that would hand it the answers). Data prep
-records in ``stats.json`` how much of the task the retriever already solved: its recall@N per task
-(the share of a query's resolved ground-truth items among its candidates, averaged over queries with
-any resolved item). Scoring is unchanged: an answer may still name items outside the list, and is
-scored as any other answer.
+title, each with its ``rank`` in the retriever's order (1 = best), so the retriever's own top K
+(``baseline:bm25``) can be read back from the rows without the retriever's KG. The retriever reads
+the catalog and the ``--kg`` file, never the KG a release's queries imply (their conditions attached
+to their ground-truth items: that would hand it the answers). Data prep records in ``stats.json``
+how much of the task the retriever already solved: its recall@N per task (the share of a query's
+resolved ground-truth items among its candidates, averaged over queries with any resolved item).
+Scoring is unchanged: an answer may still name items outside the list, and is scored as any other
+answer.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ def candidate_facts(item_id: str, kg: KnowledgeGraph) -> str:
 def attach_candidates(
     rows: list[RecBenchRow], catalog: list[CatalogItem], kg: KnowledgeGraph, n: int, with_facts: bool = False
 ) -> CandidateRetriever:
-    """Set each row's ``candidates`` (``{"id", "title"[, "facts"]}``, sorted by title) from its query text."""
+    """Set each row's ``candidates`` (``{"id", "title", "rank"[, "facts"]}``, sorted by title) from its query text."""
     retriever = CandidateRetriever(catalog, kg)
     by_id = {item.id: item for item in catalog}
     for row, found in zip(rows, retriever.retrieve([row.query for row in rows], n), strict=True):
         candidates = []
-        for item_id in found:
-            candidate = {"id": item_id, "title": display_title(by_id[item_id].title)}
+        for rank, item_id in enumerate(found, start=1):
+            candidate = {"id": item_id, "title": display_title(by_id[item_id].title), "rank": rank}
             if with_facts:
                 candidate["facts"] = candidate_facts(item_id, kg)
             candidates.append(candidate)

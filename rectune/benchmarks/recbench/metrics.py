@@ -14,6 +14,12 @@ Conventions, per query:
   the KG covers) is reported beside CMR so a low coverage flags an unreliable CMR;
 * NDCG = sum of 1/log2(i + 2) over the positions of hits in the recommended list (in the
   order named, duplicates collapsed) / the same sum over |ground truth| positions, as the paper;
+* at a fixed K (the prompt's K, else ``DEFAULT_K``): the first K distinct items named; P@K = hits
+  among them / K (an answer naming fewer than K items cannot score higher by it), R@K = those hits /
+  |ground truth|, NDCG@K = their gain / the gain of min(K, |ground truth|) hits; naming more than K
+  items changes none of them;
+* candidate recall (grounded rows only): the share of the ground truth among the row's candidates,
+  the most recall an answer chosen from them can reach;
 * an empty answer has P = R = NDCG = CMR = 0 and FTR = 1. FTR is lower-is-better except on
   misinformed queries, where refusing is the right answer.
 
@@ -39,7 +45,9 @@ from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.titles import Extraction, TitleMatcher, split_title, title_key
 
-METRICS = ("precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage", "repeated", "distinct")
+METRICS = ("precision_at_k", "recall_at_k", "ndcg_at_k", "precision", "recall", "ndcg", "cmr", "ftr", "kg_coverage",
+           "repeated", "distinct", "candidate_recall")  # fmt: skip
+DEFAULT_K = 5  # the K of the @K metrics when the prompt asks for no fixed number
 
 
 @dataclass
@@ -58,6 +66,10 @@ class QueryScore:
     n_kg_covered: int
     repeated: float  # 1.0 when the answer names a title more than once (degenerate answers), else 0.0
     distinct: int  # distinct titles recommended
+    precision_at_k: float = 0.0
+    recall_at_k: float = 0.0
+    ndcg_at_k: float = 0.0
+    candidate_recall: float | None = None  # grounded rows: ground truth among the candidates
 
 
 def ground_truth_set(row: RecBenchRow, matcher: TitleMatcher) -> set[str]:
@@ -74,8 +86,23 @@ def condition_bucket(row: RecBenchRow) -> str | None:
     return "3-4" if row.condition_num >= 3 else str(row.condition_num)
 
 
-def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher, kg: KnowledgeGraph) -> QueryScore:
+def dcg(ranked: list[str], truth: set[str]) -> float:
+    return sum(1 / math.log2(i + 2) for i, item in enumerate(ranked) if item in truth)
+
+
+def candidate_recall(row: RecBenchRow, truth: set[str]) -> float | None:
+    if row.candidates is None or not truth:
+        return None
+    return len(truth & {candidate["id"] for candidate in row.candidates}) / len(truth)
+
+
+def score_query(
+    row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher, kg: KnowledgeGraph, k: int = DEFAULT_K
+) -> QueryScore:
     truth = ground_truth_set(row, matcher)
+    top_k = extraction.ranked[:k]
+    hits_at_k = sum(1 for item in top_k if item in truth)
+    ideal_at_k = sum(1 / math.log2(i + 2) for i in range(min(k, len(truth))))
     recommended = extraction.item_ids + extraction.unresolved
     hits = sum(1 for item in recommended if item in truth)
     n_rec = len(recommended)
@@ -101,11 +128,15 @@ def score_query(row: RecBenchRow, extraction: Extraction, matcher: TitleMatcher,
         n_kg_covered=covered,
         repeated=1.0 if extraction.named > n_rec else 0.0,
         distinct=n_rec,
+        precision_at_k=hits_at_k / k,
+        recall_at_k=hits_at_k / len(truth) if truth else 0.0,
+        ndcg_at_k=dcg(top_k, truth) / ideal_at_k if ideal_at_k else 0.0,
+        candidate_recall=candidate_recall(row, truth),
     )
 
 
 def score_all(
-    rows: list[RecBenchRow], predictions: dict[str, str], matcher: TitleMatcher, kg: KnowledgeGraph
+    rows: list[RecBenchRow], predictions: dict[str, str], matcher: TitleMatcher, kg: KnowledgeGraph, k: int = DEFAULT_K
 ) -> tuple[list[QueryScore], list[dict]]:
     """Every row's score and its table record, from one parse of each completion.
 
@@ -114,7 +145,7 @@ def score_all(
     extractions = matcher.extract_many([predictions[row.id] for row in rows])
     scores, table = [], []
     for row, extraction in zip(rows, extractions, strict=True):
-        score = score_query(row, extraction, matcher, kg)
+        score = score_query(row, extraction, matcher, kg, k)
         scores.append(score)
         table.append(
             {
@@ -139,8 +170,11 @@ def summarize(scores: list[dict]) -> dict:
     """Macro averages of one group of per-query entries."""
     n = len(scores)
     summary: dict = {"n": n}
-    for metric in ("precision", "recall", "ndcg", "ftr", "repeated", "distinct"):
-        summary[metric] = sum(s[metric] for s in scores) / n if n else None
+    for metric in ("precision_at_k", "recall_at_k", "ndcg_at_k", "precision", "recall", "ndcg", "ftr", "repeated",
+                   "distinct"):  # fmt: skip
+        summary[metric] = sum(s.get(metric, 0.0) for s in scores) / n if n else None
+    grounded = [s["candidate_recall"] for s in scores if s.get("candidate_recall") is not None]
+    summary["candidate_recall"] = sum(grounded) / len(grounded) if grounded else None
     with_cmr = [s for s in scores if s["cmr"] is not None]
     summary["cmr"] = sum(s["cmr"] for s in with_cmr) / len(with_cmr) if with_cmr else None
     resolved = sum(s["n_resolved"] for s in with_cmr)
@@ -170,14 +204,16 @@ def aggregate(scores: list[dict], summarize: Callable[[list[dict]], dict] = summ
 
 
 LABELS = {"precision": "P", "recall": "R", "ndcg": "NDCG", "cmr": "CMR", "ftr": "FTR", "kg_coverage": "KG cov.",
-          "repeated": "Rep.", "distinct": "Distinct"}  # fmt: skip
+          "repeated": "Rep.", "distinct": "Distinct", "precision_at_k": "P@K", "recall_at_k": "R@K",
+          "ndcg_at_k": "NDCG@K", "candidate_recall": "Cand. R"}  # fmt: skip
 
 
 def format_table(report: dict) -> str:
     """Plain-text (Markdown) table of a report's per-task and overall rows, in the report's metrics."""
     metrics = report.get("metrics", METRICS)
+    k = f"@{report['k']}" if report.get("k") else "@K"
     lines = [
-        "| task | n | " + " | ".join(LABELS.get(m, m) for m in metrics) + " |",
+        "| task | n | " + " | ".join(LABELS.get(m, m).replace("@K", k) for m in metrics) + " |",
         "|---|---|" + "---|" * len(metrics),
     ]
 

@@ -18,8 +18,9 @@ Fields (all required unless marked optional):
 ``history``               list of item titles the user consumed (may be empty)
 ``ground_truth``          non-empty list of ground-truth titles as the release spells them
 ``ground_truth_ids``      catalog ids the titles resolve to (unresolved ones are absent)
-``candidates``            optional list of ``{"id", "title"[, "facts"]}``: the items a retriever
-                          found for the query text (grounded prompts, ``--candidates N``)
+``candidates``            optional list of ``{"id", "title"[, "rank", "facts"]}``: the items a
+                          retriever found for the query text (grounded prompts, ``--candidates
+                          N``), ``rank`` their place in its order (1 = best)
 ========================  =================================================================
 """
 
