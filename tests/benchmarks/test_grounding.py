@@ -55,6 +55,10 @@ def test_rows_carry_candidates_sorted_by_title_and_stats_record_recall(tmp_path)
     # thriller, robert, de, niro; Casino first, then Heat and Ronin by catalog order. Shown alphabetically,
     # so the ground truth (Heat, Ronin) is not first.
     assert titles(rows["movie/explicit/0"]) == ["Casino (1995)", "Heat (1995)", "Ronin (1998)"]
+    # each keeps its place in the retriever's order: baseline:bm25 reads its top K from it
+    assert [c["rank"] for c in rows["movie/explicit/0"].candidates] == [1, 2, 3]
+    # explicit/1: GoodFellas, Casino and Raging Bull tie (12 words each): catalog order, ids 8, 13, 14
+    assert [c["rank"] for c in rows["movie/explicit/1"].candidates] == [2, 1, 3]
     for row in rows.values():
         assert titles(row) == sorted(titles(row), key=str.casefold)
     stats = json.loads((tmp_path / "stats.json").read_text())

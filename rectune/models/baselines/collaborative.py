@@ -142,3 +142,30 @@ def ranked(scores: dict[str, float], allowed: Iterable[str], exclude: set[str], 
     pool = [item for item in dict.fromkeys(allowed) if item not in exclude]
     order = sorted(range(len(pool)), key=lambda i: (-scores.get(pool[i], -np.inf), i))
     return [pool[i] for i in order[:n]]
+
+
+class SequenceModel:
+    """A fitted next-item model: ``scores(history)`` over every item it knows, given items oldest first."""
+
+    def __init__(self, model, item_index: dict[str, int]):
+        self.model, self.item_index = model, item_index
+        self.item_ids = [item for item, _ in sorted(item_index.items(), key=lambda pair: pair[1])]
+
+    def scores(self, history: list[str]) -> dict[str, float]:
+        known = [self.item_index[item] for item in history if item in self.item_index]
+        values = np.asarray(self.model.score(0, history_items=known), dtype=np.float64).reshape(-1)
+        return dict(zip(self.item_ids, values[: len(self.item_ids)].tolist(), strict=True))
+
+
+def fit_sasrec(sequences: list[list[str]], embedding_dim: int, seed: int = 0) -> SequenceModel:
+    """cornac ``SASRec`` (Kang and McAuley 2018) on the sequences (items oldest first): 2 blocks, 20 epochs."""
+    import torch
+    from cornac.data import SequentialDataset
+    from cornac.models import SASRec
+
+    events = [(str(n), item, t) for n, sequence in enumerate(sequences) for t, item in enumerate(sequence)]
+    data = SequentialDataset.from_sit(events, seed=seed)
+    torch.manual_seed(seed)
+    model = SASRec(embedding_dim=embedding_dim, n_epochs=20, max_len=50, batch_size=64, n_sample=128, seed=seed)
+    model.fit(data)
+    return SequenceModel(model, dict(data.iid_map))

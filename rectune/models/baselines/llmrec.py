@@ -8,7 +8,9 @@ from the row's candidates when it has some (direct), else from every item the us
 * rating (answers ``rating`` rows): ``global-mean`` (cornac ``GlobalAvg``), ``bias`` (``BaselineOnly``),
   ``mf`` (``MF``), the last two tuned;
 * ranking (answers ``sequential`` and ``direct`` rows): ``popularity`` (cornac ``MostPop``), ``itemknn``
-  (``ItemKNN``, k tuned), ``bpr`` (``BPR``, factors and regularisation tuned).
+  (``ItemKNN``, k tuned), ``bpr`` (``BPR``, factors and regularisation tuned);
+* ``sasrec`` (answers ``sequential`` rows): cornac's ``SASRec`` on every training user's history then
+  held-out item, and every evaluated row's history, as sequences; embedding size tuned.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rectune.models.baselines.collaborative import (
     fit_bpr,
     fit_itemknn,
     fit_rating_model,
+    fit_sasrec,
     popularity,
     ranked,
 )
@@ -125,4 +128,27 @@ class BPR(Ranker):
         return fit_bpr(interactions, params["factors"], params["lambda_reg"], seed)
 
 
-BASELINES = (GlobalMean(), Bias(), MF(), Popularity(), ItemKNN(), BPR())
+class SASRec(Baseline):
+    name, benchmark, library, tasks = "sasrec", NAME, "cornac SASRec", ("sequential",)
+    reads = "training users' item sequences and every prompt's history"
+    grid = {"embedding_dim": [32, 64]}
+
+    def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
+        held_out = {(row.user, row.item["id"]) for row in rows}
+        sequences = [
+            [item for item in [*(e["id"] for e in row.history), row.item["id"]] if (row.user, item) not in held_out]
+            for row in train
+            if row.task == "sequential"
+        ]
+        sequences += [[e["id"] for e in row.history] for row in rows]
+        model = fit_sasrec([s for s in sequences if s], params["embedding_dim"], context.seed)
+        items = context.resources.matcher().items
+        answers = {}
+        for row in rows:
+            history = [e["id"] for e in row.history]
+            chosen = ranked(model.scores(history), list(items), set(history), RANKED)
+            answers[row.id] = "\n".join(items[i].title for i in chosen)
+        return answers
+
+
+BASELINES = (GlobalMean(), Bias(), MF(), Popularity(), ItemKNN(), BPR(), SASRec())

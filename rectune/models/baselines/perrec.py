@@ -9,7 +9,7 @@ What they fit on (items keyed by title, as histories name them): every training 
 their rating of its item, and every user's history in the training and the held-out groups (what a
 prompt shows); a held-out user's rating of a held-out item is never fitted.
 
-* ``random``: a seeded random order per group (expected τ 0);
+* ``random``: a seeded random order per group and format (expected τ 0);
 * ``user-mean``: r̂ = the user's mean, so every relative rating is 0: the order is the tie-break's,
   chance by construction, and pointwise answers carry no order at all (τ 0);
 * ``bias``: global mean + user bias + item bias (cornac ``BaselineOnly``), regularisation tuned;
@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from abc import abstractmethod
 
-from rectune.benchmarks.perrec.rows import NAME, PerRecRow
+from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
 from rectune.models.baselines import Baseline, Context
 from rectune.models.baselines.collaborative import Interactions, fit_rating_model
 
@@ -77,16 +77,22 @@ class RatingBaseline(Baseline):
         return group_answers(rows, self.predict(train, rows, params, context.seed), context.seed)
 
 
-class Random(RatingBaseline):
-    name, library = "random", "python random"
-    reads = "nothing: a seeded random order per group"
+class Random(Baseline):
+    name, benchmark, library = "random", NAME, "python random"
+    reads = "nothing: a seeded random order per group and format (expected τ 0)"
 
-    def predict(self, train: list, rows: list, params: dict, seed: int) -> dict[tuple[str, str], float]:
-        return {
-            (row.group, u["user"]): u["mean_rating"] + random.Random(f"{seed}/{row.group}/{u['user']}").random()
-            for row in rows
-            for u in row.users
-        }
+    def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
+        answers = {}
+        for task in TASKS:  # an order of its own per format, so the formats' τ are independent draws
+            task_rows = [row for row in rows if row.task == task]
+            predicted = {
+                (row.group, u["user"]): u["mean_rating"] + random.Random(f"{context.seed}/{task}/{row.group}/"
+                                                                         f"{u['user']}").random()
+                for row in task_rows
+                for u in row.users
+            }  # fmt: skip
+            answers.update(group_answers(task_rows, predicted, context.seed))
+        return answers
 
 
 class UserMean(RatingBaseline):

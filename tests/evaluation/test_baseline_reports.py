@@ -1,0 +1,58 @@
+"""evaluate/run.py --model baseline:NAME writes a report folder like a model's: resumable, keyed by
+what it was fitted on, compared beside checkpoints with ceilings marked."""
+
+import json
+
+from conftest import read_jsonl, run_script
+from test_grounding import prepare
+
+from rectune.benchmarks import load_rows
+
+
+def evaluate(data, out, *args, check=True):
+    return run_script("evaluate/run.py", "--data", data / "test.jsonl", "--out", out, "--no-wandb", *args, check=check)
+
+
+def test_bm25_report_is_the_retrievers_top_k_resumes_and_refuses_other_training_data(tmp_path):
+    data = tmp_path / "data"
+    prepare(data, "--candidates", "3", "--test-size", "0.5")
+    out = tmp_path / "bm25"
+    evaluate(data, out, "--model", "baseline:bm25", "--k", "2")
+    rows = {row.id: row for row in load_rows(data / "test.jsonl")}
+    for prediction in read_jsonl(out / "predictions.jsonl"):
+        best = sorted(rows[prediction["id"]].candidates, key=lambda c: c["rank"])[:2]
+        assert prediction["completion"] == " [SEP] ".join(c["title"] for c in best)
+    report = json.loads((out / "report.json").read_text())
+    assert report["k"] == 2 and report["overall"]["distinct"] == 2.0
+    assert report["baseline"]["name"] == "bm25" and report["baseline"]["train"]["rows"] == len(
+        load_rows(data / "train.jsonl")
+    )
+    assert report["config"]["kind"] == "baseline"
+
+    again = evaluate(data, out, "--model", "baseline:bm25", "--k", "2")
+    assert f"resuming: {len(rows)} of {len(rows)} queries already done" in again.stderr
+
+    with (data / "train.jsonl").open("a") as handle:  # other training data: another fitted model
+        handle.write((data / "train.jsonl").read_text().splitlines()[0].replace('"id": "', '"id": "x') + "\n")
+    refused = evaluate(data, out, "--model", "baseline:bm25", "--k", "2", check=False)
+    assert refused.returncode == 2
+    assert "made with a different model than this run" in refused.stderr.strip().splitlines()[-1]
+
+
+def test_comparison_names_baselines_marks_the_ceiling_and_takes_a_baseline_as_reference(tmp_path):
+    data = tmp_path / "data"
+    prepare(data, "--candidates", "3", "--test-size", "0.5")
+    for name in ("bm25", "popularity", "kg-oracle"):
+        evaluate(data, tmp_path / "reports" / name, "--model", f"baseline:{name}")
+    result = run_script(
+        "evaluate/compare.py", *(tmp_path / "reports" / n for n in ("bm25", "popularity", "kg-oracle")),
+        "--baseline", "baseline:bm25", "--out", tmp_path / "comparison",
+    )  # fmt: skip
+    table = result.stdout
+    assert "| overall | baseline:bm25 |" in table
+    assert "| explicit | baseline:kg-oracle (ceiling) |" in table
+    assert "| overall | baseline:popularity | " in table and "[" in table.split("| overall | baseline:popularity")[1]
+    # the ceiling answers condition-based queries only: no overall interval against bm25's every query
+    ceiling_overall = table.split("| overall | baseline:kg-oracle (ceiling) |")[1].splitlines()[0]
+    assert "[" not in ceiling_overall
+    assert "P@5" in table.splitlines()[0]
