@@ -25,6 +25,7 @@ PERREC_OUT := outputs/$(PERREC_RUN)
 PERREC_REPORTS := reports/$(PERREC_RUN)
 PERREC_DATA ?= $(if $(PERREC_VARIANT),data/demo_perrec,data/perrec)
 PERREC_BASE ?= $(if $(PERREC_VARIANT),embedded:smollm2,meta-llama/Llama-3.1-8B-Instruct)
+PERREC_BASELINES ?= random user-mean bias mf
 # The CPU demo scores the first 160 held-out prompts (about 20 groups; partial groups are skipped).
 PERREC_EVAL_ARGS ?= --max-new-tokens 16 --batch-size 16 $(if $(PERREC_VARIANT),--limit 160)
 MERGE_ARGS ?=
@@ -38,11 +39,13 @@ LLMREC_RUN := llmrec_mix$(LLMREC_VARIANT)
 LLMREC_DATA ?= $(if $(LLMREC_VARIANT),data/demo_llmrec,data/llmrec)
 LLMREC_BASE ?= $(if $(LLMREC_VARIANT),embedded:smollm2,Qwen/Qwen2.5-3B-Instruct)
 LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
+LLMREC_BASELINES ?= global-mean bias mf popularity itemknn bpr sasrec
 
 DEMO_RUN := smollm2_movie_cpu
+DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -163,8 +166,10 @@ perrec-eval: install
 		$(PY) evaluate/run.py --model $(PERREC_OUT)/$$run --data $(PERREC_DATA)/test.jsonl \
 			--out $(PERREC_REPORTS)/$$run $(PERREC_EVAL_ARGS) || exit 1; \
 	done
+	$(MAKE) -s baselines DATA=$(PERREC_DATA)/test.jsonl REPORTS=$(PERREC_REPORTS) BASELINES="$(PERREC_BASELINES)" \
+		BASELINE_ARGS="$(PERREC_EVAL_ARGS)"
 	$(PY) evaluate/compare.py $(foreach run,base point pair list mix merged,$(PERREC_REPORTS)/$(run)) \
-		--out $(PERREC_REPORTS)/comparison
+		$(foreach b,$(PERREC_BASELINES),$(PERREC_REPORTS)/baseline-$(b)) --out $(PERREC_REPORTS)/comparison
 
 perrec: perrec-sft perrec-merge perrec-eval
 
@@ -185,7 +190,21 @@ llmrec: install
 		$(LLMREC_EVAL_ARGS)
 	$(PY) evaluate/run.py --model outputs/$(LLMREC_RUN)/sft --data $(LLMREC_DATA)/test.jsonl \
 		--out reports/$(LLMREC_RUN)/sft $(LLMREC_EVAL_ARGS)
-	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft --out reports/$(LLMREC_RUN)/comparison
+	$(MAKE) -s baselines DATA=$(LLMREC_DATA)/test.jsonl REPORTS=reports/$(LLMREC_RUN) BASELINES="$(LLMREC_BASELINES)"
+	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft \
+		$(foreach b,$(LLMREC_BASELINES),reports/$(LLMREC_RUN)/baseline-$(b)) --out reports/$(LLMREC_RUN)/comparison
+
+# Recommenders without an LLM scored like checkpoints (evaluate/run.py --model baseline:NAME), each into
+# REPORTS/baseline-NAME: make baselines DATA=data/experiment_movie/test.jsonl REPORTS=reports/experiment
+BASELINES ?= bm25 popularity itemknn als kg-oracle
+DATA ?= data/demo_movie/test.jsonl
+REPORTS ?= reports/baselines
+BASELINE_ARGS ?=
+baselines: install
+	for b in $(BASELINES); do \
+		$(PY) evaluate/run.py --model baseline:$$b --data $(DATA) --out $(REPORTS)/baseline-$$b $(BASELINE_ARGS) \
+			|| exit 1; \
+	done
 
 sft: install
 	$(LAUNCH) train/sft.py $(RECIPE) --recipe_name $(RUN) --output_dir outputs/$(RUN)/sft $(SFT_ARGS)
@@ -226,8 +245,10 @@ demo: export WANDB_MODE ?= offline
 demo: install
 	@echo "== [1/7 $$(date +%T)] build the demo benchmark -> data/demo_movie" && $(MAKE) -s data-demo
 	$(call train_and_score,$(DEMO_RUN),$(DEMO_EVAL),reports/demo,7)
-	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft \
-		reports/demo/sft_rft --baseline base --out reports/demo/comparison && \
+	@echo "== [7/7 $$(date +%T)] baselines and compare" && \
+	$(MAKE) -s baselines DATA=data/demo_movie/test.jsonl REPORTS=reports/demo BASELINES="$(DEMO_BASELINES)" && \
+	$(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft reports/demo/sft_rft \
+		$(foreach b,$(DEMO_BASELINES),reports/demo/baseline-$(b)) --baseline base --out reports/demo/comparison && \
 	$(PY) evaluate/compare.py reports/demo/sft reports/demo/sft_rft --baseline sft --out reports/demo/sft_rft_vs_sft
 
 
@@ -239,6 +260,8 @@ EXP_RUN := smollm2_movie_experiment
 # score @5 beside the whole answer); EXP_PROMPTS= gives the closed-book variant
 EXP_PROMPTS ?= --candidates 20 --k 5
 EXP_DATA := data/experiment_movie
+EXP_BASELINES := bm25 popularity itemknn als kg-oracle
+EXP_BASELINE_REPORTS := $(foreach b,$(EXP_BASELINES),reports/experiment/baseline-$(b))
 EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16
 
 data-experiment: install
@@ -252,9 +275,13 @@ experiment: export WANDB_MODE ?= offline
 experiment: install
 	@echo "== [1/8 $$(date +%T)] build the experiment's benchmark -> $(EXP_DATA)" && $(MAKE) -s data-experiment
 	$(call train_and_score,$(EXP_RUN),$(EXP_EVAL),reports/experiment,8)
-	@echo "== [7/8 $$(date +%T)] compare with the base model" && $(PY) evaluate/compare.py reports/experiment/base \
-		reports/experiment/sft reports/experiment/rft reports/experiment/sft_rft --baseline base \
-		--out reports/experiment/vs_base
-	@echo "== [8/8 $$(date +%T)] compare SFT->RFT with SFT" && $(PY) evaluate/compare.py reports/experiment/sft \
-		reports/experiment/sft_rft --baseline sft --out reports/experiment/vs_sft
+	@echo "== [7/8 $$(date +%T)] baselines" && $(MAKE) -s baselines DATA=$(EXP_DATA)/test.jsonl REPORTS=reports/experiment \
+		BASELINES="$(EXP_BASELINES)"
+	@echo "== [8/8 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/experiment/base \
+		reports/experiment/sft reports/experiment/rft reports/experiment/sft_rft $(EXP_BASELINE_REPORTS) --baseline base \
+		--out reports/experiment/vs_base && \
+	$(PY) evaluate/compare.py reports/experiment/sft reports/experiment/sft_rft --baseline sft \
+		--out reports/experiment/vs_sft && \
+	$(PY) evaluate/compare.py reports/experiment/base reports/experiment/sft reports/experiment/rft \
+		reports/experiment/sft_rft $(EXP_BASELINE_REPORTS) --baseline baseline:bm25 --out reports/experiment/vs_bm25
 	@echo "== done $$(date +%T)"
