@@ -23,13 +23,18 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     import wandb
 
     config = report["config"]
+    baseline = report.get("baseline")
+    tags = ["eval"]
+    if baseline:  # baselines sit in the same group as the checkpoints, tagged so a panel can pick them out
+        config = {**config, "baseline": baseline}
+        tags += ["baseline", *(["ceiling"] if baseline.get("ceiling") else [])]
     run = wandb.init(
         project=project,
         name=eval_run_name(config),
         job_type="eval",
         group=f"eval-{Path(config['data']).parent.name}",
         config=config,
-        tags=["eval"],
+        tags=tags,
         dir=str(out),
     )
     for name, value in (report.get("endpoint") or {}).items():

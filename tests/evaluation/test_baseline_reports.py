@@ -1,9 +1,10 @@
 """evaluate/run.py --model baseline:NAME writes a report folder like a model's: resumable, keyed by
 what it was fitted on, compared beside checkpoints with ceilings marked."""
 
+import glob
 import json
 
-from conftest import read_jsonl, run_script
+from conftest import read_jsonl, run_script, wandb_run
 from test_grounding import prepare
 
 from rectune.benchmarks import load_rows
@@ -56,3 +57,18 @@ def test_comparison_names_baselines_marks_the_ceiling_and_takes_a_baseline_as_re
     ceiling_overall = table.split("| overall | baseline:kg-oracle (ceiling) |")[1].splitlines()[0]
     assert "[" not in ceiling_overall
     assert "P@5" in table.splitlines()[0]
+
+
+def test_a_baseline_logs_to_wandb_with_what_it_was_fitted_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    data = tmp_path / "data"
+    prepare(data, "--candidates", "3", "--test-size", "0.5")
+    out = tmp_path / "oracle"
+    run_script("evaluate/run.py", "--data", data / "test.jsonl", "--out", out, "--model", "baseline:kg-oracle")
+    report = json.loads((out / "report.json").read_text())
+    (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    assert logged["config"]["checkpoint"] == "baseline:kg-oracle"
+    assert logged["config"]["baseline"]["ceiling"] is True
+    assert logged["config"]["baseline"]["train"]["sha256"] == report["baseline"]["train"]["sha256"]
+    assert logged["summary"]["overall/ndcg_at_k"] == report["overall"]["ndcg_at_k"]
