@@ -127,13 +127,14 @@ data-recbench: install
 	$(PY) data_prep/recbench.py --src $(SRC) --domain movie --tasks explicit --out data/recbench_movie_explicit
 	$(PY) data_prep/recbench.py --src $(SRC) --domain book --tasks explicit --out data/recbench_book_explicit
 
-# The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files.
+# The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files
+# (the prompt asks for 5 titles: reports score @5 beside the whole answer).
 data-demo: install
 	$(PY) data_prep/demo_world.py --out data/demo_world
 	$(PY) data_prep/build_benchmark.py --kg data/demo_world/items.jsonl --ratings data/demo_world/ratings.dat \
 		--users data/demo_world/users.dat --out data/demo_release
 	$(PY) data_prep/recbench.py --src data/demo_release --domain movie --kg data/demo_release/kg.jsonl \
-		--test-size 0.15 --out data/demo_movie
+		--test-size 0.15 --k 5 --out data/demo_movie
 
 # PerRecBench from a ratings source (Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat).
 data-perrec: install

@@ -1,6 +1,6 @@
 """Generate with any checkpoint on held-out rows, score it, write the report, log it to W&B.
 
-    python evaluate/run.py --model outputs/smollm2_movie_cpu/sft --data data/sample_movie/test.jsonl \\
+    python evaluate/run.py --model outputs/smollm2_movie_cpu/sft --data data/demo_movie/test.jsonl \\
         --out reports/smollm2_sft
 
 --model takes a model folder or hub id, a PEFT adapter folder (base from its adapter_config),
@@ -14,7 +14,7 @@ checkpoint (weights), data, prompt and generation settings made them; otherwise 
 Any OpenAI-compatible endpoint (OpenAI, DeepSeek, a vLLM or SGLang server, transformers serve); the key
 comes from OPENAI_API_KEY (or the variable --api-key-env names) and is never written anywhere:
 
-    python evaluate/run.py --backend openai --base-url https://api.openai.com/v1 --api-model gpt-4o \
+    python evaluate/run.py --backend openai --base-url https://api.openai.com/v1 --api-model gpt-4o \\
         --data D/test.jsonl --out reports/gpt4o --concurrency 8
     python evaluate/run.py --backend openai --base-url http://127.0.0.1:8000/v1 --api-model Qwen/Qwen2.5-3B-Instruct ...
 
@@ -23,7 +23,7 @@ OpenAI Batch API, the way the RecBench+ authors ran their models (--api-model, a
 
     python evaluate/run.py --backend openai-batch --api-model gpt-4o --data D/test.jsonl --out reports/gpt4o
     # upload reports/gpt4o/batch_requests.jsonl to the provider, download its output file, then:
-    python evaluate/run.py --backend openai-batch --api-model gpt-4o --data D/test.jsonl --out reports/gpt4o \
+    python evaluate/run.py --backend openai-batch --api-model gpt-4o --data D/test.jsonl --out reports/gpt4o \\
         --batch-output batch_output.jsonl
 
 The requests carry the authors' messages byte for byte, max_tokens 2000 unless --max-new-tokens says
