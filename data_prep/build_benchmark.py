@@ -27,7 +27,7 @@ from pathlib import Path
 from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
-from rectune.core.cli import add_output_arguments, build_summary, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, run
 from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.rating_store import RatingStore
@@ -40,7 +40,7 @@ KIND = "recbench+ release"
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kg", help="items with relations (JSONL); needs --ratings and --users")
     source.add_argument("--movielens", help="a MovieLens release folder (its KG comes from its metadata)")

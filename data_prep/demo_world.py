@@ -7,10 +7,9 @@ movies.dat (MovieLens-style titles and genres) for data_prep/perrecbench.py, and
 meta.json (Amazon 2018 format, templated review texts) for data_prep/llmrec.py.
 """
 
-import argparse
 from pathlib import Path
 
-from rectune.core.cli import add_output_arguments, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, run
 from rectune.core.io import atomic_write, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.demo_world import load_films, rate, reviews, simulate
@@ -19,7 +18,7 @@ KIND = "demo world"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     add_output_arguments(parser)
     parser.add_argument("--users", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)

@@ -22,7 +22,7 @@ from collections import Counter
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
-from rectune.core.cli import build_summary, fraction, run
+from rectune.core.cli import ArgumentParser, build_summary, fraction, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows
@@ -36,7 +36,7 @@ KIND = "llmrec data"
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     add_source_arguments(parser, "beauty")
     defaults = build.BuildSettings()
     parser.add_argument("--min-interactions", type=int, default=defaults.min_interactions, help="k of the k-core")

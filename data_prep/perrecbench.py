@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.rows import LABELS
-from rectune.core.cli import build_summary, fraction, run
+from rectune.core.cli import ArgumentParser, build_summary, fraction, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.rating_store import RatingStore
@@ -35,7 +35,7 @@ KIND = "perrecbench data"
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     add_source_arguments(parser, "beauty or movies")
     defaults = groups.GroupSettings()
     parser.add_argument("--window-days", type=float, default=defaults.window_days, help="co-rating window")

@@ -18,7 +18,7 @@ from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.grounding import attach_candidates, retriever_recall
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
-from rectune.core.cli import add_output_arguments, build_summary, fraction, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows, kg_rows
@@ -28,7 +28,7 @@ KIND = "recbench+ data"
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument(
         "--src",
         required=True,

@@ -11,10 +11,9 @@ excludes 0; the chart shows the intervals as error bars on the bars:
     python evaluate/compare.py reports/experiment/* --baseline baseline:bm25 --out reports/vs_bm25
 """
 
-import argparse
 from pathlib import Path
 
-from rectune.core.cli import run
+from rectune.core.cli import ArgumentParser, run
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
@@ -28,7 +27,7 @@ from rectune.evaluation.compare import (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("reports", nargs="+", help="report folders (or report.json files)")
     parser.add_argument("--out", default="reports/comparison", help="output prefix for .md, .csv and .png")
     parser.add_argument(

@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
-from rectune.core.cli import run
+from rectune.core.cli import ArgumentParser, run
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
@@ -61,9 +61,8 @@ DEFAULT_K = 5  # a baseline's answer length when neither --k nor the prompt sets
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="baselines (--model baseline:NAME), per benchmark:\n" + names_help(),
     )
     parser.add_argument(

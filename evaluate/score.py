@@ -15,7 +15,7 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 from pathlib import Path
 
-from rectune.core.cli import run
+from rectune.core.cli import ArgumentParser, run
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.evaluation.reports import prompt_variant
@@ -23,7 +23,7 @@ from rectune.evaluation.scoring import score_files
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--data", required=True, help="canonical rows (test.jsonl)")
     parser.add_argument("--predictions", required=True, help="answer file: RecTune, the authors' or OpenAI batch")
     parser.add_argument("--task", default=None, help="score this task only; bare release ids resolve within it")

@@ -10,7 +10,6 @@ reward's mean over the first and last steps and how many of the held-out prompts
 saved adapter changed. Exits 1 when the rise is within noise or no greedy answer changed.
 """
 
-import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 from transformers.trainer_utils import get_last_checkpoint
 
 from rectune.benchmarks import get_benchmark, load_rows
-from rectune.core.cli import run
+from rectune.core.cli import ArgumentParser, run
 from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate
@@ -39,7 +38,7 @@ def greedy_answers(model_name: str, prompts: list[list[dict]]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="outputs/learn_check", help="folder for the run (its rft/ stage)")
     parser.add_argument("--max_steps", type=int, default=None, help="GRPO steps (default: the recipe's)")
     parser.add_argument(

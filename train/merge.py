@@ -9,14 +9,12 @@ evaluate/run.py and train/grpo.py --init_adapter accept; --full-model also write
 with the merged adapter folded in.
 """
 
-import argparse
-
-from rectune.core.cli import add_output_arguments, finite, fraction, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, finite, fraction, run
 from rectune.training.merging import METHODS, merge_adapters
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--adapters", nargs="+", required=True, help="PEFT adapter folders with the same base model")
     add_output_arguments(parser, "folder for the merged adapter")
     parser.add_argument("--weights", nargs="+", type=finite, default=None, help="one per adapter (default: equal)")

@@ -8,6 +8,7 @@ no such file): neither is a bug, so neither gets a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import os
 import resource
@@ -70,6 +71,25 @@ def finite(text: str) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
     return value
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse as every entry script uses it: no prefix matching (``--baselin`` is not ``--baseline``), a
+    raw description (the scripts' docstrings keep their line breaks), and an unknown flag answered with
+    the closest known one."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(allow_abbrev=False, **kwargs)
+
+    def error(self, message: str) -> None:
+        unknown = [w for w in message.removeprefix("unrecognized arguments: ").split() if w.startswith("--")]
+        if message.startswith("unrecognized arguments") and unknown:
+            known = [option for action in self._actions for option in action.option_strings]
+            close = difflib.get_close_matches(unknown[0].split("=")[0], known, n=1)
+            if close:
+                message += f"; did you mean {close[0]}?"
+        super().error(message)
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder") -> None:

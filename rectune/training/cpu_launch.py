@@ -20,6 +20,8 @@ import socket
 import subprocess
 import sys
 
+from rectune.core.cli import ArgumentParser
+
 
 def free_port() -> int:
     """A TCP port nobody listens on now, so two launches on one machine do not collide."""
@@ -50,7 +52,7 @@ def worker_environment(config_file: str, num_processes: int, script: str) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--config_file", required=True, help="an Accelerate config (accelerate_configs/*.yaml)")
     parser.add_argument("--num_processes", type=int, default=2)
     parser.add_argument("script", help="train/sft.py or train/grpo.py")

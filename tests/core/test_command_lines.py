@@ -1,0 +1,37 @@
+"""Entry scripts' command lines: no prefix matching, and an unknown flag answered with the closest one."""
+
+import pytest
+from conftest import run_script
+
+from rectune.core.cli import ArgumentParser
+
+
+def test_a_prefix_is_not_a_flag_and_the_closest_flag_is_suggested(capsys):
+    parser = ArgumentParser(prog="compare.py")
+    parser.add_argument("--baseline")
+    parser.add_argument("--bootstrap-samples", type=int)
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args(["--baselin", "base"])  # argparse's default would read it as --baseline
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "compare.py: error: unrecognized arguments: --baselin base; did you mean --baseline?"
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--zzz"])
+    assert capsys.readouterr().err.strip().endswith("unrecognized arguments: --zzz")  # nothing close: no guess
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "suggestion"),
+    [
+        ("evaluate/compare.py", ["r", "--baselin", "base"], "did you mean --baseline?"),
+        ("evaluate/score.py", ["--data", "d", "--predictions", "p", "--out", "o", "--alow-subset"],
+         "did you mean --allow-subset?"),
+        ("data_prep/recbench.py", ["--src", "s", "--domain", "movie", "--out", "o", "--candidate", "5"],
+         "did you mean --candidates?"),
+    ],
+)  # fmt: skip
+def test_entry_scripts_refuse_prefixes_in_one_line(tmp_path, script, args, suggestion):
+    result = run_script(script, *args, check=False, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(suggestion)
