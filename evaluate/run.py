@@ -97,6 +97,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
     parser.add_argument("--limit", type=int, default=None, help="first N queries only")
+    parser.add_argument(
+        "--sample", type=int, default=None, help="N queries drawn at random (--seed), stratified by task"
+    )
     parser.add_argument("--task", nargs="+", default=None, help="only the queries of these tasks")
     parser.add_argument(
         "--backend",
@@ -229,6 +232,7 @@ def main() -> None:
         catalog=args.catalog,
         kg=args.kg,
         limit=args.limit,
+        sample=args.sample,
         commit=git_commit(),
         overwrite=args.overwrite,
         limits=limits(args),

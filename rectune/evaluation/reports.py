@@ -6,6 +6,8 @@ Outputs in the report folder:
   a rerun skips the ids already there (a line cut by an interruption is dropped and redone);
 * ``report.json`` — the scorer's report plus the run's configuration;
 * ``report.md`` — the per-task table;
+* ``details.jsonl`` — one record per query (per PerRecBench row): the question, the answer, what it
+  resolved to (titles, items, a rating) beside the ground truth, and the query's scores;
 * ``config.json`` — checkpoint, base model, data, prompt variant, generation settings, commit.
 """
 
@@ -19,11 +21,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rectune.benchmarks import Resources, get_benchmark, load_rows
-from rectune.core.io import DataError, RecTuneError, atomic_write, fault_point, read_json, write_json
+from rectune.core.io import DataError, RecTuneError, atomic_write, fault_point, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.evaluation.answer_files import batch_request, resolve_ids, write_batch_requests
 from rectune.evaluation.endpoint import endpoint_usage
+from rectune.evaluation.sampling import stratified_sample
 from rectune.evaluation.scoring import check_coverage, score_benchmark
 from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_record
 from rectune.models.generation import GenerationSettings
@@ -158,6 +161,7 @@ def evaluate_checkpoint(
     catalog: str | None = None,
     kg: str | None = None,
     limit: int | None = None,
+    sample: int | None = None,
     commit: str = "unknown",
     overwrite: bool = False,
     limits: CompletionLimits = DEFAULT_LIMITS,
@@ -175,8 +179,9 @@ def evaluate_checkpoint(
     ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
     they came from, and row id -> text, e.g. a batch output file) stand in for generation. Requests an
     endpoint refused stop the run before scoring unless ``score_failures_as_empty``. ``tasks`` keeps
-    only rows of those tasks (before ``limit``); ``baseline`` is a baseline's fitting record, kept in the
-    report; ``from_rows``: see :func:`run_generation`.
+    only rows of those tasks (before ``limit``); ``sample`` then draws that many units stratified by
+    task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``baseline`` is a
+    baseline's fitting record, kept in the report; ``from_rows``: see :func:`run_generation`.
     """
     out = Path(out)
     data_rows = all_rows = load_rows(data)
@@ -188,6 +193,8 @@ def evaluate_checkpoint(
                             f"{', '.join(sorted({r.task for r in all_rows}))})")  # fmt: skip
         all_rows = [r for r in all_rows if r.task in tasks]
     rows = all_rows[:limit] if limit is not None else all_rows
+    if sample is not None:
+        rows = stratified_sample(rows, sample, settings.seed)
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     failed: dict[str, str] = {}
     if answers is None:
@@ -212,6 +219,7 @@ def evaluate_checkpoint(
         report["endpoint"] = endpoint_usage(out / "predictions.jsonl", {r.id for r in rows})
         report["failed_requests"] = len(failed)  # scored as empty answers (--score-failures-as-empty)
     write_json(out / "report.json", report, line_per_item=("per_query",))
+    write_jsonl(out / "details.jsonl", table)  # per query: what was asked, answered, resolved and scored
     with atomic_write(out / "report.md") as handle:
         handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
@@ -295,7 +303,7 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
 
 
 REPORT_KIND = "eval report"
-REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "batch_requests.jsonl")
+REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "details.jsonl", "batch_requests.jsonl")
 REPORT_ENTRIES = [*REPORT_FILES, "wandb"]
 
 

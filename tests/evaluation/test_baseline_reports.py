@@ -29,6 +29,8 @@ def test_bm25_report_is_the_retrievers_top_k_resumes_and_refuses_other_training_
         load_rows(data / "train.jsonl")
     )
     assert report["config"]["kind"] == "baseline"
+    details = read_jsonl(out / "details.jsonl")  # per query: answer, resolved titles and ground truth side by side
+    assert [d["id"] for d in details] == list(rows) and {"completion", "resolved", "ground_truth"} <= set(details[0])
 
     again = evaluate(data, out, "--model", "baseline:bm25", "--k", "2")
     assert f"resuming: {len(rows)} of {len(rows)} queries already done" in again.stderr
