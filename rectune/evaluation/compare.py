@@ -194,11 +194,13 @@ def _has_diff(rows: list[dict]) -> bool:
 
 
 def axis_limits(spec: MetricSpec, values: list[float]) -> tuple[float, float]:
-    """The metric's scale, widened to show every value (an open-ended scale ends 15 % above the largest)."""
+    """An axis that fits the values: from the scale's floor (or the lowest value) to 15 % above the largest,
+    no further than the scale's top, so values of 0.01–0.05 are not flattened against a 0–1 axis."""
     low, high = spec.limits
-    top = max(values, default=0.0)
-    high = max(high, top) if high is not None else (top * 1.15 or 1.0)
-    return min([low, *values]), high
+    top = max(values, default=0.0) * 1.15
+    if top <= 0:
+        top = high if high is not None else 1.0
+    return min([low, *values]), min(high, top) if high is not None else top
 
 
 def _error_bars(by_key: dict, tasks: list[str], name: str, metric: str) -> list[list[float]] | None:
@@ -242,7 +244,8 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
             )
             ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=1)
         arrow = "↑" if spec.higher_is_better else "↓"
-        ax.set_title(f"{spec.label} ({arrow} better)")
+        exception = "; ↑ on misinformed" if metric == "ftr" and "misinformed" in tasks else ""  # refusing is right
+        ax.set_title(f"{spec.label} ({arrow} better{exception})")
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=30, ha="right")
         ax.set_ylim(*axis_limits(spec, present))
     for ax in list(axes.flat)[len(metrics) :]:

@@ -139,3 +139,14 @@ def test_changed_answers_count_queries_answered_differently(tmp_path):
     # rft: q1 differs of q0-q2; sft: q0 and q1 differ, q3 is not shared
     assert changed_answers(folders, "base") == ["rft: 1 of 3", "sft: 2 of 2"]
     assert changed_answers(folders, "scored_only") == []
+
+
+def test_chart_axes_fit_the_values_within_the_scale():
+    from rectune.benchmarks import MetricSpec
+    from rectune.evaluation.compare import axis_limits
+
+    assert axis_limits(MetricSpec("P"), [0.01, 0.04]) == (0.0, pytest.approx(0.046))  # not 0 to 1
+    assert axis_limits(MetricSpec("P"), [0.2, 0.95]) == (0.0, 1.0)  # never past the scale's top
+    assert axis_limits(MetricSpec("τ", "signed"), [-0.2, 0.1]) == (-1.0, pytest.approx(0.115))
+    assert axis_limits(MetricSpec("RMSE", "error"), [1.2, 1.6]) == (0.0, pytest.approx(1.84))
+    assert axis_limits(MetricSpec("P"), [0.0, 0.0]) == (0.0, 1.0)  # nothing above 0: the whole scale
