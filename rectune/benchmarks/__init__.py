@@ -139,6 +139,9 @@ class Benchmark(ABC):
     # local generation's default --max-new-tokens: room for the longest reference answer, no more (every
     # batch decodes until its longest answer ends, so a generous limit costs time on a CPU)
     answer_tokens: ClassVar[int] = 256
+    # recommenders without an LLM (rectune.benchmarks.baselines.Baseline), each scored like a checkpoint
+    baselines: ClassVar[tuple] = ()
+    baseline_metric: ClassVar[str] = ""  # the ``overall`` metric a baseline's hyper-parameters maximise
 
     def read_line(self, raw: dict, path: str | os.PathLike = "<row>", line: int | None = None) -> list[Any]:
         """The validated rows one stored line holds (one row; PerRecBench: a group's rows in every format);
@@ -170,6 +173,11 @@ class Benchmark(ABC):
         metric; None leaves the record out of that metric. The confidence intervals of ``compare.py
         --baseline`` resample these. Default: the record's own fields named like the metrics."""
         return {metric: record.get(metric) for metric in self.metrics}
+
+    def tuning_value(self, report: dict) -> float:
+        """How good a report is when a baseline's hyper-parameters are chosen on validation (higher is better)."""
+        value = report["overall"].get(self.baseline_metric)
+        return float(value) if value is not None else float("-inf")
 
     def sft_example(self, row: Any, variant: dict) -> dict:
         """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""

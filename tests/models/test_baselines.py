@@ -3,17 +3,18 @@
 import pytest
 
 from rectune.benchmarks import Resources
+from rectune.benchmarks.baselines import Context
+from rectune.benchmarks.llmrec.baselines import interactions_of
 from rectune.benchmarks.llmrec.rows import LLMRecRow
+from rectune.benchmarks.perrec.baselines import group_answers
 from rectune.benchmarks.perrec.rows import PerRecRow
+from rectune.benchmarks.recbench.baselines import training_interactions
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.core.io import DataError, RecTuneError
 from rectune.data.catalog import KnowledgeGraph
+from rectune.data.collaborative import Interactions, fit_rating_model, ranked
 from rectune.data.titles import CatalogItem, TitleMatcher
-from rectune.models.baselines import Context, get_baseline, names_help
-from rectune.models.baselines.collaborative import Interactions, fit_rating_model, ranked
-from rectune.models.baselines.llmrec import interactions_of
-from rectune.models.baselines.perrec import group_answers
-from rectune.models.baselines.recbench import training_interactions
+from rectune.models.baselines import get_baseline, names_help
 
 ITEMS = [
     CatalogItem("1", "Heat (1995)"),

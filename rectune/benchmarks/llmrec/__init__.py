@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
+from rectune.benchmarks.llmrec import baselines as baseline_models
 from rectune.benchmarks.llmrec import prompts, scoring
 from rectune.benchmarks.llmrec import rewards as reward_functions
 from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
@@ -28,6 +29,7 @@ class LLMRec(Benchmark):
            (("bleu4", "BLEU-4"), ("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))},
         "na_rate": MetricSpec("N/A", higher_is_better=False),
     }  # fmt: skip
+    baselines = baseline_models.BASELINES
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "target", "item_id", "candidate_ids")
@@ -72,6 +74,16 @@ class LLMRec(Benchmark):
         report = {"metrics": list(self.metrics), **scoring.aggregate(scores, rows)}
         report["per_query"] = [vars(s).copy() for s in scores]
         return Scored(report, scoring.query_table(rows, predictions, scores))
+
+    def tuning_value(self, report: dict) -> float:
+        """NDCG@10 for the ranking tasks, −RMSE for rating, averaged over the tasks a baseline answers."""
+        values = []
+        for task, summary in report["by_task"].items():
+            if task == "rating" and summary.get("rmse") is not None:
+                values.append(-summary["rmse"])
+            elif summary.get("ndcg@10") is not None:
+                values.append(summary["ndcg@10"])
+        return sum(values) / len(values) if values else float("-inf")
 
     def format_table(self, report: dict) -> str:
         return scoring.format_table(report)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
+from rectune.benchmarks.perrec import baselines as baseline_models
 from rectune.benchmarks.perrec import prompts, scoring
 from rectune.benchmarks.perrec import rewards as reward_functions
 from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecGroup, PerRecRow
@@ -25,6 +26,8 @@ class PerRecBench(Benchmark):
         "tau_parsed": MetricSpec("τ (parsed)", "signed"),
         "failure_rate": MetricSpec("fail", higher_is_better=False),
     }
+    baselines = baseline_models.BASELINES
+    baseline_metric = "tau"
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "labels", "relative", "means", "group_relative", "position")

@@ -8,6 +8,7 @@ Modules: ``rows`` (the canonical row), ``release`` (a RecBench+ release -> rows,
 from __future__ import annotations
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
+from rectune.benchmarks.recbench import baselines as baseline_models
 from rectune.benchmarks.recbench import metrics as scoring
 from rectune.benchmarks.recbench import official, prompts
 from rectune.benchmarks.recbench import rewards as reward_functions
@@ -33,6 +34,8 @@ class RecBenchPlus(Benchmark):
         "distinct": MetricSpec("Distinct", scale="count"),  # distinct titles per answer
         "candidate_recall": MetricSpec("Cand. R"),  # grounded rows: the recall the candidate list allows
     }
+    baselines = baseline_models.BASELINES
+    baseline_metric = "ndcg"
     rewards = reward_functions.REWARDS
     default_rewards = reward_functions.DEFAULT_REWARDS
     label_columns = ("task", "ground_truth", "ground_truth_ids", "conditions")

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, LLMRecRow
-from rectune.models.baselines import Baseline, Context
-from rectune.models.baselines.collaborative import (
+from rectune.benchmarks.baselines import Baseline, Context
+from rectune.benchmarks.llmrec.rows import RANKING_TASKS, LLMRecRow
+from rectune.data.collaborative import (
     Interactions,
     Model,
     fit_bpr,
@@ -30,7 +30,6 @@ from rectune.models.baselines.collaborative import (
     ranked,
 )
 
-BENCHMARK = NAME
 RANKED = 10  # the prompt asks for up to 10 titles
 
 
@@ -53,7 +52,7 @@ def interactions_of(train: list[LLMRecRow], rows: list[LLMRecRow], with_ratings:
 
 
 class Rater(Baseline):
-    benchmark, tasks = NAME, ("rating",)
+    tasks = ("rating",)
     reads = "training users' ratings and every prompt's history"
 
     def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
@@ -84,7 +83,7 @@ class MF(Rater):
 
 
 class Ranker(Baseline):
-    benchmark, tasks = NAME, RANKING_TASKS
+    tasks = RANKING_TASKS
     reads = "training users' items and every prompt's history (and candidates)"
 
     @abstractmethod
@@ -129,7 +128,7 @@ class BPR(Ranker):
 
 
 class SASRec(Baseline):
-    name, benchmark, library, tasks = "sasrec", NAME, "cornac SASRec", ("sequential",)
+    name, library, tasks = "sasrec", "cornac SASRec", ("sequential",)
     reads = "training users' item sequences and every prompt's history"
     grid = {"embedding_dim": [32, 64]}
 

@@ -22,14 +22,11 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 
-from rectune.benchmarks.recbench.rows import CONDITION_TASKS, NAME, RecBenchRow
+from rectune.benchmarks.baselines import Baseline, Context
+from rectune.benchmarks.recbench.rows import CONDITION_TASKS, RecBenchRow
 from rectune.core.io import DataError
 from rectune.data.catalog import KnowledgeGraph
-from rectune.data.mentions import SEP
-from rectune.data.retrieval import CandidateRetriever
-from rectune.data.titles import display_title
-from rectune.models.baselines import Baseline, Context
-from rectune.models.baselines.collaborative import (
+from rectune.data.collaborative import (
     Interactions,
     Model,
     fit_als,
@@ -37,8 +34,10 @@ from rectune.models.baselines.collaborative import (
     popularity,
     ranked,
 )
+from rectune.data.mentions import SEP
+from rectune.data.retrieval import CandidateRetriever
+from rectune.data.titles import display_title
 
-BENCHMARK = NAME
 log = logging.getLogger(__name__)
 
 
@@ -80,7 +79,7 @@ def answer_text(item_ids: list[str], context: Context) -> str:
 
 
 class BM25(Baseline):
-    name, benchmark, library = "bm25", NAME, "bm25s"
+    name, library = "bm25", "bm25s"
     reads = "the query text (grounded rows: the retriever's stored candidate ranks)"
 
     def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
@@ -104,7 +103,7 @@ class BM25(Baseline):
 
 
 class Popularity(Baseline):
-    name, benchmark, library = "popularity", NAME, "cornac MostPop"
+    name, library = "popularity", "cornac MostPop"
     reads = "training users' items; a held-out row's candidates and history (left out)"
 
     def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
@@ -139,7 +138,7 @@ class Collaborative(Baseline):
 
 
 class ItemKNN(Collaborative):
-    name, benchmark, library = "itemknn", NAME, "cornac ItemKNN"
+    name, library = "itemknn", "cornac ItemKNN"
     reads = "training users' items; a held-out row's history and candidates"
     grid = {"k": [10, 50]}
 
@@ -148,7 +147,7 @@ class ItemKNN(Collaborative):
 
 
 class ALS(Collaborative):
-    name, benchmark, library = "als", NAME, "implicit AlternatingLeastSquares"
+    name, library = "als", "implicit AlternatingLeastSquares"
     reads = "training users' items; a held-out row's history and candidates"
     grid = {"factors": [16, 64], "regularization": [0.01, 0.1]}
 
@@ -157,7 +156,7 @@ class ALS(Collaborative):
 
 
 class KGOracle(Baseline):
-    name, benchmark, library = "kg-oracle", NAME, "rectune KnowledgeGraph"
+    name, library = "kg-oracle", "rectune KnowledgeGraph"
     reads = "the row's stated conditions and kg.jsonl (which holds them): a ceiling, not a competitor"
     tasks = CONDITION_TASKS
     ceiling = True

@@ -21,11 +21,9 @@ from __future__ import annotations
 import random
 from abc import abstractmethod
 
-from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecRow
-from rectune.models.baselines import Baseline, Context
-from rectune.models.baselines.collaborative import Interactions, fit_rating_model
-
-BENCHMARK = NAME
+from rectune.benchmarks.baselines import Baseline, Context
+from rectune.benchmarks.perrec.rows import TASKS, PerRecRow
+from rectune.data.collaborative import Interactions, fit_rating_model
 
 
 def training_ratings(train: list[PerRecRow], rows: list[PerRecRow]) -> Interactions:
@@ -67,8 +65,6 @@ def group_answers(rows: list[PerRecRow], predicted: dict[tuple[str, str], float]
 
 
 class RatingBaseline(Baseline):
-    benchmark = NAME
-
     @abstractmethod
     def predict(self, train: list, rows: list, params: dict, seed: int) -> dict[tuple[str, str], float]:
         """``(group, user) -> r̂`` for every user of ``rows``."""
@@ -78,7 +74,7 @@ class RatingBaseline(Baseline):
 
 
 class Random(Baseline):
-    name, benchmark, library = "random", NAME, "python random"
+    name, library = "random", "python random"
     reads = "nothing: a seeded random order per group and format (expected τ 0)"
 
     def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
