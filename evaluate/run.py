@@ -214,11 +214,9 @@ def main() -> None:
         generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
-    if baseline is not None:
-        pass  # answers come from the fitted baseline
-    elif args.backend == "vllm":
+    if baseline is None and args.backend == "vllm":
         generate_batches = partial(generate_vllm, checkpoint, settings=settings)
-    elif args.backend == "hf":
+    elif baseline is None and args.backend == "hf":
         model, tokenizer = load_for_generation(checkpoint)
         generate_batches = partial(generate, model, tokenizer, settings=settings, desc=Path(args.out).name)
 
