@@ -41,6 +41,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--fuzzy-cutoff", type=float, default=90.0, help="RapidFuzz ratio (0-100) for fuzzy title matches"
     )
+    parser.add_argument(
+        "--score-failures-as-empty", action="store_true",
+        help="score the requests a batch output records as failed as empty answers (counted in the report)",
+    )  # fmt: skip
     add_limit_arguments(parser)
     return parser.parse_args()
 
@@ -60,6 +64,7 @@ def main() -> None:
             task=args.task,
             convention=args.metrics,
             top_k=prompt_variant(args.data, None, args.k)["k"],
+            score_failures_as_empty=args.score_failures_as_empty,
         )
     print(report["table"])
     print(f"wrote {args.out}")

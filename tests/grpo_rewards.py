@@ -1,4 +1,4 @@
-"""Deterministic rewards for the GRPO tests, named in recipes by dotted path (tests.grpo_rewards.NAME)."""
+"""Deterministic rewards for the GRPO tests, named on the command line by dotted path (tests.grpo_rewards.NAME)."""
 
 from rectune.data.completions import completion_text
 

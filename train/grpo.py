@@ -19,7 +19,8 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.training.diagnostics import DIAGNOSTICS, summary
-from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.recipe_values import check_reward_weights
+from rectune.training.recipes import RftArguments, RunArguments, parse_recipe, resolved_recipe
 from rectune.training.rewards import rft_rewards
 from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.setup import (
@@ -32,27 +33,38 @@ from rectune.training.setup import (
     set_model_init,
 )
 from rectune.training.sft_base import merged_model
-from rectune.training.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
+from rectune.training.stages import (
+    already_finished,
+    check_resume,
+    fault_callbacks,
+    last_checkpoint,
+    own_output_dir,
+    train,
+)
 from rectune.training.tracking import init_tracking, run_metadata
 from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
+
+ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(
-        (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
-    )
+    training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(ARGUMENTS)
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
     use_train_data(mixture, run_args.train_data, "rft")
+    check_resume(
+        training_args.output_dir, resolved_recipe(ARGUMENTS), data_files(mixture), overwrite=run_args.overwrite
+    )
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "rft")
     reward_funcs, rft_args.reward_funcs = rft_rewards(
         rft_args.reward_funcs, data_files(mixture)[0], rft_args.catalog, rft_args.kg
     )
+    check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, recipe or "command line")
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
     model_name = resolve_model_name(model_args.model_name_or_path)

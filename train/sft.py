@@ -14,7 +14,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
-from rectune.training.recipes import RunArguments, parse_recipe
+from rectune.training.recipes import RunArguments, parse_recipe, resolved_recipe
 from rectune.training.setup import (
     announce_setup,
     check_kernels,
@@ -24,22 +24,32 @@ from rectune.training.setup import (
     save_stage,
     set_model_init,
 )
-from rectune.training.stages import already_finished, fault_callbacks, last_checkpoint, own_output_dir, train
+from rectune.training.stages import (
+    already_finished,
+    check_resume,
+    fault_callbacks,
+    last_checkpoint,
+    own_output_dir,
+    train,
+)
 from rectune.training.tracking import init_tracking, run_metadata
 from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
+
+ARGUMENTS = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    training_args, model_args, mixture, run_args, recipe = parse_recipe(
-        (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
-    )
+    training_args, model_args, mixture, run_args, recipe = parse_recipe(ARGUMENTS)
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
     use_train_data(mixture, run_args.train_data, "sft")
+    check_resume(
+        training_args.output_dir, resolved_recipe(ARGUMENTS), data_files(mixture), overwrite=run_args.overwrite
+    )
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "sft")
 

@@ -47,6 +47,10 @@ def _terminated(signum: int, _frame: object) -> None:
 
 
 def _fail(message: str) -> None:
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None:  # a bar left open (training stopped mid-step) would redraw itself after the error
+        for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+            bar.close()
     print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message held
     sys.exit(USER_ERROR)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import signal
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -58,6 +60,26 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def open_own_file(path: str | os.PathLike, mode: str) -> IO:
+    """Open a file RecTune keeps adding to (``"a"``) or reads back (``"rb"``), never through a link: the path
+    must be a plain file of this user with no other hard link, or be missing (created, when appending)."""
+    path = Path(path)
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # no link followed, no FIFO waited on
+    flags |= os.O_WRONLY | os.O_APPEND | os.O_CREAT if "a" in mode else os.O_RDONLY
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise DataError(path, "is not a plain file (a symbolic link?): RecTune did not write it") from None
+        raise
+    found = os.fstat(descriptor)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or found.st_uid != os.getuid():
+        os.close(descriptor)
+        raise DataError(path, "is not a plain file of its own (another file's hard link?): RecTune did not write it")
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, mode, encoding=None if "b" in mode else "utf-8")
 
 
 def fault_point(name: str) -> None:

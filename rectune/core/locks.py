@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -55,12 +56,18 @@ def _locked_descriptor(path: Path, target: str | os.PathLike) -> int:
     would otherwise flock a file no longer there while a third locks the new one: both would hold the lock.
     """
     while True:
-        try:
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        try:  # O_NONBLOCK: a FIFO planted at the path must not hang the open
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
         except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise RecTuneError(f"{target}: its lock file {path} is a symbolic link; remove it") from None
+            if err.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                kind = "a symbolic link" if err.errno == errno.ELOOP else "not a plain file"
+                raise RecTuneError(f"{target}: its lock file {path} is {kind}; remove it") from None
             raise
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+            os.close(descriptor)  # a hard link's other name would get the lock record written into it
+            kind = "has other hard links" if stat.S_ISREG(found.st_mode) else "is not a plain file"
+            raise RecTuneError(f"{target}: its lock file {path} {kind}; remove it")
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

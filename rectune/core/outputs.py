@@ -34,6 +34,8 @@ def staged_folder(target: str | os.PathLike, *, replace: bool) -> Iterator[Path]
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.staging-{os.getpid()}-", dir=target.parent))
+    record = _swap_record(target)
+    write_json(record, {"staging": staging.name, "old": None})
     os.chmod(staging, 0o777 & ~UMASK)
     try:
         yield staging
@@ -42,15 +44,17 @@ def staged_folder(target: str | os.PathLike, *, replace: bool) -> Iterator[Path]
         if target.exists() and not replace:
             shutil.rmtree(staging)
             return
-        _swap(staging, target)
+        _swap(staging, target, record)
     except BaseException as err:
-        shutil.rmtree(staging, ignore_errors=True)
-        if _disk_full(err):
+        _undo(record, target)  # the staging folder goes; a target already moved aside comes back
+        if disk_full(err):
             raise RecTuneError(f"{target}: no space left on the device while writing it; nothing replaced") from None
         raise
+    finally:
+        record.unlink(missing_ok=True)
 
 
-def _disk_full(err: BaseException) -> bool:
+def disk_full(err: BaseException) -> bool:
     """ENOSPC/EDQUOT, however the writer reports it (safetensors and torch.save wrap it in their own errors)."""
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
@@ -203,6 +207,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+SWAP_RECORD = "rectune-swap"  # .NAME.rectune-swap-<pid>.json: the folders one swap of NAME made
 OPEN_KINDS = {"training run"}  # the trainer names what it writes (checkpoints, logs): the whole folder is ours
 _TEMPORARY = re.compile(rf"^\..+\.{re.escape(TEMP_TAG)}-\d+-[^/]+\.tmp$")  # io.atomic_write's own names
 
@@ -213,11 +218,16 @@ def _is_stray(name: str, marker: dict | None) -> bool:
     if _TEMPORARY.match(name):
         return True
     listed = set(marker.get("entries", [])) | {MARKER} if marker else {MARKER}
-    match = re.match(r"^\.(.+)\.(?:lock|(?:staging|old)-\d+-[^/.]+)$", name)
+    match = re.match(rf"^\.(.+)\.(?:lock|(?:staging|old)-\d+-[^/.]+|{SWAP_RECORD}-\d+\.json)$", name)
     return bool(match) and match.group(1) in listed
 
 
-def _swap(staging: Path, target: Path) -> None:
+def _swap_record(target: Path) -> Path:
+    """Where this process lists the exact names of the folders it makes beside ``target`` while swapping."""
+    return target.parent / f".{target.name}.{SWAP_RECORD}-{os.getpid()}.json"
+
+
+def _swap(staging: Path, target: Path, record: Path) -> None:
     """Rename ``staging`` to ``target``; an existing ``target`` is moved aside first and then removed.
 
     Killed between the two renames, the next run's :func:`_recover` puts the old folder back.
@@ -226,6 +236,7 @@ def _swap(staging: Path, target: Path) -> None:
         os.replace(staging, target)
         return
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=target.parent))
+    write_json(record, {"staging": staging.name, "old": old.name})  # listed before it holds anything
     os.replace(target, old)
     fault_point(f"swapped-out:{target.name}")
     os.replace(staging, target)
@@ -233,16 +244,49 @@ def _swap(staging: Path, target: Path) -> None:
 
 
 def _recover(target: Path) -> None:
-    """Clean up after runs killed while building or swapping ``target`` (their process is gone)."""
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(staging|old)-(\d+)-")
+    """Clean up after runs killed while building or swapping ``target``: only the folders a dead process
+    listed by exact name in its swap record, never a name that merely looks like one (a user's
+    ``.data.old-2024-01-05`` backup)."""
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.{SWAP_RECORD}-(\d+)\.json$")
     for entry in sorted(target.parent.iterdir()) if target.parent.is_dir() else ():
         match = pattern.match(entry.name)
-        if not match or _alive(int(match.group(2))):
+        if not match or entry.is_symlink() or not entry.is_file() or _alive(int(match.group(1))):
             continue
-        if match.group(1) == "old" and not target.exists():
-            os.replace(entry, target)  # killed mid-swap: the old set is still whole
+        _undo(entry, target)
+
+
+def _undo(record: Path, target: Path) -> None:
+    """Remove the staging folder ``record`` lists and put back the old ``target`` it moved aside (when the
+    new one never arrived), then the record; a file that is no record of ours is left alone."""
+    listed = _listed(record, target)
+    if listed is None:
+        return
+    staging, old = (target.parent / name if name else None for name in listed)
+    if old is not None and old.is_dir() and not old.is_symlink():
+        if not target.exists():
+            os.replace(old, target)  # killed mid-swap: the old set is still whole
         else:
-            shutil.rmtree(entry, ignore_errors=True)
+            shutil.rmtree(old)
+    if staging is not None and staging.is_dir() and not staging.is_symlink():
+        shutil.rmtree(staging, ignore_errors=True)
+    record.unlink(missing_ok=True)
+
+
+def _listed(record: Path, target: Path) -> tuple[str | None, str | None] | None:
+    """The (staging, old) names a swap record lists, when it is one: names beside ``target`` made by mkdtemp."""
+    try:
+        names = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(names, dict) or set(names) != {"staging", "old"}:
+        return None
+    for kind in ("staging", "old"):
+        name = names[kind]
+        if name is not None and not (isinstance(name, str) and name.startswith(f".{target.name}.{kind}-")):
+            return None
+        if name is not None and ("/" in name or name in (".", "..")):
+            return None
+    return names["staging"], names["old"]
 
 
 def _alive(pid: int) -> bool:

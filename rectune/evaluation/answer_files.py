@@ -7,8 +7,9 @@ Answer files read by :func:`load_answers`, one object per line (JSONL, also in a
 * the RecBench+ authors' ``{"id", "response"}`` lines (``...-prediction.jsonl``,
   ``...-OpenaiBatchFile-0_output.jsonl``); DeepSeek-R1's extra ``"reasoning"`` is not read;
 * OpenAI Batch API output files: ``{"custom_id", "response": {"status_code", "body": {"choices":
-  [{"message": {"content"}}]}}}``; a separate ``reasoning_content`` is not read, and a request
-  that failed (``"error"``, no body) counts as an empty answer, with a warning.
+  [{"message": {"content"}}]}}}``; a separate ``reasoning_content`` is not read. A request that
+  failed (``"error"``, a status other than 200, no choices) stops scoring, as the live backend's do,
+  unless failures are to be scored as empty answers (and counted in the report).
 
 Ids may be RecTune row ids or the release's bare ids (``"3862"``, ``"0-1"``), which
 :func:`resolve_ids` finds within one task.
@@ -45,8 +46,8 @@ def _objects(path: Path) -> list[tuple[int, object]]:
     return objects
 
 
-def _answer(raw: object, path: Path, line: int) -> tuple[str, str, bool]:
-    """(id, answer text, failed request) of one answer object in any of the shapes above."""
+def _answer(raw: object, path: Path, line: int) -> tuple[str, str, str | None]:
+    """(id, answer text, why the request failed or None) of one answer object in any of the shapes above."""
     if not isinstance(raw, dict):
         raise DataError(path, f"expected a JSON object, got {type(raw).__name__}", line=line)
     row_id = raw["custom_id"] if "custom_id" in raw else raw.get("id")  # a batch output's "id" is the provider's
@@ -54,39 +55,74 @@ def _answer(raw: object, path: Path, line: int) -> tuple[str, str, bool]:
         raise DataError(path, "field 'id' (or 'custom_id'): must be a string or an integer", line=line)
     if "completion" in raw:
         text = raw["completion"]
-    elif isinstance(raw.get("response"), dict) or raw.get("error"):
-        body = (raw.get("response") or {}).get("body") or {}
-        choices = body.get("choices") if isinstance(body, dict) else None
-        if not choices:
-            return str(row_id), "", True
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-        text = message.get("content") if isinstance(message, dict) else None
-        text = "" if text is None else text  # a reasoning model may answer with reasoning alone
+    elif raw.get("error"):  # the batch API's failed request, whatever else the line holds
+        return str(row_id), "", f"error {_short(raw['error'])}"
+    elif isinstance(raw.get("response"), dict):
+        return (str(row_id), *_batch_body(raw["response"], path, line, row_id))
     else:
         text = raw.get("response")
     if not isinstance(text, str):
         raise DataError(path, f"answer {row_id!r}: needs 'completion', 'response' or a batch 'response' body", line)
-    return str(row_id), text, False
+    return str(row_id), text, None
 
 
-def load_answers(path: str | os.PathLike) -> dict[str, str]:
-    """Id -> answer text of an answer file in any supported shape; a duplicate id is an error."""
+def _batch_body(response: dict, path: Path, line: int, row_id: object) -> tuple[str, str | None]:
+    """(text, failure) of a batch output's ``response``: a non-200 status or a body without choices failed."""
+    status, body = response.get("status_code"), response.get("body")
+    if status not in (None, 200) or not isinstance(body, dict):
+        message = body.get("error") if isinstance(body, dict) else body
+        return "", f"HTTP {_short(status)} {_short(message)}"
+    choices = body.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise DataError(path, f"answer {row_id!r}: 'choices' must be a list", line)
+    if not choices:
+        return "", f"no choices in the body {_short(body)}"
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    if text is not None and not isinstance(text, str):
+        raise DataError(path, f"answer {row_id!r}: the message's 'content' must be a string", line)
+    return ("" if text is None else text), None  # a reasoning model may answer with reasoning alone
+
+
+def _short(value: object) -> str:
+    """A server's error as one short line (it may be long, nested or hold line breaks)."""
+    if isinstance(value, dict) and isinstance(value.get("message"), str):
+        value = value["message"]
+    return " ".join(str(value).split())[:200]
+
+
+def load_answers(path: str | os.PathLike) -> tuple[dict[str, str], dict[str, str]]:
+    """(id -> answer text, id -> why its request failed) of an answer file in any supported shape; a failed
+    request's answer is empty; a duplicate id is an error."""
     path = Path(path)
     answers: dict[str, str] = {}
-    failed = []
+    failed: dict[str, str] = {}
     for line, raw in _objects(path):
-        row_id, text, request_failed = _answer(raw, path, line)
+        row_id, text, failure = _answer(raw, path, line)
         if row_id in answers:
             raise DataError(path, f"duplicate answer for id {row_id!r}", line=line)
         answers[row_id] = text
-        if request_failed:
-            failed.append(row_id)
+        if failure is not None:
+            failed[row_id] = failure
     if not answers:
         raise DataError(path, "file holds no answers")
-    if failed:
-        shown = ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
-        log.warning("%s: %d request(s) failed and count as empty answers: %s", path, len(failed), shown)
-    return answers
+    return answers, failed
+
+
+def check_failures(failed: dict[str, str], total: int, noun: str, *, as_empty: bool, source: object = None) -> None:
+    """Stop in one line when requests failed: "[SOURCE: ]N of M ``noun`` failed: REASON" (``as_empty``: a
+    warning, and they are scored as empty answers)."""
+    if not failed:
+        return
+    reasons = sorted(set(failed.values()))
+    summary = f"{f'{source}: ' if source else ''}{len(failed)} of {total} {noun} failed: {reasons[0]}" + (
+        f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else ""
+    )
+    if as_empty:
+        log.warning("%s; scored as empty answers (--score-failures-as-empty)", summary)
+        return
+    raise RecTuneError(f"{summary}; nothing was scored: rerun to ask them again, or pass --score-failures-as-empty "
+                       "to score them as empty answers")  # fmt: skip
 
 
 def resolve_ids(answers: dict[str, str], rows: list, path: str | os.PathLike, task: str | None) -> dict[str, str]:

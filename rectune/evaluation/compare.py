@@ -34,6 +34,27 @@ def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
     return specs
 
 
+def report_problem(report: object) -> str | None:
+    """What makes ``report`` unreadable as an evaluation report (the shapes compare reads), or None."""
+    if not isinstance(report, dict) or not isinstance(report.get("overall"), dict):
+        return "needs 'by_task' and 'overall' objects"
+    by_task = report.get("by_task")
+    if not isinstance(by_task, dict) or not all(isinstance(summary, dict) for summary in by_task.values()):
+        return "needs 'by_task' and 'overall' objects"
+    summaries = [report["overall"], *by_task.values()]
+    numbers = all(v is None or isinstance(v, (int, float)) for summary in summaries for v in summary.values())
+    if not numbers:
+        return "a summary holds a value that is not a number"
+    records = report.get("per_query", [])
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("task"), str) for r in records
+    ):
+        return "'per_query' must be a list of records, each with its 'task'"
+    if not isinstance(report.get("metrics", []), list) or not isinstance(report.get("config", {}), dict):
+        return "'metrics' must be a list and 'config' an object"
+    return None
+
+
 def report_name(path: Path, config: dict | None) -> str:
     """A baseline's report is named by its checkpoint (``baseline:bm25``), any other by its folder."""
     if isinstance(config, dict) and config.get("kind") == "baseline" and isinstance(config.get("checkpoint"), str):
@@ -57,8 +78,9 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
         if not file.is_file():
             raise DataError(file, "no report here (run evaluate/run.py or evaluate/score.py first)")
         report = read_json(file)
-        if not isinstance(report, dict) or "by_task" not in report or "overall" not in report:
-            raise DataError(file, "not a RecTune report (needs 'by_task' and 'overall')")
+        problem = report_problem(report)
+        if problem:
+            raise DataError(file, f"not a RecTune report ({problem})")
         name = report_name(path, report.get("config"))
         if name in reports:
             name = str(path)
@@ -80,11 +102,11 @@ def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:
             folders[report_name(folder, read_json(config) if config.is_file() else None)] = folder
     if baseline not in folders:
         return []
-    before = load_answers(folders[baseline] / "predictions.jsonl")
+    before, _ = load_answers(folders[baseline] / "predictions.jsonl")
     lines = []
     for name, folder in folders.items():
         if name != baseline:
-            after = load_answers(folder / "predictions.jsonl")
+            after, _ = load_answers(folder / "predictions.jsonl")
             shared = before.keys() & after.keys()
             lines.append(f"{name}: {sum(before[i] != after[i] for i in shared)} of {len(shared)}")
     return lines

@@ -25,7 +25,15 @@ from urllib.parse import urlparse
 from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
-from rectune.evaluation.endpoint_request import TryCounter, UnusableAnswer, ask_once, backoff, redact_url, tries_text
+from rectune.core.secrets import redact_url
+from rectune.evaluation.endpoint_request import (
+    TryCounter,
+    UnusableAnswer,
+    ask_once,
+    backoff,
+    bounded_transport,
+    tries_text,
+)
 from rectune.models.generation import GenerationSettings
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -92,7 +100,9 @@ def open_client(endpoint: Endpoint):
         api_key=key,
         timeout=endpoint.timeout,
         max_retries=endpoint.max_retries,
-        http_client=openai.DefaultHttpxClient(event_hooks={"request": [endpoint.counter]}),
+        http_client=openai.DefaultHttpxClient(
+            event_hooks={"request": [endpoint.counter]}, transport=bounded_transport(endpoint.counter, endpoint.timeout)
+        ),
     )
 
 
@@ -159,6 +169,7 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
 
     An unusable 200 answer is asked again, up to ``max_retries`` times in all, with backoff.
     """
+    import httpx2 as httpx  # the openai client's HTTP library
     import openai
 
     endpoint.counter.reset()
@@ -189,9 +200,12 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
                 f"{endpoint.describe()}: {err.status_code} {_message(err)} after {tries}; "
                 "the answers so far are kept: rerun to resume"
             ) from None
-        except (openai.APITimeoutError, openai.APIConnectionError) as err:
+        except (openai.APITimeoutError, openai.APIConnectionError, httpx.TransportError) as err:
+            # an error's body read past the deadline or the cap surfaces as httpx's own error, unwrapped
+            cause = err.__cause__ if isinstance(err, openai.APIError) else err
+            detail = f" ({' '.join(str(cause).split())[:200]})" if isinstance(cause, httpx.TransportError) else ""
             raise RecTuneError(
-                f"{endpoint.describe()}: {err.__class__.__name__.removeprefix('API')} after "
+                f"{endpoint.describe()}: {err.__class__.__name__.removeprefix('API')}{detail} after "
                 f"{tries_text(endpoint.counter.tries)}; the answers so far are kept: rerun to resume"
             ) from None
 

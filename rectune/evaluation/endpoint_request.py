@@ -10,36 +10,45 @@ refused. Every attempt sent is counted, so messages say how many tries were made
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-import re
-import socket
 import threading
 import time
 from typing import Any
 
 MAX_ANSWER_BYTES = 1 << 20  # a 2,000-token completion is ~10 KB; a body far larger is not an answer
-_USERINFO = re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/\s@]+@")
-_SECRET_PARAM = re.compile(r"([?&][^=&\s]*(?:key|token|secret|sig|auth|pass)[^=&\s]*=)[^&#\s]+", re.IGNORECASE)
+
+
+HEADER_BYTES = 1 << 20  # room for headers, and for the read past the body's own cap that read_body refuses
 
 
 class UnusableAnswer(Exception):
     """A 200 answer that is no chat completion, or one cut off by the deadline or the size cap."""
 
 
+class OversizedAnswer(Exception):
+    """An answer, of any status, larger than the cap."""
+
+
 class TryCounter:
-    """Counts the HTTP attempts each thread sends (an ``httpx`` request hook) and when the last one left."""
+    """Counts the HTTP attempts each thread sends (an ``httpx`` request hook), when the last one left and the
+    bytes its answer has brought so far."""
 
     def __init__(self) -> None:
         self._local = threading.local()
 
     def reset(self) -> None:
-        self._local.tries, self._local.sent_at = 0, time.monotonic()
+        self._local.tries, self._local.sent_at, self._local.received = 0, time.monotonic(), 0
 
     def __call__(self, request: Any) -> None:
         self._local.tries = getattr(self._local, "tries", 0) + 1
-        self._local.sent_at = time.monotonic()
+        self._local.sent_at, self._local.received = time.monotonic(), 0
+
+    def receive(self, size: int) -> None:
+        """Count ``size`` more bytes of the current answer: past the cap (headers allowed for) is an error."""
+        self._local.received = getattr(self._local, "received", 0) + size
+        if self._local.received > MAX_ANSWER_BYTES + HEADER_BYTES:
+            raise OversizedAnswer(f"an answer over {MAX_ANSWER_BYTES >> 20} MiB")
 
     @property
     def tries(self) -> int:
@@ -48,6 +57,59 @@ class TryCounter:
     @property
     def sent_at(self) -> float:
         return getattr(self._local, "sent_at", time.monotonic())
+
+
+def bounded_transport(counter: TryCounter, timeout: float) -> Any:
+    """An ``httpx`` transport whose every read and write, headers and error bodies included, ends by the
+    request's deadline (``timeout`` seconds after it was sent) and whose answers stop at the size cap.
+
+    ``httpx`` bounds each read only (a server dripping a byte a second never times out) and the ``openai``
+    client reads an error's whole body; the bound is put on the connection's network stream.
+    """
+    import httpcore2 as httpcore  # the openai client's own HTTP stack (httpx2 over httpcore2)
+    import httpx2 as httpx
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def _left(self, timeout: float | None) -> float:
+            left = counter.sent_at + timeout_s - time.monotonic()
+            if left <= 0:
+                raise httpcore.ReadTimeout("no complete answer before --request-timeout")
+            return left if timeout is None else min(timeout, left)
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            data = self._inner.read(max_bytes, self._left(timeout))
+            try:
+                counter.receive(len(data))
+            except OversizedAnswer as err:
+                raise httpcore.ReadError(str(err)) from None
+            return data
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, self._left(timeout))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(self._inner.start_tls(*args, **kwargs))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class Backend(httpcore.SyncBackend):
+        def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(super().connect_tcp(*args, **kwargs))
+
+        def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(super().connect_unix_socket(*args, **kwargs))
+
+    timeout_s = timeout
+    transport = httpx.HTTPTransport()
+    transport._pool._network_backend = Backend()  # httpx takes no backend argument; its pool keeps one here
+    return transport
 
 
 def tries_text(tries: int) -> str:
@@ -64,13 +126,8 @@ def ask_once(client: Any, body: dict, counter: TryCounter, timeout: float) -> tu
 
 
 def read_body(http_response: Any, deadline: float) -> bytes:
-    """The response body, cut off at ``deadline`` (``time.monotonic()``) or past :data:`MAX_ANSWER_BYTES`."""
-    stream = http_response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    # A read blocked on a silent server wakes only when its socket is shut down: a timer does that.
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _shut, (sock,))
-    timer.daemon = True
-    timer.start()
+    """The response body, cut off at ``deadline`` (``time.monotonic()``) or past :data:`MAX_ANSWER_BYTES`
+    (the transport's stream ends a read blocked past the deadline: :func:`bounded_transport`)."""
     chunks, size = [], 0
     try:
         for chunk in http_response.iter_bytes():
@@ -82,25 +139,17 @@ def read_body(http_response: Any, deadline: float) -> bytes:
             chunks.append(chunk)
     except UnusableAnswer:
         raise
-    except Exception as err:  # the socket shut by the timer, or the server hung up mid-answer
+    except Exception as err:  # the deadline passed mid-read, or the server hung up mid-answer
         reason = "no complete answer before --request-timeout" if time.monotonic() >= deadline else "answer cut off"
         raise UnusableAnswer(f"{reason} ({type(err).__name__})") from None
-    finally:
-        timer.cancel()
     return b"".join(chunks)
-
-
-def _shut(sock: socket.socket | None) -> None:
-    if sock is not None:
-        with contextlib.suppress(OSError):  # already closed: the read has ended anyway
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
     """The answer text and what the server reported, from a chat-completion body; else :class:`UnusableAnswer`."""
     try:
         response = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: also a number past the digit limit
         start = raw[:40].decode("utf-8", "replace").strip()
         raise UnusableAnswer(f"not JSON (starts {' '.join(start.split())!r})") from None
     choices = response.get("choices") if isinstance(response, dict) else None
@@ -136,10 +185,3 @@ def _short(value: Any) -> str | None:
 def backoff(tries: int) -> float:
     """Seconds to wait before the next try after ``tries`` unusable answers: 0.5, 1, 2, ... up to 8, jittered."""
     return min(0.5 * 2 ** (tries - 1), 8.0) * (1 - 0.25 * random.random())
-
-
-def redact_url(text: str) -> str:
-    """``text`` (a URL, or a message holding URLs) with credentials hidden: ``user:KEY@`` and the values of
-    key-like query parameters (``?api_key=...``)."""
-    text = _USERINFO.sub(r"\1***@", text)
-    return _SECRET_PARAM.sub(r"\1***", text)

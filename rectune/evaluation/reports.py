@@ -3,7 +3,7 @@
 Outputs in the report folder:
 
 * ``predictions.jsonl`` — ``{"id", "completion"}`` rows, appended and flushed batch by batch;
-  a rerun skips the ids already there (a line cut by an interruption is dropped and redone);
+  a rerun skips the ids already there (:mod:`rectune.evaluation.predictions`);
 * ``report.json`` — the scorer's report plus the run's configuration;
 * ``report.md`` — the per-task table;
 * ``details.jsonl`` — one record per query (per PerRecBench row): the question, the answer, what it
@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
 
 from rectune.benchmarks import Resources, get_benchmark, load_rows
-from rectune.core.io import DataError, RecTuneError, atomic_write, fault_point, read_json, write_json, write_jsonl
+from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
-from rectune.evaluation.answer_files import batch_request, resolve_ids, write_batch_requests
+from rectune.evaluation.answer_files import batch_request, check_failures, resolve_ids, write_batch_requests
 from rectune.evaluation.endpoint import endpoint_usage
+from rectune.evaluation.predictions import failed_requests, run_generation
 from rectune.evaluation.sampling import stratified_sample
 from rectune.evaluation.scoring import check_coverage, score_benchmark
 from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_record
 from rectune.models.generation import GenerationSettings
-
-log = logging.getLogger(__name__)
 
 
 def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | None) -> dict:
@@ -46,108 +44,6 @@ def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | 
         "with_history": recorded.get("with_history", False) if with_history is None else with_history,
         "k": recorded.get("k") if k is None else k,
     }
-
-
-def read_finished(path: Path, known_ids: set[str]) -> dict[str, str]:
-    """Predictions already written; damaged lines are skipped, reported and removed from the file.
-
-    A line is damaged when it was cut by an interruption (no newline), is not JSON, or is not a
-    ``{"id", "completion"}`` object: its query is generated again. A well-formed prediction for an
-    id that is not in the data means the file belongs to other data, and is refused.
-    """
-    if not path.is_file():
-        return {}
-    finished: dict[str, str] = {}
-    kept: list[bytes] = []
-    damaged: list[int] = []
-    refused = 0
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            row = _prediction(raw)
-            if row is None:
-                damaged.append(line_no)
-                continue
-            if row["id"] not in known_ids:
-                raise DataError(path, f"prediction for id {row['id']!r}: not in this data (write elsewhere)", line_no)
-            if row.get("error"):  # a request the endpoint refused: asked again
-                refused += 1
-                continue
-            if row["id"] not in finished:
-                finished[row["id"]] = row["completion"]
-                kept.append(raw)
-    if damaged:
-        shown = ", ".join(map(str, damaged[:10])) + (" ..." if len(damaged) > 10 else "")
-        log.warning(
-            "%s: skipped %d damaged line(s) (line %s); their queries are generated again", path, len(damaged), shown
-        )
-    if refused:
-        log.warning("%s: %d request(s) the endpoint refused last time are sent again", path, refused)
-    if damaged or refused:
-        with atomic_write(path, "wb") as handle:
-            handle.writelines(kept)
-    return finished
-
-
-def _prediction(raw: bytes) -> dict | None:
-    """The prediction on one line, or None when the line is damaged."""
-    if not raw.endswith(b"\n"):
-        return None  # every row is written with its newline: one without was cut by an interruption
-    try:
-        row = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("completion"), str):
-        return None
-    return row
-
-
-def run_generation(
-    rows: list,
-    predictions_path: Path,
-    generate_batches,
-    variant: dict,
-    known_ids: set[str] | None = None,
-    from_rows: bool = False,
-) -> dict[str, str]:
-    """Generate what is missing, appending each batch to ``predictions_path`` as it finishes.
-
-    ``known_ids`` are every id of the data (``rows`` may be its first N): predictions for them are kept.
-    ``generate_batches`` gets the prompts of the rows to do, or the rows themselves when ``from_rows``
-    (a baseline answers from a row's fields, not from a prompt).
-    """
-    finished = read_finished(predictions_path, known_ids or {r.id for r in rows})
-    todo = [r for r in rows if r.id not in finished]
-    if finished:
-        log.info("resuming: %d of %d queries already done", len(finished), len(rows))
-    if not todo:
-        return finished
-    benchmark = get_benchmark(todo[0].benchmark)
-    inputs = todo if from_rows else [benchmark.messages(r, variant) for r in todo]
-    predictions_path.parent.mkdir(parents=True, exist_ok=True)
-    with predictions_path.open("a", encoding="utf-8") as handle:
-        for batch in generate_batches(inputs):
-            for index, completion, *record in batch:  # an endpoint adds what it reported (tokens, latency)
-                row_id = todo[index].id
-                finished[row_id] = completion
-                line = {"id": row_id, "completion": completion, **(record[0] if record else {})}
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-            fault_point("eval:batch")
-    return finished
-
-
-def failed_requests(path: Path, ids: set[str]) -> dict[str, str]:
-    """Row id -> the endpoint's error, for the requests of ``ids`` it refused in this run."""
-    failed: dict[str, str] = {}
-    if not path.is_file():
-        return failed
-    with path.open("rb") as handle:
-        for raw in handle:
-            row = _prediction(raw)
-            if row is not None and row.get("error") and row["id"] in ids:
-                failed[row["id"]] = str(row["error"])
-    return failed
 
 
 def evaluate_checkpoint(
@@ -165,7 +61,7 @@ def evaluate_checkpoint(
     commit: str = "unknown",
     overwrite: bool = False,
     limits: CompletionLimits = DEFAULT_LIMITS,
-    answers: tuple[str, dict[str, str]] | None = None,
+    answers: tuple[str, dict[str, str], dict[str, str]] | None = None,
     convention: str = "default",
     score_failures_as_empty: bool = False,
     tasks: list[str] | None = None,
@@ -177,7 +73,8 @@ def evaluate_checkpoint(
     ``out`` must be new, empty or an earlier report folder; predictions already in it are reused only
     when the same checkpoint, data, prompt and generation settings made them, else this refuses.
     ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
-    they came from, and row id -> text, e.g. a batch output file) stand in for generation. Requests an
+    they came from, id -> text and id -> why its request failed, as :func:`load_answers` reads a batch
+    output file) stand in for generation. Requests an
     endpoint refused stop the run before scoring unless ``score_failures_as_empty``. ``tasks`` keeps
     only rows of those tasks (before ``limit``); ``sample`` then draws that many units stratified by
     task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``baseline`` is a
@@ -200,16 +97,11 @@ def evaluate_checkpoint(
     if answers is None:
         predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
-        if failed and not score_failures_as_empty:
-            reasons = sorted(set(failed.values()))
-            raise RecTuneError(
-                f"{len(failed)} of {len(rows)} requests failed: {reasons[0]}"
-                + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else "")
-                + "; nothing was scored: rerun to ask them again, or pass --score-failures-as-empty to score them "
-                "as empty answers"
-            )
+        check_failures(failed, len(rows), "requests", as_empty=score_failures_as_empty)
     else:
-        predictions = record_answers(rows, data_rows, answers[1], answers[0], out / "predictions.jsonl")
+        predictions, failed = record_answers(
+            rows, data_rows, answers, out / "predictions.jsonl", score_failures_as_empty
+        )
     resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
     report, table = score_benchmark(rows, predictions, resources)
     report["config"] = config
@@ -217,6 +109,7 @@ def evaluate_checkpoint(
         report["baseline"] = baseline
     if checkpoint.kind == "openai":
         report["endpoint"] = endpoint_usage(out / "predictions.jsonl", {r.id for r in rows})
+    if checkpoint.kind == "openai" or answers is not None:
         report["failed_requests"] = len(failed)  # scored as empty answers (--score-failures-as-empty)
     write_json(out / "report.json", report, line_per_item=("per_query",))
     write_jsonl(out / "details.jsonl", table)  # per query: what was asked, answered, resolved and scored
@@ -247,19 +140,26 @@ def start_report_folder(
     return config
 
 
-def record_answers(rows: list, all_rows: list, answers: dict[str, str], source: str, path: Path) -> dict[str, str]:
-    """Write the answers (read from ``source``) of ``rows`` as ``predictions.jsonl``; each row needs one."""
-    answers = resolve_ids(answers, all_rows, source, task=None)
-    check_coverage(all_rows, answers, source, allow_subset=True)  # answers to other data are refused
+def record_answers(
+    rows: list, all_rows: list, answers: tuple[str, dict[str, str], dict[str, str]], path: Path, as_empty: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Write the answers of ``rows`` (``answers``: their file, id -> text, id -> why its request failed) as
+    ``predictions.jsonl``: each row needs one, and failed requests stop here unless ``as_empty``.
+    Returns the predictions and the failures among ``rows``."""
+    source, texts, failures = answers
+    texts = resolve_ids(texts, all_rows, source, task=None)
+    check_coverage(all_rows, texts, source, allow_subset=True)  # answers to other data are refused
     ids = {row.id for row in rows}
-    check_coverage(rows, {k: v for k, v in answers.items() if k in ids}, source, allow_subset=False)
-    predictions = {row.id: answers[row.id] for row in rows}
+    check_coverage(rows, {k: v for k, v in texts.items() if k in ids}, source, allow_subset=False)
+    failed = {k: v for k, v in resolve_ids(failures, all_rows, source, task=None).items() if k in ids}
+    check_failures(failed, len(rows), "answers", as_empty=as_empty, source=source)
+    predictions = {row.id: texts[row.id] for row in rows}
     with atomic_write(path) as handle:
         handle.writelines(
             json.dumps({"id": row_id, "completion": text}, ensure_ascii=False) + "\n"
             for row_id, text in predictions.items()
         )
-    return predictions
+    return predictions, failed
 
 
 def write_batch_file(

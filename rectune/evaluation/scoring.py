@@ -13,7 +13,7 @@ from dataclasses import asdict
 from rectune.benchmarks import Resources, get_benchmark, load_rows
 from rectune.core.io import DataError, RecTuneError, write_json
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
-from rectune.evaluation.answer_files import load_answers, resolve_ids
+from rectune.evaluation.answer_files import check_failures, load_answers, resolve_ids
 
 
 def check_coverage(rows: list, predictions: dict[str, str], path: str | os.PathLike, allow_subset: bool) -> list:
@@ -76,22 +76,28 @@ def score_files(
     task: str | None = None,
     convention: str = "default",
     top_k: int | None = None,
+    score_failures_as_empty: bool = False,
 ) -> dict:
     """Score an answer file (any shape :func:`~rectune.evaluation.answer_files.load_answers` reads) against ``data``.
 
-    ``task`` keeps that task's rows only, and bare release ids resolve within it.
+    ``task`` keeps that task's rows only, and bare release ids resolve within it. Failed requests in the file
+    stop here unless ``score_failures_as_empty``; the report counts them.
     """
     rows = load_rows(data)
     if task is not None:
         rows = [row for row in rows if row.task == task]
         if not rows:
             raise DataError(data, f"no rows of task {task!r}")
-    predictions = resolve_ids(load_answers(predictions_path), rows, predictions_path, task)
+    answers, failures = load_answers(predictions_path)
+    predictions = resolve_ids(answers, rows, predictions_path, task)
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
+    failed = resolve_ids(failures, rows, predictions_path, task)
+    check_failures(failed, len(scored), "answers", as_empty=score_failures_as_empty, source=predictions_path)
     resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k)
     report, _ = score_benchmark(scored, predictions, resources)
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
+    report["failed_requests"] = len(failed)
     if task is not None:
         report["task"] = task
     if out is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rectune.core.secrets import argv_redacted
+
 
 def eval_run_name(config: dict) -> str:
     """``<run>-<stage>-<data>`` for a trained stage, else ``<checkpoint>-<data>``."""
@@ -28,15 +30,16 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     if baseline:  # baselines sit in the same group as the checkpoints, tagged so a panel can pick them out
         config = {**config, "baseline": baseline}
         tags += ["baseline", *(["ceiling"] if baseline.get("ceiling") else [])]
-    run = wandb.init(
-        project=project,
-        name=eval_run_name(config),
-        job_type="eval",
-        group=f"eval-{Path(config['data']).parent.name}",
-        config=config,
-        tags=tags,
-        dir=str(out),
-    )
+    with argv_redacted():  # W&B records the command line: no key from a --base-url in it
+        run = wandb.init(
+            project=project,
+            name=eval_run_name(config),
+            job_type="eval",
+            group=f"eval-{Path(config['data']).parent.name}",
+            config=config,
+            tags=tags,
+            dir=str(out),
+        )
     for name, value in (report.get("endpoint") or {}).items():
         if isinstance(value, (int, float)):
             run.summary[f"endpoint/{name}"] = value

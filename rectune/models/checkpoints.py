@@ -9,6 +9,7 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -53,20 +54,32 @@ class Checkpoint:
         if self.kind == "baseline":  # its training split's hash and hyper-parameters are in base_model
             return f"{self.path} {self.base_model}"
         adapters = [*self.merged, *([self.adapter] if self.adapter else [])]
-        return " + ".join([self.base_model, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
+        base = self.base_model
+        if Path(base).is_dir():  # a local model folder can be rewritten in place (merge --full-model): its content
+            base = f"model {model_fingerprint(base)}"
+        return " + ".join([base, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
 
 
 def adapter_fingerprint(adapter_dir: str | Path) -> str:
     """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
-    adapter_dir = Path(adapter_dir)
+    names = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+    return _digest([Path(adapter_dir) / name for name in names if (Path(adapter_dir) / name).is_file()])
+
+
+def model_fingerprint(model_dir: str | Path) -> str:
+    """SHA-256 over a local model folder's files (weights, configuration, tokenizer), its card and hidden
+    files (RecTune's records) left out: changes whenever the model is rewritten."""
+    files = sorted(Path(model_dir).iterdir())
+    return _digest([p for p in files if p.is_file() and not p.name.startswith(".") and p.name != "README.md"])
+
+
+def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
-        path = adapter_dir / name
-        if path.is_file():
-            digest.update(name.encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+    for path in paths:
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
@@ -128,10 +141,40 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     )
 
 
+def safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is no whole safetensors file (cut short, a header that is no JSON), or None."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if size < 8 + length or length > 100 << 20:
+                return f"{path.name} is cut short"
+            header = json.loads(handle.read(length))
+        ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
+        return f"{path.name} has no readable safetensors header"
+    return f"{path.name} is cut short" if size < 8 + length + max(ends, default=0) else None
+
+
+def check_weights(folder: str | Path) -> None:
+    """One line for a local model or adapter folder whose weights cannot be loaded safely or whole."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return  # a hub id or the embedded model: their loaders check them
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and any(folder.glob("*.bin")):
+        raise DataError(folder, "holds pickle weights (.bin) only; RecTune loads safetensors, which run no code")
+    problem = next((found for found in map(safetensors_problem, weights) if found), None)
+    if problem:
+        raise DataError(folder, problem)
+
+
 def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
     """``base_model`` with each adapter merged in, in order."""
     from transformers import AutoModelForCausalLM
 
+    for folder in (base_model, *adapters):
+        check_weights(folder)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
     if adapters:
         from peft import PeftModel

@@ -4,8 +4,11 @@ learns before anyone asks it to learn recommendations.
 The reward, :func:`answer_length`, pays an answer for being close to :data:`TARGET_CHARS` characters
 long. Sampled answers of one prompt differ in length far more than in quality, so every group has a
 spread of rewards (GRPO's advantage is never zero), and a model of any size can move towards it in a
-few dozen steps. What the check exercises is what every RFT run relies on: the data's RFT view, a
-reward found by dotted import path and called in TRL's signature, TRL's GRPO trainer, the saved
+few dozen steps. The verdict is read from held-out prompts: the saved adapter's greedy answers must
+earn more than the base model's, prompt by prompt, beyond noise. (The training curve is printed too,
+but it rises within the first few steps and then plateaus, so its two ends differ by less than the
+noise of a step's mean.) What the check exercises is what every RFT run relies on: the data's RFT view,
+a reward found by dotted import path and called in TRL's signature, TRL's GRPO trainer, the saved
 adapter, and loading that adapter again for greedy generation.
 """
 
@@ -37,6 +40,14 @@ def rise(curve: list[float], window: int) -> tuple[float, float, float]:
     first, last = curve[:window], curve[-window:]
     error = (statistics.variance(first) / len(first) + statistics.variance(last) / len(last)) ** 0.5
     return statistics.fmean(first), statistics.fmean(last), error
+
+
+def paired_rise(before: list[float], after: list[float]) -> tuple[float, float, float]:
+    """(mean reward ``before``, mean ``after``, the standard error of their mean difference): the same
+    prompts answered by two models, so the difference is taken prompt by prompt."""
+    differences = [b - a for a, b in zip(before, after, strict=True)]
+    error = statistics.stdev(differences) / len(differences) ** 0.5
+    return statistics.fmean(before), statistics.fmean(after), error
 
 
 def clear_rise(first: float, last: float, error: float) -> bool:

@@ -16,7 +16,7 @@ import torch
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.core.outputs import claim_output, output_set
-from rectune.models.checkpoints import adapter_chain, load_merged
+from rectune.models.checkpoints import adapter_chain, check_weights, load_merged
 from rectune.models.sharing import make_portable
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
@@ -62,6 +62,8 @@ def merge_adapters(
         names = ", ".join(sorted(" + ".join([b, *m]) for b, m in chains))
         raise DataError(adapters[0], f"the adapters have different base models: {names}")
     base, merged = chains.pop()
+    for adapter in adapters:
+        check_weights(adapter)
     model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
     peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])

@@ -4,7 +4,8 @@ A recipe is a YAML mapping read through TRL's ``TrlParser``: every key is a fiel
 of the script's argument dataclasses (TRL's ``SFTConfig``/``GRPOConfig``, ``ModelConfig``
 and ``DatasetMixtureConfig``, plus RecTune's own below), CLI flags override the file, and
 an unknown key is an error naming the key and the file. A recipe is data: it cannot set the
-environment, and secrets given to a run never reach the saved recipe.
+environment, run code (``trust_remote_code``, a reward imported from outside RecTune: command line
+only) or hold a secret, and secrets given to a run never reach the saved recipe.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 import yaml
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.training.recipe_values import check_values
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,8 @@ class RftArguments:
     reward_funcs: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Rewards by name (the data's benchmark's rewards) or dotted import path "
-            "(my_pkg.rewards.novelty); empty = the benchmark's defaults. Weights via GRPOConfig's reward_weights."
+            "help": "Rewards by name (the data's benchmark's rewards) or dotted import path (my_pkg.rewards.novelty: "
+            "command line only); empty = the benchmark's defaults. Weights via GRPOConfig's reward_weights."
         },
     )
     catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
@@ -140,13 +142,18 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         args += [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
     try:
         parsed = TrlParser(dataclass_types).parse_args_and_config(args)
-    except ValueError as err:  # HfArgumentParser's "arguments are not used", bad values in the file
-        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:  # unused arguments, values the
+        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # configs' own checks refuse
+    check_values(parsed, recipe or "command line")
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"
+        secret = set(getattr(item, "model_init_kwargs", None) or {}) & set(SECRET_KWARGS)
+        if secret:  # the trainer would pickle it into training_args.bin
+            raise RecTuneError(f"model_init_kwargs: {sorted(secret)[0]!r} would be saved with the run; use HF_TOKEN")
     if argv is None:
         _use_secrets(secrets)
+        announce_code(parsed)
     return (*parsed, recipe)
 
 
@@ -164,7 +171,7 @@ def _take_secrets(args: list[str]) -> dict[str, str]:
         index = 0
         while index < len(source):
             flag, equals, value = source[index].partition("=")
-            name = flag.removeprefix("--")
+            name = flag.removeprefix("--").replace("-", "_")  # HfArgumentParser takes --hub-token too
             if not flag.startswith("--") or name not in SECRETS:
                 index += 1
                 continue
@@ -211,17 +218,56 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
 
 
 COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite"}
+# Settings that make a run import or execute Python: only the person typing the command may give them. The
+# dotted reward paths inside RecTune's own package import nothing foreign, so recipes may name those.
+RUNS_CODE = "trust_remote_code"
+OWN_PACKAGE = "rectune."
+
+
+def _refuse_code(recipe: Path, key: str, value: Any) -> None:
+    """A recipe that would run a model folder's Python or import a module stops here, naming the key."""
+    if key == RUNS_CODE or (isinstance(value, dict) and RUNS_CODE in value):
+        where = key if key == RUNS_CODE else f"{key}.{RUNS_CODE}"
+        raise DataError(
+            recipe, f"key {where!r}: a recipe cannot run a model folder's own Python; if you trust that "
+            f"folder, pass --{RUNS_CODE} true on the command line"
+        )  # fmt: skip
+    if key == "reward_funcs":
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and "." in name and not name.startswith(OWN_PACKAGE):
+                raise DataError(
+                    recipe, f"key 'reward_funcs': {name!r} would import code from a recipe; if you trust "
+                    f"that module, name it on the command line (--reward_funcs ... {name})"
+                )  # fmt: skip
+
+
+def announce_code(parsed: tuple[Any, ...]) -> None:
+    """One line for each setting from the command line that runs code other than RecTune's."""
+    lines = {}  # ModelConfig and the trainer's config both hold trust_remote_code: one line for both
+    for config in parsed:
+        if getattr(config, RUNS_CODE, False) or (getattr(config, "model_init_kwargs", None) or {}).get(RUNS_CODE):
+            lines[RUNS_CODE] = "trust_remote_code (command line): the model folder's own Python will run"
+        for name in getattr(config, "reward_funcs", None) or []:
+            if "." in name and not name.startswith(OWN_PACKAGE):
+                lines[name] = f"reward {name} (command line): importing its module"
+    for line in lines.values():
+        log.warning(line)
 
 
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
     if not recipe.is_file():
         raise DataError(recipe, "recipe file not found")
-    text = recipe.read_text(encoding="utf-8")
+    try:
+        text = recipe.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(recipe, f"not UTF-8 text (byte {err.start + 1})") from None
     try:
         _refuse_aliases(recipe, text)
         config = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise DataError(recipe, f"malformed YAML: {err}") from None
+    except (ValueError, RecursionError) as err:  # a number past Python's digit limit; nesting past its stack
+        raise DataError(recipe, f"malformed YAML: {str(err)[:200] or 'nested too deeply'}") from None
     if not isinstance(config, dict):
         raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
     allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)}
@@ -232,6 +278,7 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
     for key, value in config.items():
         if key in COMMAND_LINE_ONLY:
             raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
+        _refuse_code(recipe, key, value)
         if key in SECRETS:
             raise DataError(
                 recipe, f"key {key!r}: a recipe cannot hold a secret; pass --{key} or set {SECRETS[key]} in your shell"

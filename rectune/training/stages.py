@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rectune.core.io import fault_point, write_json
-from rectune.core.outputs import MARKER, claim_output, read_marker, write_marker
-from rectune.models.checkpoints import FINISHED, finished_stage
+from rectune.core.io import RecTuneError, fault_point, read_json, write_json
+from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
+from rectune.models.checkpoints import FINISHED, finished_stage, safetensors_problem
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,65 @@ def seal_output_dir(output_dir: str | os.PathLike) -> None:
     entries = [entry.name for entry in folder.iterdir() if entry.name != MARKER]
     files = [name for name in entries if (folder / name).is_file() and not (folder / name).is_symlink()]
     write_marker(folder, TRAINING_KIND, entries, hashed=files)
+
+
+STARTED = "started.json"  # the recipe and data a run started with, kept for the resumes that follow
+# settings that change what a run reports or where it logs, not what it trains: they may differ on resume
+RESUME_MAY_CHANGE = {
+    "output_dir", "report_to", "logging_steps", "wandb_project", "wandb_tags", "recipe_name", "push_to_hub",
+    "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint",
+}  # fmt: skip
+
+
+def check_resume(output_dir: str | os.PathLike, recipe: dict, data: list[Path], *, overwrite: bool) -> None:
+    """Refuse, in one line naming the first differing key, to resume a run with another recipe or data.
+
+    The first start records ``recipe`` (the resolved recipe) and the data files' SHA-256 in ``started.json``;
+    a later run into the same folder that would resume a checkpoint must match them (``overwrite``: it
+    may differ, and the record becomes the new one), so one folder never mixes two runs.
+    """
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    folder = Path(output_dir)
+    now = {"recipe": {k: v for k, v in recipe.items() if k not in RESUME_MAY_CHANGE}, "data": _fingerprints(data)}
+    record = folder / STARTED
+    resuming = any(checkpoint_problem(p) is None for p in folder.glob("checkpoint-*") if p.is_dir())
+    if resuming and record.is_file():
+        earlier = read_json(record)
+        difference = _first_difference(earlier, now)
+        if difference and not overwrite:
+            raise RecTuneError(
+                f"{folder}: its checkpoints were trained with another {difference}; resume with the recipe and "
+                "data it started with, give another output_dir, or pass --overwrite to continue with these"
+            )
+        if difference:
+            log.warning("%s: resuming with another %s (--overwrite)", folder, difference)
+    if not resuming or overwrite or not record.is_file():
+        write_json(record, now)
+
+
+def _fingerprints(files: list[Path]) -> dict[str, str]:
+    from rectune.training.views import view_source
+
+    found = {}
+    for path in files:
+        source = view_source(Path(path))
+        actual = source[0] if source else Path(path)
+        found[str(path)] = sha256_of(actual) if actual.is_file() else "missing"
+    return found
+
+
+def _first_difference(earlier: Any, now: dict) -> str | None:
+    """``recipe key 'learning_rate' (3e-4, now 1e-3)``, ``training data``, or None when they match."""
+    if not isinstance(earlier, dict):
+        return f"recipe ({STARTED} is unreadable)"
+    recipe, was = now["recipe"], earlier.get("recipe") or {}
+    for key in sorted(set(recipe) | set(was)):
+        if recipe.get(key) != was.get(key):
+            return f"recipe key {key!r} ({was.get(key, 'unset')!r}, now {recipe.get(key, 'unset')!r})"
+    if now["data"] != earlier.get("data"):
+        return "training data (a file's content or the files named)"
+    return None
 
 
 def last_checkpoint(training_args: Any) -> str | None:
@@ -80,7 +139,15 @@ def train(trainer: Any, checkpoint: str | None) -> None:
         trainer._load_from_checkpoint(checkpoint)
         trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
         return
-    trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except Exception as err:
+        if disk_full(err):  # safetensors and torch report it in their own errors
+            raise RecTuneError(
+                f"{trainer.args.output_dir}: no space left on the device while saving a checkpoint; free some and "
+                "rerun: it resumes from the last complete checkpoint"
+            ) from None
+        raise
 
 
 def _holds_the_last_step(training_args: Any, checkpoint: Path) -> bool:
@@ -93,9 +160,6 @@ def _step(checkpoint: Path) -> str:
     return checkpoint.name.removeprefix("checkpoint-")
 
 
-_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin")
-
-
 def checkpoint_problem(checkpoint: Path) -> str | None:
     """Why ``checkpoint`` cannot be resumed from, or None when it is complete."""
     state_path = checkpoint / "trainer_state.json"
@@ -103,14 +167,20 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
         return "no trainer_state.json"
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return "trainer_state.json is cut short"
-    if not isinstance(state, dict) or str(state.get("global_step")) != _step(checkpoint):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
+        return "trainer_state.json is cut short or malformed"
+    step = state.get("global_step") if isinstance(state, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or str(step) != _step(checkpoint):
         return "trainer_state.json does not match the folder's step"
-    has_weights = any((checkpoint / name).is_file() for name in _WEIGHTS)
-    if not has_weights and not any(checkpoint.glob("global_step*")) and not any(checkpoint.glob("*.index.json")):
-        return "no model weights"
-    return None
+    weights = sorted(checkpoint.glob("*.safetensors"))
+    if not weights and (any(checkpoint.glob("global_step*")) or any(checkpoint.glob("*.index.json"))):
+        return None  # DeepSpeed's and sharded checkpoints: their own loaders check them
+    if not weights:
+        # pickle weights (.bin) would be unpickled on resume: code from a file; only safetensors are loaded
+        return "no safetensors weights" + (
+            " (pickle .bin weights are not loaded)" if any(checkpoint.glob("*.bin")) else ""
+        )
+    return next((problem for problem in map(safetensors_problem, weights) if problem), None)
 
 
 def fault_callbacks() -> list:

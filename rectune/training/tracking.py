@@ -9,6 +9,7 @@ from typing import Any
 
 from rectune.core.io import write_json
 from rectune.core.provenance import git_commit
+from rectune.core.secrets import argv_redacted
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
 from rectune.training.recipes import RunArguments
 
@@ -48,17 +49,18 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
     out = Path(training_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     earlier = wandb_run_record(out)
-    run = wandb.init(
-        project=run_args.wandb_project,
-        name=training_args.run_name,
-        group=run_args.recipe_name,
-        job_type=metadata["stage"],
-        tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
-        config={"rectune": metadata},
-        dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
-        id=earlier.get("id"),
-        resume="allow" if earlier.get("id") else None,
-    )
+    with argv_redacted():  # W&B records the command line
+        run = wandb.init(
+            project=run_args.wandb_project,
+            name=training_args.run_name,
+            group=run_args.recipe_name,
+            job_type=metadata["stage"],
+            tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
+            config={"rectune": metadata},
+            dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
+            id=earlier.get("id"),
+            resume="allow" if earlier.get("id") else None,
+        )
     write_json(out / WANDB_RUN, {"id": run.id, "project": run.project, "url": run.url})
 
 

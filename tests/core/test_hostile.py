@@ -18,8 +18,9 @@ from test_endpoint import ANSWER, PROMPT, ScriptedEndpoint
 from rectune import locks
 from rectune.core.io import RecTuneError
 from rectune.core.locks import hold_output_lock, lock_path, release_output_lock
+from rectune.core.secrets import redact_url
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
-from rectune.evaluation.endpoint_request import MAX_ANSWER_BYTES, redact_url
+from rectune.evaluation.endpoint_request import MAX_ANSWER_BYTES
 from rectune.models.generation import GenerationSettings
 
 PLANTED_KEY = "sk-urlPlantedKey0123456789abcdef"
@@ -197,10 +198,11 @@ def test_a_huge_retry_after_stops_at_once_and_says_one_try(tmp_path):
 # --- refused requests are failures, not empty answers ------------------------------------------
 
 
-def evaluate(out, data, url, *flags):
+def evaluate(out, data, url, *flags, wandb=False):
     return run_script(
         "evaluate/run.py", "--backend", "openai", "--base-url", url, "--api-model", "fake-model", "--data",
-        data / "test.jsonl", "--out", out, "--no-wandb", "--concurrency", "1", *flags, check=False,
+        data / "test.jsonl", "--out", out, *([] if wandb else ["--no-wandb"]), "--concurrency", "1", *flags,
+        check=False,
     )  # fmt: skip
 
 
@@ -224,21 +226,24 @@ def test_refused_requests_fail_the_run_unless_scored_as_empty_on_request(tmp_pat
         endpoint.close()
 
 
-def test_credentials_in_the_url_never_reach_disk_or_the_terminal(tmp_path, movie_data):
+def test_credentials_in_the_url_never_reach_disk_or_the_terminal(tmp_path, movie_data, monkeypatch):
     assert redact_url(f"http://user:{PLANTED_KEY}@h:8000/v1?api_key={PLANTED_KEY}&x=1") == (
-        "http://***@h:8000/v1?api_key=***&x=1"
+        "http://***@h:8000/v1?api_key=***&x=***"
     )
+    monkeypatch.setenv("WANDB_MODE", "offline")
     endpoint = ScriptedEndpoint([(404, {})])
     try:
-        host = endpoint.url.removeprefix("http://")
-        url = f"http://user:{PLANTED_KEY}@{host}"
+        host, second = endpoint.url.removeprefix("http://"), PLANTED_KEY[::-1]
+        url = f"http://us:p@ss{PLANTED_KEY}@{host}?code={second}"  # a password holding "@", a key under any name
         out = tmp_path / "r"
         result = evaluate(out, movie_data, url, "--limit", "2")
         one_line(result, "404", "***@127.0.0.1")
-        assert PLANTED_KEY not in result.stderr + result.stdout
-        result = evaluate(out, movie_data, url, "--limit", "2")
+        assert PLANTED_KEY not in result.stderr + result.stdout and second not in result.stderr + result.stdout
+        result = evaluate(out, movie_data, url, "--limit", "2", wandb=True)  # W&B records the command line
         assert result.returncode == 0 and PLANTED_KEY not in result.stderr + result.stdout
-        assert not any(PLANTED_KEY.encode() in p.read_bytes() for p in out.rglob("*") if p.is_file())
+        assert any(p.suffix == ".wandb" for p in out.rglob("*"))
+        for path in (p for p in out.rglob("*") if p.is_file()):
+            assert PLANTED_KEY.encode() not in path.read_bytes() and second.encode() not in path.read_bytes(), path
         assert "***@127.0.0.1" in json.loads((out / "config.json").read_text())["checkpoint"]
     finally:
         endpoint.close()

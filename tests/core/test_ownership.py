@@ -217,3 +217,26 @@ def test_merge_on_a_full_disk_gets_one_line_and_leaves_nothing(tmp_path, adapter
     error = result.stderr.splitlines()[-1]
     assert error == f"error: {small / 'full'}: no space left on the device while writing it; nothing replaced"
     assert result.stdout.split("status=2\n")[1] == ""  # nothing left on the full disk: no staging folder, no lock
+
+
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
+def test_training_on_a_full_disk_gets_one_line(tmp_path, tiny_model, train_data):
+    """The run folder on a 64 KB tmpfs: its marker and records fit, its first checkpoint does not."""
+    small = tmp_path / "small"
+    small.mkdir()
+    recipe = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(small / "run"), max_steps=2,
+        save_steps=1, report_to=["none"], use_peft=True, lora_r=4, lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    train = " ".join(shlex.quote(str(arg)) for arg in (sys.executable, ROOT / "train/sft.py", recipe))
+    folder = shlex.quote(str(small))
+    script = f"mount -t tmpfs -o size=64k tmpfs {folder} && {{ {train}; echo status=$?; }}"
+    result = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert "status=2\n" in result.stdout, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        f"error: {small / 'run'}: no space left on the device while saving a checkpoint; free some and rerun: it "
+        "resumes from the last complete checkpoint"
+    )

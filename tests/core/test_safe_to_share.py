@@ -88,7 +88,7 @@ def test_no_secret_reaches_any_output_file(tmp_path, tiny_model, train_data, mon
         save_steps=1, per_device_train_batch_size=2, max_length=256, report_to=["wandb"], use_peft=True, lora_r=2,
         datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
     )  # fmt: skip
-    run_script("train/sft.py", recipe, "--hub_token", PLANTED_CLI)
+    run_script("train/sft.py", recipe, "--hub-token", PLANTED_CLI)  # the dash spelling HfArgumentParser takes too
     files = [path for path in run.rglob("*") if path.is_file()]
     assert any(path.name == "training_args.bin" for path in files) and any("wandb" in str(p) for p in files)
     for path in files:

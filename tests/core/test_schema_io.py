@@ -223,7 +223,7 @@ def test_hostile_json_is_malformed_input_not_a_crash(tmp_path):
 
 
 def test_a_nested_prediction_line_is_damaged_and_asked_again(tmp_path):
-    from rectune.evaluation.reports import read_finished
+    from rectune.evaluation.predictions import read_finished
 
     predictions = tmp_path / "predictions.jsonl"
     predictions.write_text('{"id": "a", "completion": "Heat"}\n' + NESTED + "\n" + '{"id": "b", "completion": "x"}\n')

@@ -16,7 +16,8 @@ from conftest import read_jsonl, run_script, wandb_run, write_recipe
 from rectune.benchmarks import load_rows
 from rectune.benchmarks.recbench.prompts import build_messages
 from rectune.core.io import DataError
-from rectune.evaluation.reports import prompt_variant, run_generation
+from rectune.evaluation.predictions import run_generation
+from rectune.evaluation.reports import prompt_variant
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, time_left_bound
 

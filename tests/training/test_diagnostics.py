@@ -62,9 +62,12 @@ def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_mode
     out = tmp_path / "rft"
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", out, max_steps=2,
-        reward_funcs=["tests.grpo_rewards.length", "tests.grpo_rewards.constant"], temperature=1.0, beta=0.1,
+        temperature=1.0, beta=0.1,
     )  # fmt: skip
-    result = run_script("train/grpo.py", recipe)
+    # the tests' own rewards come from outside RecTune: named on the command line, as a user would
+    result = run_script(
+        "train/grpo.py", recipe, "--reward_funcs", "tests.grpo_rewards.length", "tests.grpo_rewards.constant"
+    )
     state = json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())
     steps = [e for e in state["log_history"] if "reward" in e]
     assert len(steps) == 2

@@ -12,6 +12,7 @@ order than one process sums them, which moves fp32 weights of size ~0.2 by ~1e-7
 """
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,9 +96,10 @@ def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path, tiny_model, train_d
     needs(config)
     out = tmp_path / "run"
     recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out, **{**COMMON, "save_steps": 1})
-    launch(config, "train/sft.py", recipe, "--max_steps", "2")
+    launch(config, "train/sft.py", recipe)
     assert (out / "checkpoint-2").is_dir()
-    (out / "finished.json").unlink()  # as a run stopped after checkpoint-2 leaves it: not finished
+    shutil.rmtree(out / "checkpoint-3")  # as a run stopped after checkpoint-2 leaves it: not finished
+    (out / "finished.json").unlink()
     result = launch(config, "train/sft.py", recipe)  # 3 steps: resumes from checkpoint-2, trains step 3
     assert "resuming from" in result.stderr and "checkpoint-2" in result.stderr
     assert_same_adapter(single, out)  # as if it had never stopped

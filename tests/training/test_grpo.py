@@ -23,10 +23,11 @@ def lora_b(out) -> list:
 def test_reward_weights_make_the_logged_reward(tmp_path, tiny_model, train_data):
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft", max_steps=2,
-        reward_funcs=["tests.grpo_rewards.length", "tests.grpo_rewards.constant", "format"],
         reward_weights=[1.0, 0.5, 2.0], temperature=1.0,
     )  # fmt: skip
-    run_script("train/grpo.py", recipe)
+    run_script(
+        "train/grpo.py", recipe, "--reward_funcs", "tests.grpo_rewards.length", "tests.grpo_rewards.constant", "format"
+    )
     entries = logged(tmp_path / "rft")
     assert len(entries) == 2
     for entry in entries:
@@ -42,9 +43,9 @@ def test_a_varying_reward_moves_the_adapter_and_a_constant_one_does_not(tmp_path
         out = tmp_path / name
         recipe = one_step_grpo_recipe(
             tmp_path / f"{name}.yaml", tiny_model, train_data / "train_rft.jsonl", out, max_steps=2,
-            reward_funcs=[f"tests.grpo_rewards.{name}"], learning_rate=1e-2, temperature=1.0,
+            learning_rate=1e-2, temperature=1.0,
         )  # fmt: skip
-        run_script("train/grpo.py", recipe)
+        run_script("train/grpo.py", recipe, "--reward_funcs", f"tests.grpo_rewards.{name}")
         runs[name] = (lora_b(out), logged(out))
     # LoRA's B starts at zero: it moves only where the policy gradient is non-zero
     assert any(float(b.abs().max()) > 0 for b in runs["length"][0])

@@ -52,13 +52,16 @@ def test_a_model_without_an_adapter_is_left_alone(tiny_model):
         assert not merged and model.training
 
 
+TEST_REWARD = ("--reward_funcs", "tests.grpo_rewards.length")  # outside RecTune: command line only
+
+
 @pytest.mark.parametrize("merge", [True, False])
 def test_grpo_trains_with_and_without_merged_sampling(tmp_path, tiny_model, train_data, merge):
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
-        reward_funcs=["tests.grpo_rewards.length"], merge_for_sampling=merge,
+        merge_for_sampling=merge,
     )  # fmt: skip
-    run_script("train/grpo.py", recipe)
+    run_script("train/grpo.py", recipe, *TEST_REWARD)
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 
@@ -100,9 +103,9 @@ def test_a_full_model_has_a_rollout_copy_too(tiny_model):
 def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_data):
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
-        reward_funcs=["tests.grpo_rewards.length"], rollout_dtype="bfloat16",
+        rollout_dtype="bfloat16",
     )  # fmt: skip
-    result = run_script("train/grpo.py", recipe)
+    result = run_script("train/grpo.py", recipe, *TEST_REWARD)
     assert "rollouts: sampled from a bfloat16 copy of the merged policy" in result.stderr  # the copy was used
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
@@ -110,9 +113,9 @@ def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_d
 def test_an_unknown_rollout_dtype_is_refused_naming_the_key(tmp_path, tiny_model, train_data):
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
-        reward_funcs=["tests.grpo_rewards.length"], rollout_dtype="bf16",
+        rollout_dtype="bf16",
     )  # fmt: skip
-    result = run_script("train/grpo.py", recipe, check=False)
+    result = run_script("train/grpo.py", recipe, *TEST_REWARD, check=False)
     assert result.returncode != 0 and "rollout_dtype: 'bf16'" in result.stderr
     assert not (tmp_path / "rft").exists()
 

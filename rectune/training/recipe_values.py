@@ -1,0 +1,85 @@
+"""Recipe values checked before anything loads: a value out of range is one line naming the key.
+
+Transformers, TRL and PEFT check few of their numbers: ``lora_r: 0`` or ``per_device_train_batch_size:
+0`` fail deep inside a library with a traceback, and ``learning_rate: .nan`` trains silently into NaN
+weights. The ranges here are the ones every run needs, whatever the model or data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rectune.core.io import RecTuneError
+
+# key -> (smallest allowed value, why); None is allowed wherever the field's default is None
+AT_LEAST = {
+    "lora_r": (1, "a LoRA rank"),
+    "per_device_train_batch_size": (1, "examples a step"),
+    "per_device_eval_batch_size": (1, "examples a step"),
+    "gradient_accumulation_steps": (1, "steps"),
+    "num_generations": (2, "completions a prompt (GRPO compares them within a group)"),
+    "max_completion_length": (1, "tokens"),
+    "max_length": (16, "tokens (a chat prompt alone needs more)"),
+    "num_iterations": (1, "passes over each generation"),
+}
+POSITIVE = {"lora_alpha", "temperature", "num_train_epochs"}
+UNIT_INTERVAL = {"lora_dropout": "[0, 1)", "top_p": "(0, 1]", "warmup_ratio": "[0, 1]"}
+NOT_NEGATIVE = {
+    "learning_rate",
+    "weight_decay",
+    "max_grad_norm",
+    "beta",
+    "epsilon",
+    "warmup_steps",
+    "logging_steps",
+    "save_steps",
+}
+
+
+def check_values(configs: tuple[Any, ...], source: object) -> None:
+    """Refuse the first out-of-range value of ``configs`` (parsed from ``source``: the recipe or the command line)."""
+    for config in configs:
+        for key, value in vars(config).items():
+            problem = _problem(key, value)
+            if problem:
+                raise RecTuneError(f"{source}: key {key!r}: {problem}")
+    steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
+    if steps == 0 or steps < -1:
+        raise RecTuneError(f"{source}: key 'max_steps': {steps} (give a number of steps, or -1 to train by epochs)")
+
+
+def check_reward_weights(weights: list[float] | None, rewards: list[str], source: object) -> None:
+    """``reward_weights`` must give one finite weight per reward."""
+    if weights is None:
+        return
+    if len(weights) != len(rewards):
+        raise RecTuneError(
+            f"{source}: key 'reward_weights': {len(weights)} weight(s) for {len(rewards)} reward(s) "
+            f"({', '.join(rewards)})"
+        )
+    if not all(math.isfinite(w) for w in weights):
+        raise RecTuneError(f"{source}: key 'reward_weights': every weight must be a finite number")
+
+
+def _problem(key: str, value: Any) -> str | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if key in AT_LEAST and value < AT_LEAST[key][0]:
+        least, unit = AT_LEAST[key]
+        return f"{value} is below {least} {unit}"
+    if key in POSITIVE and value <= 0:
+        return f"{value} must be above 0"
+    if key in NOT_NEGATIVE and value < 0:
+        return f"{value} must not be negative"
+    if key in UNIT_INTERVAL and not _inside(value, UNIT_INTERVAL[key]):
+        return f"{value} must lie in {UNIT_INTERVAL[key]}"
+    return None
+
+
+def _inside(value: float, interval: str) -> bool:
+    low_open, high_open = interval[0] == "(", interval[-1] == ")"
+    low, high = (float(x) for x in interval[1:-1].split(","))
+    return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)

@@ -1,0 +1,108 @@
+"""Code runs only from what the user typed: a recipe cannot run a model folder's Python or import a
+module, the command line can (announced in one line), and no spelling of a secret flag reaches a file."""
+
+import json
+import logging
+import shutil
+import sys
+
+import pytest
+from conftest import run_script, write_recipe
+from test_hostile import one_line
+from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
+
+from rectune.core.io import DataError, RecTuneError
+from rectune.core.secrets import argv_redacted, redact_url, redacted_args
+from rectune.training.recipes import RftArguments, RunArguments, announce_code, parse_recipe
+
+SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
+GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+
+
+def planted_model(tmp_path, tiny_model):
+    """The tiny model with an ``auto_map`` naming a module that leaves a marker when it is imported."""
+    folder, marker = tmp_path / "stranger_model", tmp_path / "ran"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "planted.PlantedConfig", "AutoModelForCausalLM": "planted.PlantedModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "planted.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    return folder, marker
+
+
+def test_a_recipe_cannot_trust_remote_code(tmp_path, tiny_model, train_data):
+    model, marker = planted_model(tmp_path, tiny_model)
+    data = [{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}]
+    recipe = write_recipe(
+        tmp_path / "shared.yaml", model_name_or_path=str(model), output_dir=str(tmp_path / "run"), max_steps=1,
+        trust_remote_code=True, report_to=["none"], datasets=data,
+    )  # fmt: skip
+    result = run_script("train/sft.py", recipe, check=False)
+    one_line(result, "shared.yaml", "key 'trust_remote_code'", "--trust_remote_code true")
+    assert not marker.exists() and not (tmp_path / "run").exists()
+
+    # typed by the user, it is announced, and the folder's code does run (what the recipe was refused)
+    typed = write_recipe(
+        tmp_path / "typed.yaml", model_name_or_path=str(model), output_dir=str(tmp_path / "typed_run"), max_steps=1,
+        report_to=["none"], datasets=data,
+    )  # fmt: skip
+    result = run_script("train/sft.py", typed, "--trust_remote_code", "true", check=False)
+    assert "trust_remote_code (command line): the model folder's own Python will run" in result.stderr
+    assert marker.exists()
+
+
+def test_nested_trust_remote_code_and_foreign_rewards_are_refused_in_recipes(tmp_path):
+    nested = write_recipe(tmp_path / "nested.yaml", model_init_kwargs={"trust_remote_code": True})
+    with pytest.raises(DataError, match=r"nested.yaml: key 'model_init_kwargs.trust_remote_code': a recipe cannot"):
+        parse_recipe(SFT, [str(nested)])
+    foreign = write_recipe(tmp_path / "foreign.yaml", reward_funcs=["recall", "my_pkg.rewards.novelty"])
+    with pytest.raises(DataError, match=r"key 'reward_funcs': 'my_pkg.rewards.novelty' would import code"):
+        parse_recipe(GRPO, [str(foreign)])
+    own = write_recipe(tmp_path / "own.yaml", reward_funcs=["recall", "rectune.training.learn_check.answer_length"])
+    *_, rft_args, _ = parse_recipe(GRPO, [str(own), "--output_dir", str(tmp_path / "o")])
+    assert rft_args.reward_funcs[1] == "rectune.training.learn_check.answer_length"
+
+
+def test_code_typed_on_the_command_line_is_announced_once(tmp_path, caplog):
+    parsed = parse_recipe(
+        GRPO, ["--output_dir", str(tmp_path / "o"), "--trust_remote_code", "true", "--reward_funcs", "recall", "my.r"]
+    )
+    with caplog.at_level(logging.WARNING, logger="rectune.training.recipes"):
+        announce_code(parsed[:-1])
+    assert caplog.messages == [
+        "trust_remote_code (command line): the model folder's own Python will run",
+        "reward my.r (command line): importing its module",
+    ]
+
+
+def test_a_secret_in_model_init_kwargs_on_the_command_line_is_refused(tmp_path):
+    with pytest.raises(RecTuneError, match="model_init_kwargs: 'token' would be saved with the run") as caught:
+        parse_recipe(SFT, ["--output_dir", str(tmp_path), "--model_init_kwargs", '{"token": "hf_secretPlanted"}'])
+    assert "hf_secretPlanted" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spelling", ["--hub-token", "--hub_token"])
+def test_every_spelling_of_the_hub_token_moves_out(monkeypatch, spelling):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(sys, "argv", ["sft.py", "--output_dir", "out", spelling, "hf_planted", "--report_to", "none"])
+    training_args, *_ = parse_recipe(SFT)
+    assert training_args.hub_token is None and sys.argv == ["sft.py", "--output_dir", "out", "--report_to", "none"]
+
+
+def test_urls_lose_every_userinfo_and_query_value():
+    # a password holding "@", a key under a name no list would guess, a bare parameter
+    assert redact_url("see http://us:p@ssSECRET1@host:8/v1?code=SECRET2&x&y=2 then") == (
+        "see http://***@host:8/v1?code=***&***&y=*** then"
+    )
+    assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"  # nothing to hide
+    assert redacted_args(["--base-url", "http://u:K@h/v1?k=K", "--hub-token", "hf_x", "--api_key=abc", "-m", "x"]) == [
+        "--base-url", "http://***@h/v1?k=***", "--hub-token", "***", "--api_key=***", "-m", "x",
+    ]  # fmt: skip
+
+
+def test_the_command_line_is_redacted_only_while_wandb_starts(monkeypatch):
+    argv = ["run.py", "--base-url", "http://u:KEY@h/v1"]
+    monkeypatch.setattr(sys, "argv", list(argv))
+    with argv_redacted():
+        assert sys.argv == ["run.py", "--base-url", "http://***@h/v1"]
+    assert sys.argv == argv

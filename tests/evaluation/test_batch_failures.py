@@ -1,0 +1,70 @@
+"""Failed requests in a batch output are counted like the live backend's: the run stops with "N of M
+answers failed: REASON" unless they are to be scored as empty answers, and report.json counts them."""
+
+import json
+
+import pytest
+from conftest import run_script
+from test_hostile import one_line
+
+from rectune.core.io import DataError
+from rectune.evaluation.answer_files import load_answers
+
+REFUSED = {"status_code": 400, "body": {"error": {"message": "Invalid  model\nname", "type": "invalid_request"}}}
+
+
+def batch_output(path, ids, refused=()):
+    """An OpenAI batch output: 200s answering "Heat", 400s for ``refused``."""
+    ok = {"status_code": 200, "body": {"choices": [{"message": {"role": "assistant", "content": "Heat"}}]}}
+    with path.open("w") as handle:
+        for row_id in ids:
+            handle.write(json.dumps({"custom_id": row_id, "response": REFUSED if row_id in refused else ok}) + "\n")
+    return path
+
+
+def test_http_errors_in_a_batch_output_stop_the_run_unless_scored_as_empty(tmp_path, movie_data):
+    out = tmp_path / "batch"
+    base = ("evaluate/run.py", "--backend", "openai-batch", "--model", "gpt-4o", "--data", movie_data / "test.jsonl",
+            "--out", out, "--no-wandb")  # fmt: skip
+    run_script(*base)
+    ids = [json.loads(line)["custom_id"] for line in (out / "batch_requests.jsonl").read_text().splitlines()]
+    output = batch_output(tmp_path / "output.jsonl", ids, refused=ids[:3])
+    result = run_script(*base, "--batch-output", output, check=False)
+    one_line(result, f"3 of {len(ids)} answers failed: HTTP 400 Invalid model name", "--score-failures-as-empty")
+    assert not (out / "report.json").exists() and not (out / "predictions.jsonl").exists()
+
+    run_script(*base, "--batch-output", output, "--score-failures-as-empty")
+    report = json.loads((out / "report.json").read_text())
+    assert report["failed_requests"] == 3 and report["overall"]["n"] == len(ids)
+
+    # score.py reads the same file the same way
+    scored = tmp_path / "scored.json"
+    result = run_script("evaluate/score.py", "--data", movie_data / "test.jsonl", "--predictions", output,
+                        "--out", scored, check=False)  # fmt: skip
+    one_line(result, f"3 of {len(ids)} answers failed: HTTP 400 Invalid model name")
+    assert not scored.exists()
+    run_script("evaluate/score.py", "--data", movie_data / "test.jsonl", "--predictions", output, "--out", scored,
+               "--score-failures-as-empty")  # fmt: skip
+    assert json.loads(scored.read_text())["failed_requests"] == 3
+
+
+def test_odd_batch_lines_are_one_line_or_a_counted_failure(tmp_path):
+    path = tmp_path / "output.jsonl"
+    lines = {
+        "choices as an object": {"custom_id": "a", "response": {"status_code": 200, "body": {"choices": {"0": 1}}}},
+        "content not text": {"custom_id": "a", "response": {"body": {"choices": [{"message": {"content": 5}}]}}},
+    }
+    for line in lines.values():
+        path.write_text(json.dumps(line) + "\n")
+        with pytest.raises(DataError, match=r"output.jsonl:1: answer 'a': "):
+            load_answers(path)
+    # an error beside a string response, a 200 with no choices, a batch-level error: failures with their reason
+    path.write_text("\n".join(json.dumps(line) for line in [
+        {"id": "a", "response": "Heat", "error": {"code": "server_error", "message": "boom"}},
+        {"custom_id": "b", "response": {"status_code": 200, "body": {"choices": []}}},
+        {"custom_id": "c", "response": None, "error": {"message": "expired"}},
+        {"custom_id": "d", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": "Ronin"}}]}}},
+    ]) + "\n")  # fmt: skip
+    answers, failed = load_answers(path)
+    assert answers == {"a": "", "b": "", "c": "", "d": "Ronin"}
+    assert failed == {"a": "error boom", "b": "no choices in the body {'choices': []}", "c": "error expired"}

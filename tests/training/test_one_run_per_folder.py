@@ -1,0 +1,67 @@
+"""Runs are never silently mixed: resuming a training run with another recipe or data is refused in one
+line (the first differing key named) unless --overwrite, and an evaluation's cache follows a local model
+folder's content, not its path."""
+
+import json
+import shutil
+
+from conftest import run_script, write_recipe
+from test_faults import KILLED
+from test_hostile import one_line
+
+from rectune.models.checkpoints import Checkpoint
+
+
+def two_step_recipe(tmp_path, tiny_model, data_file, out, **extra):
+    return write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(out), max_steps=2, save_steps=1,
+        report_to=["none"], use_peft=True, lora_r=4, lora_alpha=8, lora_target_modules=["q_proj", "v_proj"],
+        learning_rate=1e-4, datasets=[{"path": "json", "data_files": str(data_file)}], **extra,
+    )  # fmt: skip
+
+
+def test_a_resume_with_another_recipe_or_data_is_refused(tmp_path, tiny_model, train_data):
+    out, data = tmp_path / "run", tmp_path / "data"
+    shutil.copytree(train_data, data)
+    recipe = two_step_recipe(tmp_path, tiny_model, data / "train_sft.jsonl", out)  # a view of train.jsonl
+    assert run_script("train/sft.py", recipe, fault="saved:checkpoint-1", check=False).returncode == KILLED
+    assert json.loads((out / "started.json").read_text())["recipe"]["learning_rate"] == 1e-4
+
+    # another learning rate, another LoRA rank: refused, nothing trained
+    changes = [(["--learning_rate", "1e-3"], "'learning_rate' (0.0001, now 0.001)"), (["--lora_r", "8"], "'lora_r'")]
+    for flags, key in changes:
+        one_line(run_script("train/sft.py", recipe, *flags, check=False), str(out), f"recipe key {key}", "--overwrite")
+        assert not (out / "finished.json").exists() and not (out / "checkpoint-2").exists()
+
+    # the same recipe over edited data: refused
+    rows = (data / "train.jsonl").read_text()
+    (data / "train.jsonl").write_text(rows.splitlines(keepends=True)[0])
+    one_line(run_script("train/sft.py", recipe, check=False), "training data")
+    (data / "train.jsonl").write_text(rows)
+
+    # the same recipe and data: resumes and finishes; recipe.yaml names the one recipe the run had
+    assert run_script("train/sft.py", recipe, check=False).returncode == 0
+    assert (out / "finished.json").exists() and "learning_rate: 0.0001" in (out / "recipe.yaml").read_text()
+
+
+def test_overwrite_resumes_with_the_new_recipe_and_says_so(tmp_path, tiny_model, train_data):
+    out = tmp_path / "run"
+    recipe = two_step_recipe(tmp_path, tiny_model, train_data / "train_sft.jsonl", out)
+    assert run_script("train/sft.py", recipe, fault="saved:checkpoint-1", check=False).returncode == KILLED
+    result = run_script("train/sft.py", recipe, "--learning_rate", "1e-3", "--overwrite", check=False)
+    assert result.returncode == 0 and "resuming with another recipe key 'learning_rate'" in result.stderr
+    assert json.loads((out / "started.json").read_text())["recipe"]["learning_rate"] == 1e-3
+
+
+def test_a_model_folder_rewritten_in_place_is_another_model(tmp_path, tiny_model):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder)
+    checkpoint = Checkpoint(kind="model", path=str(folder), base_model=str(folder))
+    before = checkpoint.identity()
+    (folder / "README.md").write_text("a card edited")  # not what decides the outputs
+    assert checkpoint.identity() == before and str(folder) not in before
+    weights = next(p for p in folder.iterdir() if p.suffix == ".safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of one weight, as a merge written in place changes them
+    weights.write_bytes(bytes(data))
+    assert checkpoint.identity() != before

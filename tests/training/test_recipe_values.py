@@ -1,0 +1,102 @@
+"""Recipe values, malformed recipes and checkpoints are one line naming the key or file, before anything loads."""
+
+import json
+
+import pytest
+from conftest import run_script, write_recipe
+from test_hostile import one_line
+from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
+
+from rectune.core.io import DataError, RecTuneError
+from rectune.models.checkpoints import check_weights, safetensors_problem
+from rectune.training.recipe_values import check_reward_weights
+from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.stages import checkpoint_problem
+
+SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
+GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+
+OUT_OF_RANGE = [
+    ({"lora_r": 0}, "key 'lora_r': 0 is below 1"),
+    ({"learning_rate": -1}, "key 'learning_rate': -1 must not be negative"),
+    ({"learning_rate": float("nan")}, "key 'learning_rate': nan is not a finite number"),
+    ({"per_device_train_batch_size": 0}, "per_device_train_batch_size"),
+    ({"max_length": 1}, "key 'max_length': 1 is below 16"),
+    ({"lora_dropout": 1.5}, "key 'lora_dropout': 1.5 must lie in [0, 1)"),
+    ({"max_steps": 0}, "key 'max_steps': 0"),
+]
+
+
+@pytest.mark.parametrize(("values", "words"), OUT_OF_RANGE, ids=[next(iter(v)) for v, _ in OUT_OF_RANGE])
+def test_out_of_range_values_are_one_line_naming_the_key(tmp_path, values, words):
+    recipe = write_recipe(tmp_path / "r.yaml", output_dir=str(tmp_path / "out"), **values)
+    with pytest.raises(RecTuneError, match="r.yaml") as caught:
+        parse_recipe(SFT, [str(recipe)])
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_grpo_lengths_and_reward_weights(tmp_path):
+    with pytest.raises(RecTuneError, match="key 'max_completion_length': 0 is below 1"):
+        parse_recipe(GRPO, ["--output_dir", str(tmp_path), "--max_completion_length", "0"])
+    with pytest.raises(
+        RecTuneError, match=r"r.yaml: key 'reward_weights': 1 weight\(s\) for 2 reward\(s\) \(recall, f1\)"
+    ):
+        check_reward_weights([1.0], ["recall", "f1"], "r.yaml")
+    check_reward_weights([1.0, 0.5], ["recall", "f1"], "r.yaml")  # one each: fine
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (b"lora_r: " + b"9" * 5000 + b"\n", "malformed YAML"),
+        (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "malformed YAML"),
+        (b"lora_r: 8\nname: \xff\xfe\n", "not UTF-8 text"),
+    ],
+    ids=["5000 digits", "nested 5000 deep", "not UTF-8"],
+)
+def test_malformed_recipes_are_one_line(tmp_path, text, words):
+    recipe = tmp_path / "shared.yaml"
+    recipe.write_bytes(text)
+    one_line(run_script("train/sft.py", recipe, check=False), "shared.yaml", words)
+
+
+def write_safetensors(path, tensor_bytes=16):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [tensor_bytes // 4], "data_offsets": [0, tensor_bytes]}})
+    path.write_bytes(len(header).to_bytes(8, "little") + header.encode() + b"\x00" * tensor_bytes)
+
+
+def test_a_checkpoint_that_cannot_be_resumed_says_why(tmp_path):
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    state = checkpoint / "trainer_state.json"
+    write_safetensors(checkpoint / "adapter_model.safetensors")
+    state.write_text(json.dumps({"global_step": 2}))
+    assert checkpoint_problem(checkpoint) is None
+    state.write_text(json.dumps({"global_step": "2"}))  # a string where the trainer writes a number
+    assert checkpoint_problem(checkpoint) == "trainer_state.json does not match the folder's step"
+    state.write_text("[" * 100_000 + "]" * 100_000)
+    assert checkpoint_problem(checkpoint) == "trainer_state.json is cut short or malformed"
+    state.write_text(json.dumps({"global_step": 2}))
+    data = (checkpoint / "adapter_model.safetensors").read_bytes()
+    (checkpoint / "adapter_model.safetensors").write_bytes(data[:-3])  # the last tensor cut short
+    assert checkpoint_problem(checkpoint) == "adapter_model.safetensors is cut short"
+    (checkpoint / "adapter_model.safetensors").unlink()
+    (checkpoint / "adapter_model.bin").write_bytes(b"\x80\x04pickle")
+    assert checkpoint_problem(checkpoint) == "no safetensors weights (pickle .bin weights are not loaded)"
+
+
+def test_weights_that_cannot_be_loaded_safely_or_whole_are_one_line(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.bin").write_bytes(b"\x80\x04pickle")
+    with pytest.raises(DataError, match="adapter: holds pickle weights"):
+        check_weights(adapter)
+    (adapter / "adapter_model.bin").unlink()
+    write_safetensors(adapter / "adapter_model.safetensors")
+    check_weights(adapter)
+    (adapter / "adapter_model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}......")
+    assert safetensors_problem(adapter / "adapter_model.safetensors") == (
+        "adapter_model.safetensors has no readable safetensors header"
+    )
+    with pytest.raises(DataError, match="no readable safetensors header"):
+        check_weights(adapter)
