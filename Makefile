@@ -121,7 +121,7 @@ bench-rollouts: install
 memory-check: install
 	$(PY) -m perf.memory_check
 
-# Does GRPO learn here? GRPO on a reward the base model can learn (about 12 minutes on 2 CPU cores; docs/training.md).
+# Does GRPO learn here? GRPO on a reward the base model can learn (12-16 minutes on 2 CPU cores; docs/training.md).
 learn-check: export WANDB_MODE ?= offline
 learn-check: install
 	$(PY) train/learn_check.py $(LEARN_CHECK_ARGS)

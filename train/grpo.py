@@ -4,11 +4,15 @@
     python train/grpo.py recipes/smollm2_movie_cpu_grpo.yaml --init_adapter outputs/run/sft
 
 Rewards score each completion with the data's own benchmark scoring (the benchmark named by the
-RFT rows, with its catalog and KG found beside the data); a recipe may also name any reward
-function by dotted import path.
+RFT rows, with its catalog and KG found beside the data); the command line may also name any
+reward function by dotted import path (--reward_funcs recall my_pkg.rewards.novelty).
 With --init_adapter the SFT adapter is merged into the base first and a fresh LoRA adapter is
 trained on top (SFT then RFT).
 """
+
+from rectune.training.recipes import RftArguments, RunArguments, answer_help
+
+answer_help((RunArguments, RftArguments))  # --help before TRL and torch load: a second, not half a minute
 
 import logging
 from pathlib import Path
@@ -18,9 +22,10 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
+from rectune.models.hub import check_model_available
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.recipe_values import check_reward_weights
-from rectune.training.recipes import RftArguments, RunArguments, parse_recipe, resolved_recipe
+from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.rewards import rft_rewards
 from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.setup import (
@@ -50,6 +55,7 @@ ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArg
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(ARGUMENTS)
+    check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

@@ -1,6 +1,6 @@
 """Does GRPO learn here? GRPO from the base model on a reward it can learn, then the evidence.
 
-    make learn-check                     # recipes/learn_check_grpo.yaml, about 12 minutes on 2 CPU cores
+    make learn-check                     # recipes/learn_check_grpo.yaml, about 12-16 minutes on 2 CPU cores
     python train/learn_check.py --max_steps 12 --out outputs/learn_check_short --data data/demo_movie
     python train/learn_check.py --learning_rate 1e-3     # any other flag goes to train/grpo.py
 

@@ -8,13 +8,18 @@ and RecTune's run settings; CLI flags override it. Saves adapter, tokenizer, res
 recipe and a model card into output_dir; resumes from the newest checkpoint there.
 """
 
+from rectune.training.recipes import RunArguments, answer_help
+
+answer_help((RunArguments,))  # --help before TRL and torch load: a second, not half a minute
+
 import logging
 
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
-from rectune.training.recipes import RunArguments, parse_recipe, resolved_recipe
+from rectune.models.hub import check_model_available
+from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
     announce_setup,
     check_kernels,
@@ -41,6 +46,7 @@ ARGUMENTS = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     training_args, model_args, mixture, run_args, recipe = parse_recipe(ARGUMENTS)
+    check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

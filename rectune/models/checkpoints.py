@@ -20,6 +20,7 @@ import torch
 
 from rectune.core.io import DataError, read_json
 from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.hub import check_model_available
 from rectune.models.sharing import CHAIN, read_chain, resolve_base
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     path = Path(name)
     if not path.exists():
         if name.count("/") == 1 and not name.startswith((".", "/")):
-            return Checkpoint("model", name, name)  # a hub id: loads from the local cache
+            check_model_available(name)  # a hub id: cached, or reachable, or one line now
+            return Checkpoint("model", name, name)
         raise DataError(
             path, f"checkpoint not found (a model folder, a PEFT adapter folder, a run folder or {EMBEDDED})"
         )
@@ -173,6 +175,7 @@ def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any
     """``base_model`` with each adapter merged in, in order."""
     from transformers import AutoModelForCausalLM
 
+    check_model_available(base_model)
     for folder in (base_model, *adapters):
         check_weights(folder)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)

@@ -1,7 +1,10 @@
 """Entry scripts' command lines: no prefix matching, and an unknown flag answered with the closest one."""
 
+import subprocess
+import sys
+
 import pytest
-from conftest import run_script
+from conftest import ROOT, run_script
 
 from rectune.core.cli import ArgumentParser
 
@@ -35,3 +38,19 @@ def test_entry_scripts_refuse_prefixes_in_one_line(tmp_path, script, args, sugge
     result = run_script(script, *args, check=False, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith(suggestion)
+
+
+@pytest.mark.parametrize("script", ["train/sft.py", "train/grpo.py"])
+def test_training_help_answers_before_trl_and_torch_load(script):
+    """--help prints the short help without importing TRL or torch (which take most of half a minute)."""
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = [{script!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({script!r}, run_name='__main__')\n"
+        "except SystemExit as end:\n"
+        "    print('exit', end.code, 'trl' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert "usage:" in result.stdout and "--train_data" in result.stdout, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "exit 0 False False"

@@ -1,0 +1,46 @@
+"""Models named by a Hub id: in the local cache, reachable on the Hub, or one line before anything starts.
+
+Left to ``from_pretrained``, an id that is not cached on a machine without network retries for about a
+minute and ends in a traceback; a training run would by then have claimed its output folder. The check
+here looks in the cache first (no network), then asks the Hub once with a short timeout.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rectune.core.io import RecTuneError
+
+HUB_TIMEOUT_S = 10.0
+
+
+def check_model_available(name: str) -> None:
+    """Return when ``name`` is a local folder, the embedded model, cached or on the Hub; else one line."""
+    if name.startswith("embedded:") or Path(name).exists():
+        return
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return
+    except HFValidationError:
+        raise RecTuneError(f"{name}: not a model folder here, nor a Hugging Face model id") from None
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise RecTuneError(
+            f"{name}: not a model folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set "
+            "(download it on a machine with network: `hf download NAME`, or give a local folder)"
+        )
+    try:
+        model_info(name, timeout=HUB_TIMEOUT_S)
+    except GatedRepoError:
+        return  # it exists; loading says whether this user's token may read it
+    except RepositoryNotFoundError:
+        raise RecTuneError(f"{name}: no such model on the Hugging Face Hub, nor a model folder here") from None
+    except Exception as err:  # no network, DNS, a proxy: whatever the HTTP stack raises
+        reason = " ".join(str(err).split())[:160] or type(err).__name__
+        raise RecTuneError(
+            f"{name}: not a model folder here and not in the Hugging Face cache, and the Hub cannot be reached "
+            f"({reason})"
+        ) from None

@@ -1,0 +1,44 @@
+"""A model id that is neither a folder here nor in the Hugging Face cache is one line within seconds,
+offline or with the Hub out of reach, for evaluation and training, and no output folder is left."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, write_recipe
+from test_hostile import one_line
+
+UNKNOWN = "Qwen/Qwen9-3B-Instruct"
+
+
+def run_with(env: dict, *args) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env}
+    for name, value in env.items():
+        if value is None:
+            full.pop(name, None)
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=full)
+
+
+# offline as CI runs; and "online" with the Hub pointed at a closed local port (no network here either way)
+WORLDS = {
+    "offline": ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE is set"),
+    "hub unreachable": ({"HF_HUB_OFFLINE": None, "HF_ENDPOINT": "http://127.0.0.1:9"}, "the Hub cannot be reached"),
+}
+
+
+@pytest.mark.parametrize("world", sorted(WORLDS))
+def test_an_unknown_model_is_one_line_for_evaluation_and_training(tmp_path, movie_data, train_data, world):
+    env, words = WORLDS[world]
+    start = time.monotonic()
+    result = run_with(env, ROOT / "evaluate/run.py", "--model", UNKNOWN, "--data", movie_data / "test.jsonl",
+                      "--out", tmp_path / "report", "--no-wandb")  # fmt: skip
+    one_line(result, UNKNOWN, words)
+    recipe = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=UNKNOWN, output_dir=str(tmp_path / "run"), max_steps=1,
+        report_to=["none"], datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    one_line(run_with(env, ROOT / "train/sft.py", recipe), UNKNOWN, words)
+    assert time.monotonic() - start < 60  # seconds each, not a minute of retries
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sft.yaml"]  # no report or run folder left behind
