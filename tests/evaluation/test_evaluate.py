@@ -42,11 +42,14 @@ def tiny_adapter(tmp_path_factory, tiny_model, train_data) -> Path:
     return out
 
 
-def test_checkpoint_kinds(tmp_path, tiny_model, tiny_adapter):
+def test_checkpoint_kinds(tmp_path, tiny_model, tiny_adapter, monkeypatch):
     assert resolve_checkpoint(str(tiny_model)).kind == "model"
     adapter = resolve_checkpoint(str(tiny_adapter))
     assert (adapter.kind, adapter.base_model, adapter.adapter) == ("adapter", str(tiny_model), str(tiny_adapter))
+    asked = []  # whether a hub id is cached or reachable is tests/models/test_hub_models.py's question
+    monkeypatch.setattr("rectune.models.checkpoints.check_model_available", asked.append)
     assert resolve_checkpoint("Qwen/Qwen2.5-3B-Instruct").kind == "model"  # a hub id
+    assert asked == ["Qwen/Qwen2.5-3B-Instruct"]
     run = tmp_path / "outputs" / "myrun"
     shutil.copytree(tiny_adapter, run / "sft", ignore=shutil.ignore_patterns("checkpoint-*"))
     time.sleep(0.01)
