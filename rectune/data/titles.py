@@ -129,6 +129,7 @@ class Extraction:
     unresolved: list[str]
     ranked: list[str] = field(default_factory=list)
     named: int = 0  # titles named, repeats included: above ``count`` when the answer repeats itself
+    sequence: list[str] = field(default_factory=list)  # every title named, in order, repeats included
 
     @property
     def count(self) -> int:
@@ -266,21 +267,22 @@ class TitleMatcher:
             item_ids: list[str] = []
             unresolved: list[str] = []
             ranked: list[str] = []
-            named = 0
+            sequence: list[str] = []
             for mention in mentions:
                 item_id = self._cache[mention]
                 if item_id is not None:
-                    named += 1
+                    sequence.append(item_id)
                     if item_id not in item_ids:
                         item_ids.append(item_id)
                         ranked.append(item_id)
                 else:
                     key = self._unresolved_keys[mention]
-                    named += bool(key)
+                    if key:
+                        sequence.append(key)
                     if key and key not in unresolved:
                         unresolved.append(key)
                         ranked.append(key)
-            extractions.append(Extraction(item_ids, unresolved, ranked, named))
+            extractions.append(Extraction(item_ids, unresolved, ranked, len(sequence), sequence))
         return extractions
 
 

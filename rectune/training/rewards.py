@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from rectune.benchmarks import Benchmark, Resources, RewardFunc, get_benchmark
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json
 
 
 def import_reward(path: str) -> RewardFunc:
@@ -63,7 +63,7 @@ def rft_rewards(
     names: list[str], data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
 ) -> tuple[list[RewardFunc], list[str]]:
     """The rewards for the benchmark of ``data_file``'s rows (of the rows a view derives from), its catalog
-    and KG found beside it."""
+    and KG found beside it, and the prompt's fixed K (rewards at K) from its ``stats.json``."""
     from rectune.training.views import view_source
 
     source = view_source(Path(data_file))
@@ -73,4 +73,6 @@ def rft_rewards(
         benchmark = get_benchmark(first.get("benchmark"))
     except RecTuneError as err:
         raise DataError(data_file, f"field 'benchmark': {err}", line=1) from None
-    return resolve_rewards(benchmark, names, Resources(data_file, catalog, kg))
+    stats = Path(data_file).parent / "stats.json"  # the prompt data_prep built: its fixed K, for rewards at K
+    k = (read_json(stats).get("prompt") or {}).get("k") if stats.is_file() else None
+    return resolve_rewards(benchmark, names, Resources(data_file, catalog, kg, top_k=k))

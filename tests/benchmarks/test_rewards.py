@@ -1,6 +1,9 @@
 """Each reward on hand-written completions; expected values computed by hand."""
 
+import math
+
 import pytest
+from conftest import RELEASE, run_script
 
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.benchmarks.recbench.rewards import REWARDS
@@ -8,7 +11,7 @@ from rectune.core.io import RecTuneError
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.completions import completion_text
 from rectune.data.titles import CatalogItem, TitleMatcher
-from rectune.training.rewards import resolve_rewards
+from rectune.training.rewards import resolve_rewards, rft_rewards
 
 MATCHER = TitleMatcher(
     [CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"), CatalogItem("13", "Casino (1995)")]
@@ -113,3 +116,50 @@ def test_conditions_met_gives_partial_credit_from_the_kg():
 )
 def test_repetition_charges_titles_named_twice(text, expected):
     assert rewards_for(text)["repetition"] == pytest.approx(expected)
+
+
+def at_k(text, k=2, candidate_ids=None):
+    """The fixed-K rewards of one completion at ``k`` (truth Heat and Ronin; Casino is no hit)."""
+    resources = Resources.loaded(MATCHER, KG)
+    resources.top_k = k
+    completion = [{"role": "assistant", "content": text}]
+    extra = {"candidate_ids": [candidate_ids]} if candidate_ids is not None else {}
+    names = ("ndcg_at_k", "precision_at_k", "length_at_k")
+    return tuple(REWARDS[n]([completion], task=["explicit"], resources=resources, **LABELS, **extra)[0] for n in names)
+
+
+IDEAL_2 = 1 + 1 / math.log2(3)  # two true items in the first two slots
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Heat (1995) [SEP] Ronin (1998)", (1.0, 1.0, 0.0)),
+        ("Heat (1995) [SEP] Casino (1995)", (1 / IDEAL_2, 0.5, 0.0)),
+        ("Casino (1995) [SEP] Heat (1995)", ((1 / math.log2(3)) / IDEAL_2, 0.5, 0.0)),
+        # naming more: the third title is outside K and the answer is one title too long
+        ("Heat (1995) [SEP] Ronin (1998) [SEP] Casino (1995)", (1.0, 1.0, -0.5)),
+        # padding cannot help: the hits come after the first K slots
+        ("Casino (1995) [SEP] Invented Film [SEP] Heat (1995) [SEP] Ronin (1998)", (0.0, 0.0, -1.0)),
+        # a repeat takes its slot and earns nothing
+        ("Heat (1995) [SEP] Heat (1995) [SEP] Ronin (1998)", (1 / IDEAL_2, 0.5, -0.5)),
+        ("", (0.0, 0.0, -1.0)),
+    ],
+)
+def test_rewards_at_k_cannot_be_padded(text, expected):
+    assert at_k(text) == pytest.approx(expected)
+
+
+def test_rewards_at_k_count_only_items_from_the_candidate_list():
+    # Heat is a true item but was not among the candidates shown: its slot earns nothing
+    ndcg, precision, length = at_k("Heat (1995) [SEP] Ronin (1998)", candidate_ids=["2", "13"])
+    assert (ndcg, precision, length) == pytest.approx(((1 / math.log2(3)) / IDEAL_2, 0.5, 0.0))
+    # K from the prompt: at 3, two hits of three slots, one title short
+    assert at_k("Heat (1995) [SEP] Ronin (1998)", k=3) == pytest.approx((1.0, 2 / 3, -1 / 3))
+
+
+def test_training_rewards_take_k_from_the_prompt_data_prep_built(tmp_path):
+    data = tmp_path / "data"
+    run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--k", "2")
+    funcs, names = rft_rewards(["ndcg_at_k", "length_at_k"], data / "train_rft.jsonl")
+    assert names == ["ndcg_at_k", "length_at_k"] and {f.keywords["resources"].top_k for f in funcs} == {2}

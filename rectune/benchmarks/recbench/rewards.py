@@ -17,10 +17,11 @@ only recommendations built on the wrong fact.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rectune.benchmarks import Resources
-from rectune.benchmarks.recbench.metrics import QueryScore, score_query
+from rectune.benchmarks.recbench.metrics import DEFAULT_K, QueryScore, ground_truth_set, score_query
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
 from rectune.data.completions import completion_text
 from rectune.data.mentions import SEP, parse_mentions
@@ -165,6 +166,60 @@ def from_candidates(
     return values
 
 
+def _slots(j: Judged, k: int, shown: set[str], truth: set[str]) -> list[bool]:
+    """Whether each of the first ``k`` titles named earns its place: a true item, named for the first time,
+    and (grounded prompts) among the candidates shown. A repeat or an item from outside the list takes
+    its slot and earns nothing, so naming more titles cannot raise a score at K."""
+    seen: set[str] = set()
+    earned = []
+    for item in j.extraction.sequence[:k]:
+        earned.append(item in truth and item not in seen and (not shown or item in shown))
+        seen.add(item)
+    return earned
+
+
+def _shown(candidate_ids, i: int) -> set[str]:
+    return set(candidate_ids[i] or []) if candidate_ids is not None else set()
+
+
+def ndcg_at_k(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, candidate_ids=None, **kwargs
+) -> list[float]:
+    """NDCG over the first K titles named (K: the prompt's, else 5), repeats and items outside the candidate
+    list earning nothing in their slot. Truth Heat and Ronin, K 2: ``"Heat [SEP] Casino"`` = 1 / (1 + 1/log2 3)
+    = 0.613; ``"Casino [SEP] Heat"`` = 0.387; ``"Heat [SEP] Heat [SEP] Ronin"`` = 0.613 (Ronin is third)."""
+    k = resources.top_k or DEFAULT_K
+    values = []
+    for i, j in enumerate(judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)):
+        truth = ground_truth_set(j.row, resources.matcher())
+        ideal = sum(1 / math.log2(rank + 2) for rank in range(min(k, len(truth))))
+        slots = _slots(j, k, _shown(candidate_ids, i), truth)
+        gain = sum(1 / math.log2(rank + 2) for rank, hit in enumerate(slots) if hit)
+        values.append(gain / ideal if ideal else 0.0)
+    return values
+
+
+def precision_at_k(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, candidate_ids=None, **kwargs
+) -> list[float]:
+    """Hits among the first K titles named, over K (slots as :func:`ndcg_at_k` counts them). K 2:
+    ``"Heat [SEP] Ronin [SEP] Casino"`` = 2/2 = 1.0; ``"Casino [SEP] Jaws [SEP] Heat [SEP] Ronin"`` = 0.0."""
+    k = resources.top_k or DEFAULT_K
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    matcher = resources.matcher()
+    return [
+        sum(_slots(j, k, _shown(candidate_ids, i), ground_truth_set(j.row, matcher))) / k for i, j in enumerate(judged)
+    ]
+
+
+def length_at_k(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
+    """0 for an answer naming exactly K titles (repeats counted), down by 1/K for each title more or fewer,
+    to at most -1. K 2: ``"Heat [SEP] Ronin"`` = 0.0; ``"Heat [SEP] Ronin [SEP] Casino"`` = -0.5; ``""`` = -1.0."""
+    k = resources.top_k or DEFAULT_K
+    judged = judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)
+    return [-min(1.0, abs(j.extraction.named - k) / k) for j in judged]
+
+
 def misinformed(
     completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
 ) -> list[float | None]:
@@ -193,6 +248,9 @@ REWARDS = {
         hallucination,
         repetition,
         from_candidates,
+        ndcg_at_k,
+        precision_at_k,
+        length_at_k,
         misinformed,
     )
 }
