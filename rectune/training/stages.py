@@ -83,15 +83,17 @@ def check_resume(output_dir: str | os.PathLike, recipe: dict, data: list[Path], 
         write_json(record, now)
 
 
-def _fingerprints(files: list[Path]) -> dict[str, str]:
+def _fingerprints(files: list[Path]) -> list[str]:
+    """``NAME SHA-256`` of each training file (of the rows a view derives from): the content and the view,
+    not how the path was spelled."""
     from rectune.training.views import view_source
 
-    found = {}
-    for path in files:
-        source = view_source(Path(path))
-        actual = source[0] if source else Path(path)
-        found[str(path)] = sha256_of(actual) if actual.is_file() else "missing"
-    return found
+    found = []
+    for path in map(Path, files):
+        source = view_source(path)
+        actual = source[0] if source else path
+        found.append(f"{path.name} {sha256_of(actual) if actual.is_file() else 'missing'}")
+    return sorted(found)
 
 
 def _first_difference(earlier: Any, now: dict) -> str | None:
