@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from rectune.core.secrets import argv_redacted
+from rectune.core.wandb_mode import offline_unless_logged_in
 
 
 def eval_run_name(config: dict) -> str:
@@ -30,6 +31,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     if baseline:  # baselines sit in the same group as the checkpoints, tagged so a panel can pick them out
         config = {**config, "baseline": baseline}
         tags += ["baseline", *(["ceiling"] if baseline.get("ceiling") else [])]
+    offline_unless_logged_in()
     with argv_redacted():  # W&B records the command line: no key from a --base-url in it
         run = wandb.init(
             project=project,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -10,10 +9,9 @@ from typing import Any
 from rectune.core.io import write_json
 from rectune.core.provenance import git_commit
 from rectune.core.secrets import argv_redacted
+from rectune.core.wandb_mode import offline_unless_logged_in
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
 from rectune.training.recipes import RunArguments
-
-log = logging.getLogger(__name__)
 
 
 def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:
@@ -42,9 +40,7 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
         return
     import wandb
 
-    if "WANDB_MODE" not in os.environ and not _has_wandb_key():
-        log.warning("no W&B API key found: logging offline (upload later with `wandb sync`)")
-        os.environ["WANDB_MODE"] = "offline"
+    offline_unless_logged_in()
     os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
     out = Path(training_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -62,8 +58,3 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
             resume="allow" if earlier.get("id") else None,
         )
     write_json(out / WANDB_RUN, {"id": run.id, "project": run.project, "url": run.url})
-
-
-def _has_wandb_key() -> bool:
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())

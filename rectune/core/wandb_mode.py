@@ -1,0 +1,25 @@
+"""W&B without a key: runs log offline (upload later with ``wandb sync``) instead of stopping.
+
+``wandb.init`` raises when it would log online and no API key is configured; a run that has trained
+or scored for an hour must not end there. ``WANDB_MODE`` set by the user is left as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def offline_unless_logged_in() -> None:
+    """Set ``WANDB_MODE=offline`` (saying so) when the user set no mode and has no W&B key."""
+    if "WANDB_MODE" not in os.environ and not has_wandb_key():
+        log.warning("no W&B API key found: logging offline (upload later with `wandb sync`)")
+        os.environ["WANDB_MODE"] = "offline"
+
+
+def has_wandb_key() -> bool:
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
