@@ -227,8 +227,7 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
 
 
 COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite"}
-# Settings that make a run import or execute Python: only the person typing the command may give them. The
-# dotted reward paths inside RecTune's own package import nothing foreign, so recipes may name those.
+# Settings that run Python only the person typing the command may give; RecTune's own rewards import nothing foreign
 RUNS_CODE = "trust_remote_code"
 OWN_PACKAGE = "rectune."
 
