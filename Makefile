@@ -261,9 +261,10 @@ demo: install
 # checkpoint chosen on validation loss, GRPO with KG-shaped rewards from the base and from SFT, each
 # scored on the test split, then paired-bootstrap intervals against the base and SFT->RFT against SFT.
 EXP_RUN := smollm2_movie_experiment
-# grounded prompts: 20 candidates per query found by BM25, the prompt asking for 5 titles (fixed K; the reports
-# score @5 beside the whole answer); EXP_PROMPTS= gives the closed-book variant
-EXP_PROMPTS ?= --candidates 20 --k 5
+# grounded prompts: 20 candidates per query found by BM25, listed best first, the prompt asking for 5 of them
+# (fixed K: SFT targets name 5, the true ones first; the reports score @5 beside the whole answer);
+# EXP_PROMPTS= gives the closed-book variant
+EXP_PROMPTS ?= --candidates 20 --candidate-order retriever --k 5
 EXP_DATA := data/experiment_movie
 EXP_BASELINES := bm25 popularity itemknn als kg-oracle
 EXP_BASELINE_REPORTS := $(foreach b,$(EXP_BASELINES),reports/experiment/baseline-$(b))

@@ -8,14 +8,15 @@ in, so an interruption leaves the old set or the new one. Recipes name the train
 train_sft.jsonl, train_rft.jsonl, valid_sft.jsonl and valid_rft.jsonl: training derives them from the
 rows with the prompt options of stats.json (rectune/training/views.py), so no prompt is stored twice.
 With --candidates N each query's prompt lists N items a BM25 retriever found for its text (grounded
-prompts); stats.json records the retriever's recall@N per task.
+prompts; --candidate-order retriever lists them best first); stats.json records the retriever's recall@N
+per task. With --k K too, SFT targets name exactly K candidates, the true ones first.
 """
 
 import argparse
 import logging
 
 from rectune.benchmarks.recbench import BENCHMARK
-from rectune.benchmarks.recbench.grounding import attach_candidates, retriever_recall
+from rectune.benchmarks.recbench.grounding import ORDERS, attach_candidates, retriever_recall
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, run
@@ -55,6 +56,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--candidate-facts", action="store_true", help="with --candidates: each candidate's KG facts in the prompt"
     )
+    parser.add_argument(
+        "--candidate-order",
+        choices=ORDERS,
+        default="title",
+        help="with --candidates: list them by title, or in the retriever's order, best first (a reranking prompt)",
+    )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="keep only these tasks (default: all)")
     parser.add_argument("--kg", default=None, help="extra KG triples, JSONL {item_id|title, relation, value}")
     return parser.parse_args()
@@ -66,6 +73,8 @@ def main() -> None:
         raise RecTuneError(f"--candidates {args.candidates}: give a number of candidates of at least 1")
     if args.candidate_facts and args.candidates is None:
         raise RecTuneError("--candidate-facts shows the candidates' KG facts: give --candidates N too")
+    if args.candidate_order != "title" and args.candidates is None:
+        raise RecTuneError("--candidate-order orders the candidates: give --candidates N too")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
@@ -79,11 +88,12 @@ def main() -> None:
         "k": args.k,
         "candidates": args.candidates,
         "candidate_facts": args.candidate_facts,
+        "candidate_order": args.candidate_order if args.candidates else None,
     }
     summary = stats(train, test, release)
     if args.candidates:
         retriever = attach_candidates(
-            rows, release.catalog, release.independent_kg, args.candidates, args.candidate_facts
+            rows, release.catalog, release.independent_kg, args.candidates, args.candidate_facts, args.candidate_order
         )
         summary["retriever"] = {
             "name": retriever.name,

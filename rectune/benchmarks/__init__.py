@@ -153,8 +153,8 @@ class Benchmark(ABC):
         """System and user chat messages for ``row``; ``variant`` holds prompt options (may be empty)."""
 
     @abstractmethod
-    def answer(self, row: Any) -> str:
-        """The reference answer: the SFT target."""
+    def answer(self, row: Any, variant: dict) -> str:
+        """The reference answer, the SFT target, for the prompt ``variant`` asks for."""
 
     @abstractmethod
     def labels(self, rows: list[Any]) -> list[dict]:
@@ -181,7 +181,7 @@ class Benchmark(ABC):
 
     def sft_example(self, row: Any, variant: dict) -> dict:
         """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""
-        return {"messages": [*self.messages(row, variant), {"role": "assistant", "content": self.answer(row)}]}
+        return {"messages": [*self.messages(row, variant), {"role": "assistant", "content": self.answer(row, variant)}]}
 
     def rft_examples(self, rows: list[Any], variant: dict) -> list[dict]:
         """Prompts plus the labels GRPOTrainer forwards to the rewards."""

@@ -63,7 +63,7 @@ class ToySums(Benchmark):
     def messages(self, row, variant):
         return [{"role": "system", "content": "Add."}, {"role": "user", "content": row.question}]
 
-    def answer(self, row):
+    def answer(self, row, variant):
         return row.answer
 
     def labels(self, rows):

@@ -62,7 +62,9 @@ def test_rows_carry_candidates_sorted_by_title_and_stats_record_recall(tmp_path)
     for row in rows.values():
         assert titles(row) == sorted(titles(row), key=str.casefold)
     stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats["prompt"] == {"with_history": False, "k": None, "candidates": 3, "candidate_facts": False}
+    assert stats["prompt"] == {
+        "with_history": False, "k": None, "candidates": 3, "candidate_facts": False, "candidate_order": "title",
+    }  # fmt: skip
     recall = stats["retriever"]["recall_at_n"]["train"]
     # explicit/0: 2 of 2; explicit/1: 2 of 3; explicit/2 ("a gritty Scorsese drama starring Robert De
     # Niro", truth Taxi Driver and Raging Bull): the 12-word GoodFellas, Casino, Raging Bull win, 1 of 2
@@ -107,6 +109,43 @@ def test_grounded_prompt_text_and_targets(tmp_path):
     assert sft[example["prompt"][1]["content"]] == "Heat (1995) [SEP] Ronin (1998)"  # the target is the truth
 
 
+def test_retriever_order_and_targets_of_exactly_k(tmp_path):
+    rows = prepare(tmp_path, "--candidates", "3", "--candidate-order", "retriever", "--k", "2")
+    # the retriever's order, best first (explicit/1: the tie of three 12-word documents in catalog order)
+    assert titles(rows["movie/explicit/0"]) == ["Casino (1995)", "Heat (1995)", "Ronin (1998)"]
+    assert titles(rows["movie/explicit/1"]) == ["GoodFellas (1990)", "Casino (1995)", "Raging Bull (1980)"]
+    assert [c["rank"] for c in rows["movie/explicit/1"].candidates] == [1, 2, 3]
+    rft = {r["id"]: r for r in read_view(tmp_path / "train_rft.jsonl")}
+    prompt = rft["movie/explicit/1"]["prompt"][1]["content"]
+    assert prompt.startswith("Candidate movies:\n- GoodFellas (1990)\n- Casino (1995)\n- Raging Bull (1980)\n")
+    assert "Please output 2 recommended movies" in rft["movie/explicit/1"]["prompt"][0]["content"]
+    sft = {r["messages"][1]["content"]: r["messages"][2]["content"] for r in read_view(tmp_path / "train_sft.jsonl")}
+    targets = {row_id: sft[r["prompt"][1]["content"]] for row_id, r in rft.items()}
+    # explicit/0: truth Heat (rank 2) and Ronin (rank 3) shown, so both, in the retriever's order
+    assert targets["movie/explicit/0"] == "Heat (1995) [SEP] Ronin (1998)"
+    # explicit/1: truth Taxi Driver (not shown), GoodFellas (1), Casino (2): the two shown ones, rank order
+    assert targets["movie/explicit/1"] == "GoodFellas (1990) [SEP] Casino (1995)"
+    # explicit/2: truth Taxi Driver and Raging Bull; only Raging Bull (rank 3) shown: it, then the retriever's
+    # best other candidate fills the second slot
+    explicit_2 = rows["movie/explicit/2"]
+    best_other = min((c for c in explicit_2.candidates if c["id"] not in explicit_2.ground_truth_ids),
+                     key=lambda c: c["rank"])  # fmt: skip
+    assert targets["movie/explicit/2"] == f"Raging Bull (1980) [SEP] {best_other['title']}"
+    assert best_other["rank"] == 1
+    for target in targets.values():
+        assert target.count("[SEP]") == 1  # exactly K = 2 titles
+
+
+def test_closed_book_targets_at_k_keep_the_first_k_titles():
+    benchmark = get_benchmark("recbench+")
+    truth = ["Heat (1995)", "Usual Suspects, The (1995)", "Alien (1979)"]
+    row = benchmark.row_type.from_dict(
+        {"id": "q", "domain": "movie", "task": "explicit", "query": "x", "ground_truth": truth}
+    )
+    assert benchmark.answer(row, {"k": 2}) == "Heat (1995) [SEP] The Usual Suspects (1995)"
+    assert benchmark.answer(row, {}) == "Heat (1995) [SEP] The Usual Suspects (1995) [SEP] Alien (1979)"
+
+
 def test_evaluation_prompts_follow_the_prepared_variant(tmp_path):
     rows = prepare(tmp_path, "--candidates", "2")
     variant = prompt_variant(tmp_path / "train.jsonl", None, None)
@@ -122,6 +161,7 @@ def test_evaluation_prompts_follow_the_prepared_variant(tmp_path):
     [
         (["--candidates", "0"], "--candidates 0: give a number of candidates of at least 1"),
         (["--candidate-facts"], "--candidate-facts shows the candidates' KG facts: give --candidates N too"),
+        (["--candidate-order", "retriever"], "--candidate-order orders the candidates: give --candidates N too"),
     ],
 )
 def test_bad_candidate_flags(tmp_path, flags, message):

@@ -165,7 +165,9 @@ def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
 
 def test_prompt_variant_follows_data_prep(tmp_path, movie_data):
     recorded = prompt_variant(movie_data / "test.jsonl", None, None)
-    assert recorded == {"with_history": False, "k": None, "candidates": None, "candidate_facts": False}
+    assert recorded == {
+        "with_history": False, "k": None, "candidates": None, "candidate_facts": False, "candidate_order": None,
+    }  # fmt: skip
     (tmp_path / "stats.json").write_text(json.dumps({"prompt": {"with_history": True, "k": 5}}))
     assert prompt_variant(tmp_path / "test.jsonl", None, None) == {"with_history": True, "k": 5}
     assert prompt_variant(tmp_path / "test.jsonl", False, None) == {"with_history": False, "k": 5}
@@ -200,6 +202,7 @@ def test_run_end_to_end_with_wandb_offline(tmp_path, tiny_adapter, movie_data):
         "k": None,
         "candidates": None,
         "candidate_facts": False,
+        "candidate_order": None,
     }
     assert len(read_jsonl(out / "predictions.jsonl")) == 9
     assert (out / "report.md").read_text().startswith("# tiny_sft")

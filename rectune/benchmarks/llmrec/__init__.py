@@ -53,7 +53,7 @@ class LLMRec(Benchmark):
     def messages(self, row: LLMRecRow, variant: dict) -> list[dict]:
         return prompts.build_messages(row)
 
-    def answer(self, row: LLMRecRow) -> str:
+    def answer(self, row: LLMRecRow, variant: dict) -> str:
         return row.target
 
     def labels(self, rows: list[LLMRecRow]) -> list[dict]:

@@ -50,7 +50,7 @@ class PerRecBench(Benchmark):
     def messages(self, row: PerRecRow, variant: dict) -> list[dict]:
         return prompts.build_messages(row)
 
-    def answer(self, row: PerRecRow) -> str:
+    def answer(self, row: PerRecRow, variant: dict) -> str:
         return row.answer
 
     def labels(self, rows: list[PerRecRow]) -> list[dict]:

@@ -46,8 +46,8 @@ class RecBenchPlus(Benchmark):
             row, variant.get("with_history", False), variant.get("k"), bool(variant.get("candidates"))
         )
 
-    def answer(self, row: RecBenchRow) -> str:
-        return prompts.answer_text(row)
+    def answer(self, row: RecBenchRow, variant: dict) -> str:
+        return prompts.answer_text(row, variant.get("k"), bool(variant.get("candidates")))
 
     def labels(self, rows: list[RecBenchRow]) -> list[dict]:
         labels = []

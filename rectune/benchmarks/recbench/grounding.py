@@ -1,8 +1,10 @@
 """Grounded RecBench+ prompts: each query shown with N candidate items a retriever found for it.
 
 ``data_prep/recbench.py --candidates N`` stores, per row, the ``candidates`` the retriever
-(:class:`~rectune.data.retrieval.CandidateRetriever`) returns for the query text alone, sorted by
-title, each with its ``rank`` in the retriever's order (1 = best), so the retriever's own top K
+(:class:`~rectune.data.retrieval.CandidateRetriever`) returns for the query text alone, listed by title
+(``--candidate-order title``, the default: the list's order says nothing of the retriever's) or in the
+retriever's order (``--candidate-order retriever``, a reranking prompt), each with its ``rank`` in the
+retriever's order (1 = best), so the retriever's own top K
 (``baseline:bm25``) can be read back from the rows without the retriever's KG. The retriever reads
 the catalog and the ``--kg`` file, never the KG a release's queries imply (their conditions attached
 to their ground-truth items: that would hand it the answers). Data prep records in ``stats.json``
@@ -30,10 +32,19 @@ def candidate_facts(item_id: str, kg: KnowledgeGraph) -> str:
     return "; ".join(f"{relation.replace('_', ' ')}: {value}" for relation, value in facts)
 
 
+ORDERS = ("title", "retriever")
+
+
 def attach_candidates(
-    rows: list[RecBenchRow], catalog: list[CatalogItem], kg: KnowledgeGraph, n: int, with_facts: bool = False
+    rows: list[RecBenchRow],
+    catalog: list[CatalogItem],
+    kg: KnowledgeGraph,
+    n: int,
+    with_facts: bool = False,
+    order: str = "title",
 ) -> CandidateRetriever:
-    """Set each row's ``candidates`` (``{"id", "title", "rank"[, "facts"]}``, sorted by title) from its query text."""
+    """Set each row's ``candidates`` (``{"id", "title", "rank"[, "facts"]}``) from its query text, listed
+    by title or in the retriever's order (``order``), as the prompt will show them."""
     retriever = CandidateRetriever(catalog, kg)
     by_id = {item.id: item for item in catalog}
     for row, found in zip(rows, retriever.retrieve([row.query for row in rows], n), strict=True):
@@ -43,7 +54,9 @@ def attach_candidates(
             if with_facts:
                 candidate["facts"] = candidate_facts(item_id, kg)
             candidates.append(candidate)
-        row.candidates = sorted(candidates, key=lambda c: (c["title"].casefold(), c["id"]))
+        if order == "title":
+            candidates.sort(key=lambda c: (c["title"].casefold(), c["id"]))
+        row.candidates = candidates
     return retriever
 
 

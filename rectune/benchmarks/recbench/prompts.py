@@ -13,7 +13,8 @@ query comes with candidate items to choose from, and the user message lists them
 query.
 
 Answers are titles separated by ``[SEP]``; SFT targets are written the same way (natural spelling,
-with the year), so a fine-tuned model answers in the form the paper's scorer reads.
+with the year), so a fine-tuned model answers in the form the paper's scorer reads. With a fixed K the
+target names K titles (see :func:`answer_text` for grounded prompts, where it reranks the candidates).
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ def build_messages(
     ]
 
 
-def answer_text(row: RecBenchRow) -> str:
-    """SFT target: the ground-truth titles in natural spelling, separated by ``[SEP]``."""
-    return f" {SEP} ".join(display_title(title) for title in row.ground_truth)
+def answer_text(row: RecBenchRow, k: int | None = None, grounded: bool = False) -> str:
+    """SFT target: titles in natural spelling, separated by ``[SEP]``.
+
+    Without K, every ground-truth title; with K (closed book), the first K of them. Grounded with K: exactly
+    K candidates (fewer only when fewer are shown), the true ones first, then the retriever's best other
+    candidates, each part in the retriever's order, so the target is what a reranker at K should answer."""
+    if not (grounded and row.candidates and k):
+        return f" {SEP} ".join(display_title(title) for title in row.ground_truth[:k])
+    truth = set(row.ground_truth_ids)
+    by_rank = sorted(row.candidates, key=lambda c: (c.get("rank", 0), c["title"]))
+    chosen = [c for c in by_rank if c["id"] in truth] + [c for c in by_rank if c["id"] not in truth]
+    return f" {SEP} ".join(c["title"] for c in chosen[:k])
