@@ -45,7 +45,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -290,4 +290,33 @@ experiment: install
 		--out reports/experiment/vs_sft && \
 	$(PY) evaluate/compare.py reports/experiment/base reports/experiment/sft reports/experiment/rft \
 		reports/experiment/sft_rft $(EXP_BASELINE_REPORTS) --baseline baseline:bm25 --out reports/experiment/vs_bm25
+	@echo "== done $$(date +%T)"
+
+# The ReRec protocol (the RecBench+ authors' RFT recipe, docs/reproducing.md): the experiment's world, each query
+# shown with one true item and 19 other films, one boxed pick scored at K = 1 (hit@1). Base, SFT, RFT with ReRec's
+# rewards, reasoning-aware advantage and curriculum, SFT->RFT, and the baselines, on a seeded sample of RR_SAMPLE
+# test queries (the same queries for every row); paired intervals against base, SFT and bm25.
+RR_RUN := smollm2_movie_rerec
+RR_DATA := data/rerec_movie
+RR_SAMPLE ?= 200
+RR_BASELINES := bm25 popularity itemknn
+RR_BASELINE_REPORTS := $(foreach b,$(RR_BASELINES),reports/rerec/baseline-$(b))
+RR_EVAL := $(PY) evaluate/run.py --data $(RR_DATA)/test.jsonl --max-new-tokens 96 --batch-size 16 --sample $(RR_SAMPLE)
+
+data-rerec: install
+	test -f data/experiment_release/kg.jsonl || $(MAKE) -s data-experiment
+	$(PY) data_prep/recbench.py --src data/experiment_release --domain movie --kg data/experiment_release/kg.jsonl \
+		--test-size 0.25 --rerec --out data/rerec_movie
+
+experiment-rerec: export WANDB_MODE ?= offline
+experiment-rerec: install
+	@echo "== [1/8 $$(date +%T)] build the ReRec protocol's data -> $(RR_DATA)" && $(MAKE) -s data-rerec
+	$(call train_and_score,$(RR_RUN),$(RR_EVAL),reports/rerec,8)
+	@echo "== [7/8 $$(date +%T)] baselines" && $(MAKE) -s baselines DATA=$(RR_DATA)/test.jsonl REPORTS=reports/rerec \
+		BASELINES="$(RR_BASELINES)" BASELINE_ARGS="--sample $(RR_SAMPLE)"
+	@echo "== [8/8 $$(date +%T)] compare" && $(PY) evaluate/compare.py reports/rerec/base reports/rerec/sft \
+		reports/rerec/rft reports/rerec/sft_rft $(RR_BASELINE_REPORTS) --baseline base --out reports/rerec/vs_base && \
+	$(PY) evaluate/compare.py reports/rerec/sft reports/rerec/sft_rft --baseline sft --out reports/rerec/vs_sft && \
+	$(PY) evaluate/compare.py reports/rerec/base reports/rerec/sft reports/rerec/rft reports/rerec/sft_rft \
+		$(RR_BASELINE_REPORTS) --baseline baseline:bm25 --out reports/rerec/vs_bm25
 	@echo "== done $$(date +%T)"

@@ -9,7 +9,9 @@ train_sft.jsonl, train_rft.jsonl, valid_sft.jsonl and valid_rft.jsonl: training 
 rows with the prompt options of stats.json (rectune/training/views.py), so no prompt is stored twice.
 With --candidates N each query's prompt lists N items a BM25 retriever found for its text (grounded
 prompts; --candidate-order retriever lists them best first); stats.json records the retriever's recall@N
-per task. With --k K too, SFT targets name exactly K candidates, the true ones first.
+per task. With --k K too, SFT targets name exactly K candidates, the true ones first. --rerec builds the
+ReRec protocol instead (rectune/benchmarks/recbench/rerec.py): one true item and 19 others per query, one
+boxed pick.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import logging
 from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.grounding import ORDERS, attach_candidates, retriever_recall
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
+from rectune.benchmarks.recbench.rerec import NEGATIVES, PROTOCOL, attach_rerec_candidates
 from rectune.benchmarks.recbench.rows import TASKS
 from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
@@ -62,6 +65,15 @@ def parse_args() -> argparse.Namespace:
         default="title",
         help="with --candidates: list them by title, or in the retriever's order, best first (a reranking prompt)",
     )
+    parser.add_argument(
+        "--rerec",
+        action="store_true",
+        help="the ReRec protocol: 20 candidates per query (one true item, 19 other catalog items, seeded), "
+        "answered with one \\boxed{title} and scored at K = 1 (hit@1)",
+    )
+    parser.add_argument(
+        "--rerec-negatives", type=int, default=NEGATIVES, metavar="N", help="with --rerec: negatives per query"
+    )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="keep only these tasks (default: all)")
     parser.add_argument("--kg", default=None, help="extra KG triples, JSONL {item_id|title, relation, value}")
     return parser.parse_args()
@@ -75,21 +87,36 @@ def main() -> None:
         raise RecTuneError("--candidate-facts shows the candidates' KG facts: give --candidates N too")
     if args.candidate_order != "title" and args.candidates is None:
         raise RecTuneError("--candidate-order orders the candidates: give --candidates N too")
+    given = [flag for flag, value in (("--candidates", args.candidates), ("--k", args.k), ("--with-history",
+             args.with_history), ("--candidate-facts", args.candidate_facts)) if value]  # fmt: skip
+    if args.rerec and given:
+        raise RecTuneError(f"--rerec sets its own candidates and K: leave out {', '.join(given)}")
+    if args.rerec_negatives < 1:
+        raise RecTuneError(f"--rerec-negatives {args.rerec_negatives}: give at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
     rows = [r for r in release.rows if args.tasks is None or r.task in args.tasks]
     if not rows:
         raise RecTuneError(f"no queries of tasks {', '.join(args.tasks)} in {args.src}")
+    if args.rerec:  # one positive and 19 negatives per query; queries with no resolved true item are left out
+        before = len(rows)
+        rows = attach_rerec_candidates(rows, release.catalog, release.independent_kg, args.seed, args.rerec_negatives)
+        if not rows:
+            raise RecTuneError(f"--rerec: no query in {args.src} has a true item in the catalog")
+        if len(rows) < before:
+            print(f"--rerec: {before - len(rows)} queries without a true item in the catalog left out")
     train, test = split_rows(rows, args.test_size, args.seed)
     train, valid = split_rows(train, args.valid_size, args.seed + 1)  # by query text, as the test split
     variant = {
         "with_history": args.with_history,
-        "k": args.k,
-        "candidates": args.candidates,
+        "k": 1 if args.rerec else args.k,
+        "candidates": args.rerec_negatives + 1 if args.rerec else args.candidates,
         "candidate_facts": args.candidate_facts,
         "candidate_order": args.candidate_order if args.candidates else None,
     }
+    if args.rerec:
+        variant["protocol"] = PROTOCOL
     summary = stats(train, test, release)
     if args.candidates:
         retriever = attach_candidates(

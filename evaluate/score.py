@@ -51,6 +51,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    variant = prompt_variant(args.data, None, args.k)  # as data_prep asked (fixed K, one boxed pick)
     with file_outputs([Path(args.out)], overwrite=args.overwrite):
         report = score_files(
             args.data,
@@ -63,7 +64,8 @@ def main() -> None:
             limits=limits(args),
             task=args.task,
             convention=args.metrics,
-            top_k=prompt_variant(args.data, None, args.k)["k"],
+            top_k=variant["k"],
+            variant=variant,
             score_failures_as_empty=args.score_failures_as_empty,
         )
     print(report["table"])

@@ -11,8 +11,11 @@ trained on top (SFT then RFT).
 """
 
 from rectune.training.recipes import RftArguments, RunArguments, answer_help
+from rectune.training.shaping import ShapingArguments
 
-answer_help((RunArguments, RftArguments))  # --help before TRL and torch load: a second, not half a minute
+answer_help(
+    (RunArguments, RftArguments, ShapingArguments)
+)  # --help before TRL and torch load: a second, not half a minute
 
 import logging
 from pathlib import Path
@@ -26,8 +29,7 @@ from rectune.models.hub import check_model_available
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe
-from rectune.training.rewards import rft_rewards
-from rectune.training.rollouts import RecTuneGRPOTrainer
+from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.setup import (
     announce_setup,
     check_kernels,
@@ -38,6 +40,7 @@ from rectune.training.setup import (
     set_model_init,
 )
 from rectune.training.sft_base import merged_model
+from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
     check_resume,
@@ -49,12 +52,12 @@ from rectune.training.stages import (
 from rectune.training.tracking import init_tracking, run_metadata
 from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
 
-ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
+ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    training_args, model_args, mixture, run_args, rft_args, recipe = parse_recipe(ARGUMENTS)
+    training_args, model_args, mixture, run_args, rft_args, shaping, recipe = parse_recipe(ARGUMENTS)
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
@@ -67,9 +70,8 @@ def main() -> None:
     )
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "rft")
-    reward_funcs, rft_args.reward_funcs = rft_rewards(
-        rft_args.reward_funcs, data_files(mixture)[0], rft_args.catalog, rft_args.kg
-    )
+    benchmark, resources = rft_resources(data_files(mixture)[0], rft_args.catalog, rft_args.kg)
+    reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
     check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, recipe or "command line")
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
@@ -91,7 +93,7 @@ def main() -> None:
         reward_weights=training_args.reward_weights,
     )
     init_tracking(training_args, run_args, metadata)
-    trainer = RecTuneGRPOTrainer(
+    trainer = ShapedGRPOTrainer(
         model=model_name,
         reward_funcs=reward_funcs,
         args=training_args,
@@ -101,12 +103,15 @@ def main() -> None:
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
         merge_for_sampling=rft_args.merge_for_sampling,
         rollout_dtype=rft_args.rollout_dtype,
+        shaping=shaping,  # ReRec's reasoning-aware advantage and curriculum, when the recipe sets them
+        benchmark=benchmark,
+        resources=resources,
     )
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
     trainer.accelerator.print(peak_memory())
 
-    configs = (training_args, model_args, mixture, run_args, rft_args)
+    configs = (training_args, model_args, mixture, run_args, rft_args, shaping)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter, claimed_at)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)

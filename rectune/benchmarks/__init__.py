@@ -81,18 +81,22 @@ class Resources:
         limits: CompletionLimits = DEFAULT_LIMITS,
         convention: str = "default",
         top_k: int | None = None,
+        variant: dict | None = None,
     ):
         self.data, self.catalog_path, self.kg_path, self.fuzzy_cutoff = data, catalog, kg, fuzzy_cutoff
         self.limits = limits
         # which metric definitions to score with: "default", or a benchmark's named alternative (RecBench+'s
         # "official", the authors' evaluator); top_k is the fixed-K prompt's K where that convention uses it
         self.convention, self.top_k = convention, top_k
+        self.variant = variant or {}  # the prompt options the answers were asked with (data_prep's stats.json)
         self._matcher = self._kg = None
 
     @classmethod
-    def loaded(cls, matcher: Any = None, kg: Any = None, limits: CompletionLimits = DEFAULT_LIMITS) -> Resources:
-        """Resources already in memory (tests, notebooks)."""
-        resources = cls("<memory>", limits=limits)
+    def loaded(
+        cls, matcher: Any = None, kg: Any = None, limits: CompletionLimits = DEFAULT_LIMITS, **options: Any
+    ) -> Resources:
+        """Resources already in memory (tests, notebooks); ``options``: ``top_k``, ``variant``, ``convention``."""
+        resources = cls("<memory>", limits=limits, **options)
         resources._matcher, resources._kg = matcher, kg
         return resources
 
@@ -178,6 +182,11 @@ class Benchmark(ABC):
         """How good a report is when a baseline's hyper-parameters are chosen on validation (higher is better)."""
         value = report["overall"].get(self.baseline_metric)
         return float(value) if value is not None else float("-inf")
+
+    def misled_lines(self, completion: str, labels: dict, resources: Resources) -> list[bool] | None:
+        """Per line of ``completion``: whether it names a wrong pick, for GRPO's reasoning-aware advantage
+        (``labels``: the row's RFT label columns). None: this benchmark cannot tell."""
+        return None
 
     def sft_example(self, row: Any, variant: dict) -> dict:
         """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""

@@ -107,10 +107,10 @@ def fit_als(interactions: Interactions, factors: int, regularization: float, see
     columns = [item_index[item] for _, item, _ in triplets]
     values = [rating for _, _, rating in triplets]
     matrix = csr_matrix((values, (rows, columns)), shape=(len(users), len(items)))
-    model = AlternatingLeastSquares(
-        factors=factors, regularization=regularization, iterations=15, random_state=seed, num_threads=1
-    )
     with threadpool_limits(1, "blas"):  # implicit warns (and slows) when BLAS runs threads of its own
+        model = AlternatingLeastSquares(
+            factors=factors, regularization=regularization, iterations=15, random_state=seed, num_threads=1
+        )
         model.fit(matrix, show_progress=False)
     return Model(model, user_index, items, lambda u: model.item_factors @ model.user_factors[u])
 

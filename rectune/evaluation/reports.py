@@ -102,7 +102,9 @@ def evaluate_checkpoint(
         predictions, failed = record_answers(
             rows, data_rows, answers, out / "predictions.jsonl", score_failures_as_empty
         )
-    resources = Resources(data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"))
+    resources = Resources(
+        data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
+    )
     report, table = score_benchmark(rows, predictions, resources)
     report["config"] = config
     if baseline is not None:

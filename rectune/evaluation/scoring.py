@@ -77,6 +77,7 @@ def score_files(
     convention: str = "default",
     top_k: int | None = None,
     score_failures_as_empty: bool = False,
+    variant: dict | None = None,
 ) -> dict:
     """Score an answer file (any shape :func:`~rectune.evaluation.answer_files.load_answers` reads) against ``data``.
 
@@ -93,7 +94,7 @@ def score_files(
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
     failed = resolve_ids(failures, rows, predictions_path, task)
     check_failures(failed, len(scored), "answers", as_empty=score_failures_as_empty, source=predictions_path)
-    resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k)
+    resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k, variant=variant)
     report, _ = score_benchmark(scored, predictions, resources)
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)

@@ -211,7 +211,7 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
         "RecTune options:",
     ]
     for kind in dataclass_types:
-        if kind.__module__ != __name__:
+        if not kind.__module__.startswith("rectune."):  # TRL's own: --help-all
             continue
         for item in dataclasses.fields(kind):
             lines.append(f"  --{item.name:26s} {item.metadata.get('help', '')}")

@@ -59,11 +59,11 @@ def resolve_rewards(benchmark: Benchmark, names: list[str], resources: Resources
     return funcs, names
 
 
-def rft_rewards(
-    names: list[str], data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
-) -> tuple[list[RewardFunc], list[str]]:
-    """The rewards for the benchmark of ``data_file``'s rows (of the rows a view derives from), its catalog
-    and KG found beside it, and the prompt's fixed K (rewards at K) from its ``stats.json``."""
+def rft_resources(
+    data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
+) -> tuple[Benchmark, Resources]:
+    """The benchmark of ``data_file``'s rows (of the rows a view derives from) and its resources: catalog and KG
+    found beside it, the prompt options (fixed K for rewards at K, the ReRec protocol) from its ``stats.json``."""
     from rectune.training.views import view_source
 
     source = view_source(Path(data_file))
@@ -73,6 +73,14 @@ def rft_rewards(
         benchmark = get_benchmark(first.get("benchmark"))
     except RecTuneError as err:
         raise DataError(data_file, f"field 'benchmark': {err}", line=1) from None
-    stats = Path(data_file).parent / "stats.json"  # the prompt data_prep built: its fixed K, for rewards at K
-    k = (read_json(stats).get("prompt") or {}).get("k") if stats.is_file() else None
-    return resolve_rewards(benchmark, names, Resources(data_file, catalog, kg, top_k=k))
+    stats = Path(data_file).parent / "stats.json"
+    variant = (read_json(stats).get("prompt") or {}) if stats.is_file() else {}
+    return benchmark, Resources(data_file, catalog, kg, top_k=variant.get("k"), variant=variant)
+
+
+def rft_rewards(
+    names: list[str], data_file: str | os.PathLike, catalog: str | None = None, kg: str | None = None
+) -> tuple[list[RewardFunc], list[str]]:
+    """The rewards ``names`` of the benchmark of ``data_file``, bound to its resources (:func:`rft_resources`)."""
+    benchmark, resources = rft_resources(data_file, catalog, kg)
+    return resolve_rewards(benchmark, names, resources)

@@ -10,6 +10,7 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.benchmarks import get_benchmark
 from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.shaping import ShapingArguments
 
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 
@@ -17,9 +18,10 @@ RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
 def test_recipe_parses(recipe):
     if recipe.stem.endswith("_grpo"):
-        training, model, mixture, run, rft, path = parse_recipe(
-            (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments), [str(recipe)]
+        training, model, mixture, run, rft, shaping, path = parse_recipe(
+            (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments), [str(recipe)]
         )
+        assert shaping.curriculum_reward is None or shaping.curriculum_reward in rft.reward_funcs
         data_file = mixture.datasets[0].data_files
         benchmark = get_benchmark(_recipe_benchmark(recipe.stem))
         assert all(name in benchmark.rewards or "." in name for name in rft.reward_funcs), data_file

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.recbench import baselines as baseline_models
 from rectune.benchmarks.recbench import metrics as scoring
-from rectune.benchmarks.recbench import official, prompts
+from rectune.benchmarks.recbench import official, prompts, rerec
 from rectune.benchmarks.recbench import rewards as reward_functions
 from rectune.benchmarks.recbench.rows import NAME, TASKS, RecBenchRow
 
@@ -42,12 +42,13 @@ class RecBenchPlus(Benchmark):
     conventions = ("default", official.NAME)
 
     def messages(self, row: RecBenchRow, variant: dict) -> list[dict]:
-        return prompts.build_messages(
-            row, variant.get("with_history", False), variant.get("k"), bool(variant.get("candidates"))
-        )
+        boxed = variant.get("protocol") == rerec.PROTOCOL
+        grounded = bool(variant.get("candidates"))
+        return prompts.build_messages(row, variant.get("with_history", False), variant.get("k"), grounded, boxed)
 
     def answer(self, row: RecBenchRow, variant: dict) -> str:
-        return prompts.answer_text(row, variant.get("k"), bool(variant.get("candidates")))
+        boxed = variant.get("protocol") == rerec.PROTOCOL
+        return prompts.answer_text(row, variant.get("k"), bool(variant.get("candidates")), boxed)
 
     def labels(self, rows: list[RecBenchRow]) -> list[dict]:
         labels = []
@@ -63,7 +64,16 @@ class RecBenchPlus(Benchmark):
             labels.append(label)
         return labels
 
+    def misled_lines(self, completion: str, labels: dict, resources: Resources) -> list[bool] | None:
+        if not labels.get("candidate_ids"):
+            return None  # closed book: no list to pick wrongly from
+        items = resources.matcher().items
+        shown = {item_id: items[item_id].title for item_id in labels["candidate_ids"] if item_id in items}
+        return rerec.wrong_pick_lines(completion, set(labels.get("ground_truth_ids") or []), shown)
+
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
+        if resources.variant.get("protocol") == rerec.PROTOCOL:  # one pick: the last boxed title, nothing else
+            predictions = {row_id: rerec.boxed_answer(text) for row_id, text in predictions.items()}
         if resources.convention == official.NAME:
             entries, table = official.score_all(rows, predictions, resources.matcher(), resources.kg(), resources.top_k)
             report = {"metrics": list(official.METRICS), **scoring.aggregate(entries, official.summarize)}

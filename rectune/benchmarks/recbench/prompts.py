@@ -12,6 +12,9 @@ query comes with candidate items to choose from, and the user message lists them
 (``- Heat (1995)``, with ``: director: michael mann; ...`` under ``--candidate-facts``) before the
 query.
 
+The ReRec protocol (``--rerec``, :mod:`rectune.benchmarks.recbench.rerec`) asks for one pick among the
+candidates, reasoning allowed, ending in ``\\boxed{title}``.
+
 Answers are titles separated by ``[SEP]``; SFT targets are written the same way (natural spelling,
 with the year), so a fine-tuned model answers in the form the paper's scorer reads. With a fixed K the
 target names K titles (see :func:`answer_text` for grounded prompts, where it reranks the candidates).
@@ -28,8 +31,16 @@ _PLURALS = {"movie": "movies", "book": "books"}
 _CONSUMED = {"movie": "watched", "book": "read"}
 
 
-def system_prompt(domain: str, with_history: bool = False, k: int | None = None, grounded: bool = False) -> str:
+def system_prompt(
+    domain: str, with_history: bool = False, k: int | None = None, grounded: bool = False, boxed: bool = False
+) -> str:
     item, items = domain, _PLURALS[domain]
+    if boxed:
+        return (
+            f"You are a {item} recommender system. You are given a list of candidate {items} and a query from the "
+            f"user. Think about which candidate best satisfies the user's query, then give exactly one {item} from "
+            f"the candidates as your final answer, written as \\boxed{{title}}."
+        )
     if grounded:
         wanted = f"{k} recommended {items}" if k is not None else f"the recommended {items}"
         given = f"a user's {_CONSUMED[domain]} {items}, " if with_history else ""
@@ -58,9 +69,11 @@ def candidate_lines(row: RecBenchRow) -> str:
     return f"Candidate {_PLURALS[row.domain]}:\n" + "\n".join(lines) + "\n"
 
 
-def user_message(row: RecBenchRow, with_history: bool = False, grounded: bool = False) -> str:
+def user_message(row: RecBenchRow, with_history: bool = False, grounded: bool = False, boxed: bool = False) -> str:
     items = _PLURALS[row.domain]
     request = f"Query: {row.query}\nRecommended {items} (separated by {SEP}):"
+    if boxed:
+        request = f"Query: {row.query}\nYour pick (one {row.domain}, as \\boxed{{title}}):"
     if grounded:
         request = candidate_lines(row) + request
     if with_history and row.history:
@@ -70,23 +83,27 @@ def user_message(row: RecBenchRow, with_history: bool = False, grounded: bool = 
 
 
 def build_messages(
-    row: RecBenchRow, with_history: bool = False, k: int | None = None, grounded: bool = False
+    row: RecBenchRow, with_history: bool = False, k: int | None = None, grounded: bool = False, boxed: bool = False
 ) -> list[dict]:
-    """System + user messages for ``row`` (history, candidates only when asked for and present)."""
-    use_history = with_history and bool(row.history)
+    """System + user messages for ``row`` (history, candidates only when asked for and present; ``boxed``: the
+    ReRec protocol's one boxed pick among the candidates)."""
+    use_history = with_history and bool(row.history) and not boxed
     use_candidates = grounded and bool(row.candidates)
+    boxed = boxed and use_candidates
     return [
-        {"role": "system", "content": system_prompt(row.domain, use_history, k, use_candidates)},
-        {"role": "user", "content": user_message(row, use_history, use_candidates)},
+        {"role": "system", "content": system_prompt(row.domain, use_history, k, use_candidates, boxed)},
+        {"role": "user", "content": user_message(row, use_history, use_candidates, boxed)},
     ]
 
 
-def answer_text(row: RecBenchRow, k: int | None = None, grounded: bool = False) -> str:
-    """SFT target: titles in natural spelling, separated by ``[SEP]``.
+def answer_text(row: RecBenchRow, k: int | None = None, grounded: bool = False, boxed: bool = False) -> str:
+    """SFT target: titles in natural spelling, separated by ``[SEP]`` (``boxed``: ``\\boxed{Title}`` of the true item).
 
     Without K, every ground-truth title; with K (closed book), the first K of them. Grounded with K: exactly
     K candidates (fewer only when fewer are shown), the true ones first, then the retriever's best other
     candidates, each part in the retriever's order, so the target is what a reranker at K should answer."""
+    if boxed:
+        return f"\\boxed{{{display_title(row.ground_truth[0])}}}"
     if not (grounded and row.candidates and k):
         return f" {SEP} ".join(display_title(title) for title in row.ground_truth[:k])
     truth = set(row.ground_truth_ids)

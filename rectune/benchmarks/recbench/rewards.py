@@ -18,9 +18,12 @@ only recommendations built on the wrong fact.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
-from rectune.benchmarks import Resources
+from rectune.benchmarks import Resources, load_rows
+from rectune.benchmarks.recbench import rerec
 from rectune.benchmarks.recbench.metrics import DEFAULT_K, QueryScore, ground_truth_set, score_query
 from rectune.benchmarks.recbench.rows import NAME, RecBenchRow
 from rectune.data.completions import completion_text
@@ -42,6 +45,8 @@ def judge(completions, ground_truth, ground_truth_ids, task, conditions, resourc
     """Score each completion against its row's labels with the evaluation's scorer."""
     matcher, kg = resources.matcher(), resources.kg()
     texts = [completion_text(c) for c in completions]
+    if resources.variant.get("protocol") == rerec.PROTOCOL:  # one pick: the last boxed title, nothing else
+        texts = [rerec.boxed_answer(text) for text in texts]
     judged = []
     for i, (text, extraction) in enumerate(zip(texts, matcher.extract_many(texts), strict=True)):
         row = RecBenchRow(
@@ -220,6 +225,39 @@ def length_at_k(completions, ground_truth, ground_truth_ids, task, conditions, *
     return [-min(1.0, abs(j.extraction.named - k) / k) for j in judged]
 
 
+def boxed_format(completions, **kwargs) -> list[float]:
+    """ReRec's format term: +0.5 for an answer ending in exactly one ``\\boxed{...}`` holding a title, else -0.5.
+    ``"Heat fits. \\boxed{Heat (1995)}"`` = 0.5; ``"\\boxed{Heat} or \\boxed{Jaws}"`` = -0.5; ``"Heat"`` = -0.5."""
+    values = []
+    for completion in completions:
+        text = completion_text(completion)
+        boxes = rerec.boxed_contents(text)
+        ends_boxed = len(boxes) == 1 and bool(boxes[0]) and text.rstrip().endswith("}")
+        values.append(0.5 if ends_boxed else -0.5)
+    return values
+
+
+_FACTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Resources -> its rows' ALS item factors
+
+
+def item_alignment(
+    completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
+) -> list[float]:
+    """ReRec's item alignment: the cosine similarity, in ALS item factors fitted on the training rows' users
+    (:func:`~rectune.benchmarks.recbench.rerec.item_factors`), between the item picked and the nearest true
+    item; 0 for no pick or an item the factors do not know. A true pick scores 1.0."""
+    if resources not in _FACTORS:  # fitted once per run, on the rows the rewards were built for (none in memory)
+        rows = load_rows(resources.data) if Path(resources.data).is_file() else []
+        _FACTORS[resources] = rerec.item_factors(rows, resources.matcher())
+    factors = _FACTORS[resources]
+    values = []
+    for j in judge(completions, ground_truth, ground_truth_ids, task, conditions, resources):
+        picked = [factors[i] for i in j.extraction.sequence[:1] if i in factors]
+        truth = [factors[i] for i in j.row.ground_truth_ids if i in factors]
+        values.append(max(float(picked[0] @ t) for t in truth) if picked and truth else 0.0)
+    return values
+
+
 def misinformed(
     completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs
 ) -> list[float | None]:
@@ -251,6 +289,8 @@ REWARDS = {
         ndcg_at_k,
         precision_at_k,
         length_at_k,
+        boxed_format,
+        item_alignment,
         misinformed,
     )
 }

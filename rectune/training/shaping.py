@@ -1,0 +1,100 @@
+"""ReRec's two changes to GRPO's credit (Huang et al., ACL 2026), each off unless a recipe sets it.
+
+* Reasoning-aware advantage (``reasoning_aware_scale``, ReRec: 0.7): the tokens of completion lines that
+  name a wrong pick (a candidate that is not a true item; the benchmark's ``misled_lines`` says which)
+  are credited with ``scale`` times the completion's reward. With TRL's advantage ``A = (r - mean) / std``
+  that is ``(scale * r - mean) / std = A - (1 - scale) * r / std`` on those tokens, the rest keep ``A``.
+* Online curriculum (``curriculum_reward``, ReRec: NDCG@1, i.e. ``ndcg_at_k`` at K = 1): a prompt's
+  difficulty is 1 minus the mean of that reward over its completions in the last epoch; the next epoch
+  leaves out prompts easier than ``curriculum_easy_cutoff`` (ReRec: 0.1) and feeds the rest easiest
+  first (prompts not yet seen after them, in their order). The first epoch is TRL's shuffled order.
+
+This module holds the options and the arithmetic; :mod:`rectune.training.shaped_trainer` wires them
+into TRL's GRPOTrainer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ShapingArguments:
+    """ReRec's reasoning-aware advantage and online curriculum (GRPO only; both off by default)."""
+
+    reasoning_aware_scale: float | None = field(
+        default=None,
+        metadata={
+            "help": "Credit tokens of lines naming a wrong pick with this share of the reward (ReRec: 0.7); "
+            "None: off. Needs a benchmark that can tell (RecBench+ grounded prompts)."
+        },
+    )
+    curriculum_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "Online curriculum on this reward (one of reward_funcs; ReRec: ndcg_at_k at K = 1): each "
+            "epoch after the first drops the prompts it found easy and orders the rest easiest first. None: off."
+        },
+    )
+    curriculum_easy_cutoff: float = field(
+        default=0.1, metadata={"help": "Curriculum: prompts of difficulty (1 - mean reward) below this are dropped."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.reasoning_aware_scale is not None and not 0.0 <= self.reasoning_aware_scale <= 1.0:
+            raise ValueError(f"reasoning_aware_scale: {self.reasoning_aware_scale} is not between 0 and 1")
+        if not 0.0 <= self.curriculum_easy_cutoff <= 1.0:
+            raise ValueError(f"curriculum_easy_cutoff: {self.curriculum_easy_cutoff} is not between 0 and 1")
+
+
+def token_lines(token_texts: list[str]) -> list[int]:
+    """The line each token belongs to: the line of its first character that is not a newline (a token that is
+    only newlines: the line it ends). ``["Heat", " is", "\\n", "\\nJaws"]`` -> ``[0, 0, 0, 2]``."""
+    lines, line = [], 0
+    for text in token_texts:
+        stripped = text.lstrip("\n")
+        if stripped:
+            line += len(text) - len(stripped)
+            lines.append(line)
+            line += stripped.count("\n")
+        else:
+            lines.append(line)
+            line += len(text)
+    return lines
+
+
+def reasoning_aware(advantage: float, reward: float, std: float, flagged: list[bool], scale: float) -> list[float]:
+    """Per token: ``advantage`` where not flagged, ``advantage - (1 - scale) * reward / std`` where flagged.
+    A 1.5, reward 1.0, std 0.5, scale 0.7: ``[False, True]`` -> ``[1.5, 0.9]``."""
+    lowered = advantage - (1.0 - scale) * reward / std
+    return [lowered if flag else advantage for flag in flagged]
+
+
+class Curriculum:
+    """Per prompt id, the rewards its completions got this epoch; :meth:`order` closes the epoch."""
+
+    def __init__(self, easy_cutoff: float = 0.1):
+        self.easy_cutoff = easy_cutoff
+        self.difficulty: dict[str, float] = {}
+        self._epoch: dict[str, list[float]] = {}
+
+    def record(self, ids: list[str], values: list[float | None]) -> None:
+        for prompt_id, value in zip(ids, values, strict=True):
+            if value is not None and value == value:  # a reward that does not apply (None, NaN) says nothing
+                self._epoch.setdefault(prompt_id, []).append(float(value))
+
+    def order(self, ids: list[str]) -> list[int] | None:
+        """Indexes into ``ids`` for the next epoch (None before anything was recorded): difficulty at least the
+        cutoff, easiest first (ties and unseen prompts in their order); all of them if every prompt is easy.
+        Difficulties 0.05, 0.6, unseen, 0.3 with cutoff 0.1 -> ``[3, 1, 2]``."""
+        for prompt_id, values in self._epoch.items():
+            self.difficulty[prompt_id] = 1.0 - sum(values) / len(values)
+        self._epoch = {}
+        if not self.difficulty:
+            return None
+        seen = [i for i, prompt_id in enumerate(ids) if prompt_id in self.difficulty]
+        kept = [i for i in seen if self.difficulty[ids[i]] >= self.easy_cutoff]
+        unseen = [i for i, prompt_id in enumerate(ids) if prompt_id not in self.difficulty]
+        if not kept and not unseen:
+            kept = seen
+        return sorted(kept, key=lambda i: (self.difficulty[ids[i]], i)) + unseen

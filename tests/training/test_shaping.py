@@ -1,0 +1,115 @@
+"""ReRec's reasoning-aware advantage and online curriculum: the arithmetic by hand, then a GRPO run with both."""
+
+import ast
+
+import pytest
+from conftest import RELEASE, one_step_grpo_recipe, run_script
+
+from rectune.training.shaping import Curriculum, ShapingArguments, reasoning_aware, token_lines
+
+
+def test_token_lines_by_hand():
+    assert token_lines(["Heat", " is", "\n", "\nJaws"]) == [0, 0, 0, 2]
+    assert token_lines(["a\nb", "c", "\n\n", "d"]) == [0, 1, 1, 3]  # a token spanning a newline: its first line
+    assert token_lines([]) == []
+
+
+def test_reasoning_aware_advantage_by_hand():
+    # A 1.5, reward 1.0, std 0.5, scale 0.7: 1.5 - 0.3 * 1.0 / 0.5 = 0.9 on the flagged token
+    assert reasoning_aware(1.5, 1.0, 0.5, [False, True], 0.7) == pytest.approx([1.5, 0.9])
+    # the same as recomputing the advantage with 0.7 x the reward: group mean 0.25 -> (0.7 - 0.25) / 0.5
+    assert reasoning_aware((1.0 - 0.25) / 0.5, 1.0, 0.5, [True], 0.7) == pytest.approx([(0.7 - 0.25) / 0.5])
+    assert reasoning_aware(-0.4, 0.0, 0.5, [True, True], 0.7) == [-0.4, -0.4]  # no reward, nothing to lower
+    assert reasoning_aware(2.0, 1.0, 1.0, [True], 1.0) == [2.0]  # scale 1: off
+
+
+def test_curriculum_order_by_hand():
+    curriculum = Curriculum(easy_cutoff=0.1)
+    ids = ["a", "b", "c", "d"]
+    assert curriculum.order(ids) is None  # nothing recorded: TRL's own order
+    # a: rewards 1.0 and 0.9 -> difficulty 0.05 (easy, dropped); b: 0.4 -> 0.6; d: 0.8, 0.6 -> 0.3; c unseen
+    curriculum.record(["a", "a", "b", "d", "d"], [1.0, 0.9, 0.4, 0.8, 0.6])
+    assert curriculum.order(ids) == [3, 1, 2]
+    assert curriculum.difficulty["d"] == pytest.approx(0.3)
+    # the next epoch: c found easy too, d harder than b now; None rewards say nothing
+    curriculum.record(["c", "d", "d"], [1.0, 0.0, None])
+    assert curriculum.order(ids) == [1, 3]
+    every_one_easy = Curriculum(0.1)
+    every_one_easy.record(["a", "b"], [1.0, 0.95])
+    assert every_one_easy.order(["a", "b"]) == [0, 1]  # never an empty epoch
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"reasoning_aware_scale": 1.5}, "reasoning_aware_scale: 1.5 is not between 0 and 1"),
+        ({"curriculum_easy_cutoff": -0.1}, "curriculum_easy_cutoff: -0.1 is not between 0 and 1"),
+    ],
+)
+def test_bad_shaping_values(values, message):
+    with pytest.raises(ValueError, match=message):
+        ShapingArguments(**values)
+
+
+def test_grpo_with_reasoning_aware_advantage_and_curriculum(tmp_path, tiny_model):
+    data = tmp_path / "rerec"
+    run_script(
+        "data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--test-size", "0.0",
+        "--valid-size", "0.0", "--rerec", "--rerec-negatives", "3",
+    )  # fmt: skip
+    prompts = sum(1 for _ in (data / "train.jsonl").open())  # 8: one prompt a step, so step 9 starts epoch 2
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, data / "train_rft.jsonl", tmp_path / "rft", max_steps=prompts + 2,
+        temperature=1.0, reward_funcs=["ndcg_at_k", "boxed_format", "item_alignment"],
+        reasoning_aware_scale=0.7, curriculum_reward="ndcg_at_k", save_strategy="no",
+    )  # fmt: skip
+    result = run_script("train/grpo.py", recipe)
+    assert f"curriculum: {prompts} of {prompts} prompts this epoch, easiest first" in result.stderr
+    resolved = (tmp_path / "rft" / "recipe.yaml").read_text()
+    assert "reasoning_aware_scale: 0.7" in resolved and "curriculum_reward: ndcg_at_k" in resolved
+    steps = [ast.literal_eval(line) for line in result.stdout.splitlines() if line.startswith("{'loss'")]
+    assert len(steps) == prompts + 2 and (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_curriculum_reward_must_be_a_reward_of_the_run(tmp_path, tiny_model, train_data):
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
+        reward_funcs=["recall"], curriculum_reward="ndcg_at_k",
+    )  # fmt: skip
+    result = run_script("train/grpo.py", recipe, check=False)
+    assert result.returncode != 0
+    assert "curriculum_reward: 'ndcg_at_k' is not one of the run's rewards (recall)" in result.stderr
+
+
+def test_token_advantages_lower_the_lines_naming_a_wrong_pick():
+    from types import SimpleNamespace
+
+    import torch
+
+    from rectune.benchmarks import Resources, get_benchmark
+    from rectune.data.catalog import KnowledgeGraph
+    from rectune.data.titles import CatalogItem, TitleMatcher
+    from rectune.training.shaped_trainer import ShapedGRPOTrainer
+
+    pieces = {1: "Jaws", 2: " no", 3: "\n", 4: "\\boxed{Heat}", 0: "<pad>"}
+    tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: "".join(pieces[i] for i in ids))
+    trainer = SimpleNamespace(
+        reward_weights=torch.tensor([1.0]), num_generations=2, scale_rewards="group",
+        accelerator=SimpleNamespace(process_index=0), processing_class=tokenizer,
+        benchmark=get_benchmark("recbench+"), shaping=ShapingArguments(reasoning_aware_scale=0.7),
+        resources=Resources.loaded(TitleMatcher([CatalogItem("1", "Heat (1995)"), CatalogItem("3", "Jaws (1975)")]),
+                                   KnowledgeGraph()),
+    )  # fmt: skip
+    rewards = torch.tensor([[1.0], [0.0]])  # one group of two completions
+    std = float(torch.tensor([1.0, 0.0]).std()) + 1e-4  # TRL's nanstd is the unbiased std: 0.7071
+    advantages = torch.tensor([0.5 / std, -0.5 / std])
+    output = {
+        "advantages": advantages,
+        "completion_ids": torch.tensor([[1, 2, 3, 4], [4, 0, 0, 0]]),
+        "completion_mask": torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]]),
+    }
+    inputs = [{"ground_truth_ids": ["1"], "candidate_ids": ["1", "3"]}] * 2
+    per_token = ShapedGRPOTrainer._token_advantages(trainer, output, inputs, rewards)
+    lowered = 0.5 / std - 0.3 * 1.0 / std  # "Jaws no\n" names Jaws, a wrong pick: 0.7 x the reward there
+    assert per_token[0].tolist() == pytest.approx([lowered, lowered, lowered, 0.5 / std])
+    assert per_token[1].tolist() == pytest.approx([-0.5 / std] * 4)  # no wrong pick named
