@@ -30,7 +30,7 @@ from rectune.benchmarks import Resources, load_rows
 from rectune.benchmarks.perrec import groups as grouping
 from rectune.benchmarks.perrec import prompts, rewards, scoring
 from rectune.benchmarks.perrec.profiles import profile_text
-from rectune.benchmarks.perrec.rows import PerRecRow
+from rectune.benchmarks.perrec.rows import PerRecGroup, PerRecRow
 from rectune.core.io import DataError
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import parse_rating, read_items, read_reviews
@@ -147,10 +147,14 @@ def test_bm25_history_and_rows():
     assert by_user["u1"]["relative_rating"] == 2.0
     rows = grouping.group_record(groups[0], items, "beauty").rows()
     assert [r.task for r in rows].count("pointwise") == 3
-    assert [r.task for r in rows].count("pairwise") == 3
-    (listwise,) = [r for r in rows if r.task == "listwise"]
+    assert sorted(r.id.rsplit("/", 1)[1] for r in rows if r.task == "pairwise") == ["AB", "AC", "BA", "BC", "CA", "CB"]
+    listwise, reversed_order = [r for r in rows if r.task == "listwise"]
     label = {u["user"]: u["label"] for u in listwise.users}
     assert listwise.answer == f"{label['u1']} > {label['u2']} > {label['u3']}"
+    assert [u["user"] for u in reversed_order.users] == [u["user"] for u in listwise.users][::-1]
+    assert [u["label"] for u in reversed_order.users] == ["A", "B", "C"] and reversed_order.id.endswith("/reversed")
+    label = {u["user"]: u["label"] for u in reversed_order.users}
+    assert reversed_order.answer == f"{label['u1']} > {label['u2']} > {label['u3']}"
     for pair in (r for r in rows if r.task == "pairwise"):
         best = max(pair.users, key=lambda u: u["relative_rating"])
         assert [u["label"] for u in pair.users] == ["A", "B"] and pair.answer == best["label"]
@@ -305,17 +309,62 @@ def test_group_scores_by_hand():
     report, table = score_benchmark(rows, predictions, Resources("unused"))
     assert report["by_task"]["pointwise"]["tau"] == pytest.approx(-1.0)
     assert report["by_task"]["pairwise"]["tau"] == pytest.approx(1 / 3)
-    assert report["by_task"]["listwise"] == {"n": 1, "tau": 0.0, "tau_parsed": None, "failure_rate": 1.0}
+    assert report["by_task"]["listwise"] == {
+        "n": 1, "tau": 0.0, "tau_parsed": None, "failure_rate": 1.0, "position_following": None,
+    }  # fmt: skip
     overall = report["overall"]
     assert overall["tau"] == pytest.approx((-1 + 1 / 3 + 0) / 3)
     assert overall["tau_parsed"] == pytest.approx((-1 + 1 / 3) / 2)
     assert overall["failure_rate"] == pytest.approx(1 / 3)
     assert report["by_task_difficulty"]["pairwise"]["medium"]["tau"] == pytest.approx(1 / 3)
-    assert "| listwise | all | 1 | 0.000 | - | 1.000 |" in report["table"]
+    assert "| listwise | all | 1 | 0.000 | - | 1.000 | - |" in report["table"]
     assert len(table) == 7
     predictions["g/listwise/"] = "B > C > A"  # the true order
     report, _ = score_benchmark(rows, predictions, Resources("unused"))
     assert report["by_task"]["listwise"]["tau"] == 1.0
+
+
+def test_position_fair_scoring_by_hand():
+    """Both orders of every pair and the listwise group reversed: a model answering "A" whatever it is shown ties
+    every pair and every listwise place, so τ is 0 and all its answers follow position."""
+    u1, u2, u3 = user("A", "u1", 3, 2), user("B", "u2", 4, 0), user("C", "u3", 4, -1)
+    group = PerRecGroup("g", "perrecbench", "beauty", "medium", {"id": "X", "title": "Rose Face Cream"}, [u1, u2, u3])
+    rows = group.rows()
+    assert [r.id for r in rows if r.task != "pointwise"] == [
+        "g/pairwise/AB", "g/pairwise/BA", "g/pairwise/AC", "g/pairwise/CA", "g/pairwise/BC", "g/pairwise/CB",
+        "g/listwise", "g/listwise/reversed",
+    ]  # fmt: skip
+    always_first = {r.id: "A" if r.task == "pairwise" else "A > B > C" for r in rows if r.task != "pointwise"}
+    always_first.update({r.id: "3" for r in rows if r.task == "pointwise"})
+    report, _ = score_benchmark(rows, always_first, Resources("unused"))
+    for task in ("pairwise", "listwise"):
+        assert report["by_task"][task]["tau"] == 0.0 and report["by_task"][task]["position_following"] == 1.0
+    assert report["by_task"]["pointwise"]["position_following"] is None
+    # a preference, kept whatever the order: u1 over everyone, u3 over u2 (wins 4, 0, 2 -> u1 > u3 > u2: tau 1/3);
+    # listwise u2 > u1 > u3 both times: stored order "B > A > C", reversed (u3 u2 u1 as A B C) "B > C > A"
+    prefer = {"u1": 2, "u3": 1, "u2": 0}
+    consistent = dict(always_first)
+    for r in rows:
+        if r.task == "pairwise":
+            consistent[r.id] = max(r.users, key=lambda u: prefer[u["user"]])["label"]
+    consistent["g/listwise"], consistent["g/listwise/reversed"] = "B > A > C", "B > C > A"
+    report, _ = score_benchmark(rows, consistent, Resources("unused"))
+    assert report["by_task"]["pairwise"]["tau"] == pytest.approx(1 / 3)
+    assert report["by_task"]["pairwise"]["position_following"] == 0.0
+    # places summed over both orders: u2 0 + 0, u1 1 + 1, u3 2 + 2 -> u2 > u1 > u3 against truth u1 > u2 > u3:
+    # pairs (u1,u2) discordant, (u1,u3) and (u2,u3) concordant -> tau 1/3
+    assert report["by_task"]["listwise"]["tau"] == pytest.approx(1 / 3)
+    assert report["by_task"]["listwise"]["position_following"] == 0.0  # "B" first both times, but B is u2 both times
+    consistent["g/listwise/reversed"] = "B > A > C"  # now "B" is first again, but it is u2 then... still u2
+    report, _ = score_benchmark(rows, consistent, Resources("unused"))
+    assert report["by_task"]["listwise"]["position_following"] == 0.0
+    consistent["g/listwise"], consistent["g/listwise/reversed"] = "A > B > C", "A > B > C"  # u1 first, then u3
+    report, _ = score_benchmark(rows, consistent, Resources("unused"))
+    assert report["by_task"]["listwise"]["position_following"] == 1.0
+    # one pair answered "A" both ways (u2 over u3, then u3 over u2), the other two by preference: 1 of 3 pairs
+    consistent["g/pairwise/BC"] = "A"
+    report, _ = score_benchmark(rows, consistent, Resources("unused"))
+    assert report["by_task"]["pairwise"]["position_following"] == pytest.approx(1 / 3)
 
 
 def test_rewards_follow_the_scoring():
@@ -353,8 +402,8 @@ def test_data_prep_writes_every_format(perrec_data):
         rft = read_view(perrec_data / f"train_rft_{task}.jsonl")
         assert len(sft) == len(rft)
         counts[task] = len(sft)
-    # group sizes 3 and 2: pointwise 3 + 2 rows, pairwise 3 + 1, listwise 1 + 1
-    assert counts == {"pointwise": 5, "pairwise": 4, "listwise": 2}
+    # group sizes 3 and 2: pointwise 3 + 2 rows, pairwise (3 + 1) pairs in both orders, listwise 2 orders each
+    assert counts == {"pointwise": 5, "pairwise": 8, "listwise": 4}
     assert not list(perrec_data.glob("*_mix.jsonl"))  # recipes list the three files; no duplicated copy
     rft = read_view(perrec_data / "train_rft_pointwise.jsonl")
     for example in rft:
@@ -404,7 +453,8 @@ def test_evaluate_scores_perrec_rows(tmp_path, perrec_data):
         "evaluate/score.py", "--data", out / "test.jsonl", "--predictions", predictions, "--out", tmp_path / "r.json"
     )
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["overall"] == {"n": 6, "tau": 1.0, "tau_parsed": 1.0, "failure_rate": 0.0}
+    # the true answers name the same user in both orders: none follows position
+    assert report["overall"] == {"n": 6, "tau": 1.0, "tau_parsed": 1.0, "failure_rate": 0.0, "position_following": 0.0}
     assert "| pairwise | all | 2 |" in result.stdout
 
 
@@ -546,6 +596,7 @@ def test_a_stored_group_is_validated_and_named_in_errors(tmp_path):
     path.write_text(json.dumps(group) + "\n")
     rows = load_rows(path)
     assert [(r.id, r.answer) for r in rows] == [
-        ("7#0/pointwise/0", "4"), ("7#0/pointwise/1", "2"), ("7#0/pairwise/AB", "A"), ("7#0/listwise", "A > B"),
+        ("7#0/pointwise/0", "4"), ("7#0/pointwise/1", "2"), ("7#0/pairwise/AB", "A"), ("7#0/pairwise/BA", "B"),
+        ("7#0/listwise", "A > B"), ("7#0/listwise/reversed", "B > A"),
     ]  # fmt: skip
     assert {r.group_size for r in rows} == {2} and rows[1].users[0]["label"] == "A"  # a lone user is A

@@ -39,7 +39,11 @@ def test_derived_views_equal_the_stored_ones(tmp_path, benchmark):
         before = read_jsonl(stored)
         if "_mix" in stored.name:  # the stored mix was shuffled; training shuffles anyway
             derived, before = sorted(map(json.dumps, derived)), sorted(map(json.dumps, before))
-        assert derived == before, stored.name
+        if benchmark == "perrec" and ("pairwise" in stored.name or "listwise" in stored.name):
+            # the stored order's examples, each now beside its other order (position-fair rows): twice as many
+            assert len(derived) == 2 * len(before) and all(example in derived for example in before), stored.name
+        else:
+            assert derived == before, stored.name
         compared += len(before)
     assert compared >= 12  # every stored example compared (RecBench+: 5 + 5 train, 1 + 1 validation)
 
@@ -92,7 +96,14 @@ def test_each_group_is_stored_once_and_expands_to_the_rows_stored_before(tmp_pat
     assert [len(g["users"]) for g in stored] == [4, 2] and all("task" not in g for g in stored)
     before = read_jsonl(ROWS_BEFORE / "train.jsonl")
     assert len(before) == 15
-    assert [row.to_dict() for row in load_rows(out / "train.jsonl")] == before
+    # the rows stored before, each pair and listwise group now beside its other order (position-fair)
+    expanded = [row.to_dict() for row in load_rows(out / "train.jsonl")]
+    other_order = [row for row in expanded if row not in before]
+    # swapped pairs: 6 of the 4-user group, 1 of the 2-user group; one reversed listwise row per group: 9
+    assert all(row in expanded for row in before) and len(other_order) == 9
+    assert all(row["id"].endswith(("/reversed", "/BA", "/CA", "/DA", "/CB", "/DB", "/DC")) for row in other_order)
     assert [row.to_dict() for row in load_rows(ROWS_BEFORE / "train.jsonl")] == before  # old files still load
-    for view in ("train_sft_pointwise", "train_rft_pairwise", "train_sft_listwise", "train_rft_mix"):
-        assert view_examples(out / f"{view}.jsonl") == view_examples(ROWS_BEFORE / f"{view}.jsonl"), view
+    assert view_examples(out / "train_sft_pointwise.jsonl") == view_examples(ROWS_BEFORE / "train_sft_pointwise.jsonl")
+    for view in ("train_rft_pairwise", "train_sft_listwise"):
+        derived, old = view_examples(out / f"{view}.jsonl"), view_examples(ROWS_BEFORE / f"{view}.jsonl")
+        assert len(derived) == 2 * len(old) and all(example in derived for example in old), view

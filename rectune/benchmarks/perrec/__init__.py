@@ -25,6 +25,8 @@ class PerRecBench(Benchmark):
         "tau": MetricSpec("τ", "signed"),
         "tau_parsed": MetricSpec("τ (parsed)", "signed"),
         "failure_rate": MetricSpec("fail", higher_is_better=False),
+        # pairs (and listwise groups) whose answers in both orders name the same letter: position, not preference
+        "position_following": MetricSpec("by pos.", higher_is_better=False),
     }
     baselines = baseline_models.BASELINES
     baseline_metric = "tau"
@@ -45,6 +47,7 @@ class PerRecBench(Benchmark):
             "tau": record["tau"],
             "tau_parsed": None if record["failed"] else record["tau"],
             "failure_rate": float(record["failed"]),
+            "position_following": record.get("position_following"),
         }
 
     def messages(self, row: PerRecRow, variant: dict) -> list[dict]:
@@ -55,7 +58,10 @@ class PerRecBench(Benchmark):
 
     def labels(self, rows: list[PerRecRow]) -> list[dict]:
         """Each row's users plus the whole group's relative ratings (from the group's listwise row)."""
-        groups = {r.group: r.users for r in rows if r.task == "listwise"}
+        groups: dict[str, list[dict]] = {}
+        for row in rows:
+            if row.task == "listwise":
+                groups.setdefault(row.group, row.users)  # the stored order (the reversed row comes second)
         labels = []
         for row in rows:
             group_users = groups[row.group]

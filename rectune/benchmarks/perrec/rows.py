@@ -3,8 +3,9 @@
 ``test.jsonl`` (and ``train.jsonl``, ``valid.jsonl``) hold one :class:`PerRecGroup` per line:
 ``id`` (the group), ``benchmark``, ``domain``, ``difficulty``, ``item``, ``users`` (labelled A, B, ...
 in prompt order) and the optional ``scale``, as below. Loading expands each group into its rows:
-one pointwise row per user, one pairwise row per pair, one listwise row, with their answers (the
-rating; the user of the pair with the higher relative rating; the users by relative rating).
+one pointwise row per user, two pairwise rows per pair (both orders), two listwise rows (the stored
+order and its reverse), with their answers (the rating; the user of the pair with the higher relative
+rating; the users by relative rating).
 Files written before groups were stored once hold the rows themselves, one per line; they load as
 they are.
 
@@ -118,7 +119,9 @@ class PerRecGroup:
         )
 
     def rows(self) -> list[PerRecRow]:
-        """The group's pointwise rows (one per user), pairwise rows (one per pair) and listwise row."""
+        """The group's pointwise rows (one per user), pairwise rows (one per pair in each order: ``AB`` and ``BA``)
+        and listwise rows (the stored order, and reversed: ``/reversed``), so every user is asked about in
+        every position and an answer that follows position cancels out (see ``scoring``)."""
 
         def row(task: str, suffix: str, users: list[dict], answer: str) -> PerRecRow:
             row_id = f"{self.id}/{task}" + (f"/{suffix}" if suffix else "")
@@ -127,11 +130,13 @@ class PerRecGroup:
 
         rows = [row("pointwise", str(i), _relabel([u]), rating_text(u["rating"])) for i, u in enumerate(self.users)]
         for a, b in combinations(self.users, 2):
-            pair = _relabel([a, b])
-            winner = max(pair, key=lambda u: u["relative_rating"])["label"]
-            rows.append(row("pairwise", f"{a['label']}{b['label']}", pair, winner))
-        ranking = sorted(self.users, key=lambda u: -u["relative_rating"])
-        rows.append(row("listwise", "", self.users, " > ".join(u["label"] for u in ranking)))
+            for first, second in ((a, b), (b, a)):
+                pair = _relabel([first, second])
+                winner = max(pair, key=lambda u: u["relative_rating"])["label"]
+                rows.append(row("pairwise", f"{first['label']}{second['label']}", pair, winner))
+        for suffix, users in (("", self.users), ("reversed", _relabel(self.users[::-1]))):
+            ranking = sorted(users, key=lambda u: -u["relative_rating"])
+            rows.append(row("listwise", suffix, users, " > ".join(u["label"] for u in ranking)))
         return rows
 
 

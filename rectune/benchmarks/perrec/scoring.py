@@ -3,6 +3,14 @@
 A group with an unparseable answer is a failure: it counts τ = 0 in ``tau`` and is left out of
 ``tau_parsed``; ``failure_rate`` reports the share. Reports break results down by format,
 difficulty and group size.
+
+Position-fair: every pair is asked in both orders and every listwise group in its stored order and
+reversed (``rows``), and the answers are added up: a pair's user wins 2, 1 or 0 of its two prompts, so an
+answer that follows position (``A`` both times) ties the pair, i.e. a pair counts only where the two
+orders agree; a listwise user's score is minus the sum of their places in both orders. ``position_following``
+is the share of answered pairs whose two answers name the same letter, and of listwise groups whose two
+answers put the same letter, and so different users, first (a model that ignores position and has a
+preference scores 0; one that always answers ``A`` scores 1; a coin toss about 0.5 on pairs).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ class GroupScore:
     group_size: int
     tau: float
     failed: bool
+    position_following: float | None = None
 
 
 def _predicted_scores(task: str, rows: list[PerRecRow], completions: list[str]) -> dict[str, float] | None:
@@ -54,8 +63,32 @@ def _predicted_scores(task: str, rows: list[PerRecRow], completions: list[str]) 
             if order is None:
                 return None
             position = {label: i for i, label in enumerate(order)}
-            scores.update({u["user"]: -position[u["label"]] for u in row.users})
+            for user in row.users:
+                scores[user["user"]] = scores.get(user["user"], 0.0) - position[user["label"]]
     return scores
+
+
+def position_following(task: str, rows: list[PerRecRow], completions: list[str]) -> float | None:
+    """Pairwise: the share of pairs with both orders answered whose answers name the same letter; listwise: 1.0
+    when both orders' answers put the same letter, and so different users, first (a group's middle user keeps
+    its letter when the order is reversed), else 0.0; None for pointwise or nothing to compare."""
+    if task == "pairwise":
+        answers: dict[frozenset, list[str | None]] = {}
+        for row, text in zip(rows, completions, strict=True):
+            answers.setdefault(frozenset(u["user"] for u in row.users), []).append(parse_choice(text))
+        both = [pair for pair in answers.values() if len(pair) == 2 and None not in pair]
+        return sum(pair[0] == pair[1] for pair in both) / len(both) if both else None
+    if task == "listwise":
+        pairs = zip(rows, completions, strict=True)
+        orders = [parse_ranking(text, [u["label"] for u in row.users]) for row, text in pairs]
+        if len(orders) != 2 or None in orders:
+            return None
+        first_users = {
+            next(u["user"] for u in row.users if u["label"] == order[0])
+            for row, order in zip(rows, orders, strict=True)
+        }
+        return float(orders[0][0] == orders[1][0] and len(first_users) == 2)
+    return None
 
 
 def score_groups(rows: list[PerRecRow], predictions: dict[str, str]) -> list[GroupScore]:
@@ -67,25 +100,29 @@ def score_groups(rows: list[PerRecRow], predictions: dict[str, str]) -> list[Gro
         truth = {u["user"]: u["relative_rating"] for row in members for u in row.users}
         if len(truth) < 2:
             continue  # a group cut by --limit to one user has no order to score
-        predicted = _predicted_scores(task, members, [predictions[r.id] for r in members])
+        completions = [predictions[r.id] for r in members]
+        predicted = _predicted_scores(task, members, completions)
         value = 0.0 if predicted is None else tau([truth[u] for u in truth], [predicted[u] for u in truth])
         first = members[0]
-        scores.append(GroupScore(group, task, first.difficulty, len(truth), value, predicted is None))
+        following = position_following(task, members, completions)
+        scores.append(GroupScore(group, task, first.difficulty, len(truth), value, predicted is None, following))
     return scores
 
 
 def summarize(scores: list[GroupScore]) -> dict:
     parsed = [s.tau for s in scores if not s.failed]
+    following = [s.position_following for s in scores if s.position_following is not None]
     n = len(scores)
     return {
         "n": n,
         "tau": sum(s.tau for s in scores) / n if n else None,
         "tau_parsed": sum(parsed) / len(parsed) if parsed else None,
         "failure_rate": (n - len(parsed)) / n if n else None,
+        "position_following": sum(following) / len(following) if following else None,
     }
 
 
-METRICS = ("tau", "tau_parsed", "failure_rate")
+METRICS = ("tau", "tau_parsed", "failure_rate", "position_following")
 
 
 def aggregate(scores: list[GroupScore]) -> dict:
@@ -108,7 +145,8 @@ def aggregate(scores: list[GroupScore]) -> dict:
 
 
 def format_table(report: dict) -> str:
-    lines = ["| format | difficulty | groups | τ | τ (parsed) | failures |", "|---|---|---|---|---|---|"]
+    header = "| format | difficulty | groups | τ | τ (parsed) | failures | by position |"
+    lines = [header, "|---|---|---|---|---|---|---|"]
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"
