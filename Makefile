@@ -128,8 +128,8 @@ learn-check: install
 
 # RecBench+ release (SRC = the checkout holding data/) -> the paper's fine-tuning data (explicit queries).
 data-recbench: install
-	$(PY) data_prep/recbench.py --src $(SRC) --domain movie --tasks explicit --out data/recbench_movie_explicit
-	$(PY) data_prep/recbench.py --src $(SRC) --domain book --tasks explicit --out data/recbench_book_explicit
+	$(PY) data_prep/recbench.py --src $(SRC) --domain movies --tasks explicit --out data/recbench_movie_explicit
+	$(PY) data_prep/recbench.py --src $(SRC) --domain books --tasks explicit --out data/recbench_book_explicit
 
 # The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files
 # (the prompt asks for 5 titles: reports score @5 beside the whole answer).
@@ -137,7 +137,7 @@ data-demo: install
 	$(PY) data_prep/demo_world.py --out data/demo_world
 	$(PY) data_prep/build_benchmark.py --kg data/demo_world/items.jsonl --ratings data/demo_world/ratings.dat \
 		--users data/demo_world/users.dat --out data/demo_release
-	$(PY) data_prep/recbench.py --src data/demo_release --domain movie --kg data/demo_release/kg.jsonl \
+	$(PY) data_prep/recbench.py --src data/demo_release --domain movies --kg data/demo_release/kg.jsonl \
 		--test-size 0.15 --k 5 --out data/demo_movie
 
 # PerRecBench from a ratings source (Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat).
@@ -274,7 +274,7 @@ data-experiment: install
 	$(PY) data_prep/demo_world.py --users 800 --out data/experiment_world
 	$(PY) data_prep/build_benchmark.py --kg data/experiment_world/items.jsonl --ratings data/experiment_world/ratings.dat \
 		--users data/experiment_world/users.dat --queries-per-user 3 --out data/experiment_release
-	$(PY) data_prep/recbench.py --src data/experiment_release --domain movie --kg data/experiment_release/kg.jsonl \
+	$(PY) data_prep/recbench.py --src data/experiment_release --domain movies --kg data/experiment_release/kg.jsonl \
 		--test-size 0.25 $(EXP_PROMPTS) --out data/experiment_movie
 
 experiment: export WANDB_MODE ?= offline
@@ -305,7 +305,7 @@ RR_EVAL := $(PY) evaluate/run.py --data $(RR_DATA)/test.jsonl --max-new-tokens 9
 
 data-rerec: install
 	test -f data/experiment_release/kg.jsonl || $(MAKE) -s data-experiment
-	$(PY) data_prep/recbench.py --src data/experiment_release --domain movie --kg data/experiment_release/kg.jsonl \
+	$(PY) data_prep/recbench.py --src data/experiment_release --domain movies --kg data/experiment_release/kg.jsonl \
 		--test-size 0.25 --rerec --out data/rerec_movie
 
 experiment-rerec: export WANDB_MODE ?= offline

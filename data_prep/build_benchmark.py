@@ -2,7 +2,7 @@
 
     python data_prep/build_benchmark.py --kg items.jsonl --ratings ratings.dat --users users.dat --out ROOT
     python data_prep/build_benchmark.py --movielens ml-latest-small --out ROOT
-    python data_prep/recbench.py --src ROOT --domain movie --kg ROOT/kg.jsonl --out DIR
+    python data_prep/recbench.py --src ROOT --domain movies --kg ROOT/kg.jsonl --out DIR
 
 --movielens takes any MovieLens release folder as distributed (ml-100k, ML-1M/10M, ml-latest,
 20M/25M/32M) and builds the KG from its own metadata: Genre, Year and, where the release has

@@ -1,6 +1,6 @@
 """Turn a RecBench+ checkout into RecTune's training and evaluation files.
 
-    python data_prep/recbench.py --src ROOT --domain movie --out data/recbench_movie
+    python data_prep/recbench.py --src ROOT --domain movies --out data/recbench_movie
 
 Writes catalog.jsonl, kg.jsonl, the canonical rows train.jsonl, valid.jsonl and test.jsonl, stats.json
 (with the prompt options) and a dataset card (README.md) into --out, built whole beside it and swapped
@@ -38,7 +38,12 @@ def parse_args() -> argparse.Namespace:
         required=True,
         help="RecBench+ release: the folder holding dataset/<domain>/ (or data/<domain>/ in older checkouts)",
     )
-    parser.add_argument("--domain", required=True, choices=["movie", "book"])
+    parser.add_argument(
+        "--domain",
+        required=True,
+        choices=["movies", "books", "movie", "book"],
+        help="movies or books, as the other benchmarks' --domain (the singular, the release's folder name, works too)",
+    )
     add_output_arguments(parser)
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of queries held out (1.0 = all)")
     parser.add_argument(
@@ -81,6 +86,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    args.domain = args.domain.removesuffix("s")  # the release's folder and the rows' domain: movie, book
     if args.candidates is not None and args.candidates < 1:
         raise RecTuneError(f"--candidates {args.candidates}: give a number of candidates of at least 1")
     if args.candidate_facts and args.candidates is None:

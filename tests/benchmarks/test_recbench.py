@@ -120,14 +120,15 @@ def test_prompts_with_history_and_targets(tmp_path):
 
 
 def test_book_domain_builds_catalog_from_titles(tmp_path):
+    # "books", as perrecbench.py and llmrec.py spell a domain; the release's folder (and the rows) say "book"
     result = run_script(
-        "data_prep/recbench.py", "--src", RELEASE, "--domain", "book", "--out", tmp_path, "--test-size", "1.0"
+        "data_prep/recbench.py", "--src", RELEASE, "--domain", "books", "--out", tmp_path, "--test-size", "1.0"
     )
     assert "UserBasedQuery.json" in result.stderr  # missing file named in a warning
     titles = {item.title for item in load_catalog(tmp_path / "catalog.jsonl")}
     assert {"Dune", "Children of Dune", "The Hobbit", "Pride and Prejudice", "The Fellowship of the Ring"} <= titles
     rows = {r.id: r for r in load_rows(tmp_path / "test.jsonl")}
-    assert len(rows) == 5
+    assert len(rows) == 5 and {r.domain for r in rows.values()} == {"book"}
     dune = rows["book/explicit/0"]
     assert len(dune.ground_truth_ids) == 2
     assert dune.history == ["The Fellowship of the Ring", "The Hobbit"]  # ratings by title, minus ground truth
