@@ -51,6 +51,7 @@ from rectune.core.provenance import git_commit
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
+from rectune.evaluation.model_card import record_results
 from rectune.evaluation.reports import evaluate_checkpoint, prompt_variant, write_batch_file
 from rectune.evaluation.tracking import log_to_wandb
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
@@ -243,6 +244,8 @@ def main() -> None:
     )
     print(report["table"])
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")
+    if checkpoint.kind in ("adapter", "run"):  # a RecTune training folder's card lists its scores
+        print(record_results(checkpoint.adapter, report, str(args.data), str(args.out)))
     if not args.no_wandb:
         log_to_wandb(args.out, report, table_rows, args.wandb_project)
 
