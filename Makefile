@@ -131,14 +131,15 @@ data-recbench: install
 	$(PY) data_prep/recbench.py --src $(SRC) --domain movies --tasks explicit --out data/recbench_movie_explicit
 	$(PY) data_prep/recbench.py --src $(SRC) --domain books --tasks explicit --out data/recbench_book_explicit
 
-# The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files
-# (the prompt asks for 5 titles: reports score @5 beside the whole answer).
+# The embedded demo world (demo/films.txt + a simulated log) -> a RecBench+-style release -> RecTune files:
+# grounded prompts, each query with the 10 films a BM25 retriever finds for its text, best first, the prompt
+# asking for 5 of them (reports score @5 beside the whole answer; SFT targets name 5, the true ones first).
 data-demo: install
 	$(PY) data_prep/demo_world.py --out data/demo_world
 	$(PY) data_prep/build_benchmark.py --kg data/demo_world/items.jsonl --ratings data/demo_world/ratings.dat \
 		--users data/demo_world/users.dat --out data/demo_release
 	$(PY) data_prep/recbench.py --src data/demo_release --domain movies --kg data/demo_release/kg.jsonl \
-		--test-size 0.15 --k 5 --out data/demo_movie
+		--test-size 0.15 --candidates 10 --candidate-order retriever --k 5 --out data/demo_movie
 
 # PerRecBench from a ratings source (Amazon 2023 JSONL, Amazon 2014/2018 JSON or MovieLens ratings.dat).
 data-perrec: install
@@ -254,7 +255,8 @@ demo: install
 	$(MAKE) -s baselines DATA=data/demo_movie/test.jsonl REPORTS=reports/demo BASELINES="$(DEMO_BASELINES)" && \
 	$(PY) evaluate/compare.py reports/demo/base reports/demo/sft reports/demo/rft reports/demo/sft_rft \
 		$(foreach b,$(DEMO_BASELINES),reports/demo/baseline-$(b)) --baseline base --out reports/demo/comparison && \
-	$(PY) evaluate/compare.py reports/demo/sft reports/demo/sft_rft --baseline sft --out reports/demo/sft_rft_vs_sft
+	$(PY) evaluate/compare.py reports/demo/sft reports/demo/sft_rft --baseline sft --out reports/demo/sft_rft_vs_sft && \
+	$(PY) demo/provenance.py
 
 
 # The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (374 test queries; about an hour on 2 cores), SFT with the
