@@ -188,6 +188,12 @@ class Benchmark(ABC):
         (``labels``: the row's RFT label columns). None: this benchmark cannot tell."""
         return None
 
+    def item_gains(self, completion: str, labels: dict, resources: Resources) -> list[tuple[int, float]] | None:
+        """Per item of a ranked answer, in order: the character offset where it ends and its gain (the share of
+        the answer's NDCG@K it earns), for GRPO's rank-level advantage. None: this benchmark has no ranked
+        answers."""
+        return None
+
     def sft_example(self, row: Any, variant: dict) -> dict:
         """A conversational example as TRL's SFTTrainer reads it (loss on the assistant turn)."""
         return {"messages": [*self.messages(row, variant), {"role": "assistant", "content": self.answer(row, variant)}]}

@@ -21,7 +21,7 @@ class TitleMatcher(Protocol):
 
 
 SEP = "[SEP]"
-_SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
+SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
 _MARKDOWN_CHARS = frozenset("*_`~")
@@ -101,7 +101,7 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     read line by line as described above. ``text`` is an answer: reasoning blocks are removed before
     (:func:`~rectune.data.completions.answer_text`).
     """
-    if "[" in text and _SEPARATOR.search(text):
+    if "[" in text and SEPARATOR.search(text):
         return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
     lines = []  # (is a list item, the line without its marker)
     for line in text.splitlines():
@@ -117,7 +117,7 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
 
 def _sep_pieces(text: str) -> list[str]:
     """The ``[SEP]`` pieces less the intro before the first title and the prose after the last."""
-    pieces = [piece.strip() for piece in _SEPARATOR.split(text)]
+    pieces = [piece.strip() for piece in SEPARATOR.split(text)]
     while pieces and not pieces[-1]:
         pieces.pop()  # a trailing separator
     if len(pieces) > 1 or (pieces and "\n" in pieces[0]):

@@ -17,7 +17,15 @@ from trl.trainer.utils import RepeatSampler, nanstd
 from rectune.benchmarks import Benchmark, Resources
 from rectune.core.io import RecTuneError
 from rectune.training.rollouts import RecTuneGRPOTrainer
-from rectune.training.shaping import Curriculum, ShapingArguments, reasoning_aware, token_lines
+from rectune.training.shaping import (
+    OVERLENGTH,
+    Curriculum,
+    ShapingArguments,
+    rank_advantages,
+    reasoning_aware,
+    token_items,
+    token_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +110,46 @@ class ShapedGRPOTrainer(RecTuneGRPOTrainer):
             column = self.reward_func_names.index(self.shaping.curriculum_reward)
             ids = [str(prompt_id) for prompt_id in gather_object([x["id"] for x in inputs])]
             self.curriculum.record(ids, rewards[:, column].tolist())
-        if self.shaping.reasoning_aware_scale is not None:
+        if self.shaping.reasoning_aware_scale is not None or self.shaping.rank_advantage:
             output["advantages"] = self._token_advantages(output, inputs, rewards)
         return output
 
     def _token_advantages(self, output: dict, inputs: list[dict], rewards: torch.Tensor) -> torch.Tensor:
-        """``(B, T)`` advantages: the completion's advantage, lowered on the tokens of lines naming a wrong pick."""
+        """``(B, T)`` advantages: the completion's own, lowered on the tokens of lines naming a wrong pick
+        (reasoning-aware) and plus its rank's on the tokens of each ranked item (rank-level)."""
+        local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
+        advantages = output["advantages"]
+        per_token = advantages.unsqueeze(1).repeat(1, output["completion_ids"].shape[1])
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        pieces = [
+            [tokenizer.decode([token], skip_special_tokens=True) for token in ids[mask.bool()].tolist()]
+            for ids, mask in zip(output["completion_ids"], output["completion_mask"], strict=True)
+        ]
+        values = [[float(advantages[i])] * len(texts) for i, texts in enumerate(pieces)]
+        if self.shaping.reasoning_aware_scale is not None:
+            summed, std = self._summed_rewards(rewards)
+            for i, texts in enumerate(pieces):
+                flags = self._benchmark_answer("misled_lines", "".join(texts), inputs[i])
+                flagged = [line < len(flags) and flags[line] for line in token_lines(texts)]
+                scale = self.shaping.reasoning_aware_scale
+                values[i] = reasoning_aware(values[i][0], summed[local][i], std[local][i], flagged, scale)
+        if self.shaping.rank_advantage:
+            gains = [self._benchmark_answer("item_gains", "".join(texts), inputs[i]) for i, texts in enumerate(pieces)]
+            k = (self.resources.top_k if self.resources is not None else None) or 5
+            by_rank = rank_advantages([[gain for _, gain in g] for g in gains], self.num_generations, k)
+            for i, texts in enumerate(pieces):
+                for position, item in enumerate(token_items(texts, [end for end, _ in gains[i]])):
+                    if item < min(k, len(gains[i])):
+                        values[i][position] += by_rank[i][item]
+                    elif item < len(gains[i]):
+                        values[i][position] += OVERLENGTH
+        for i, mask in enumerate(output["completion_mask"]):
+            positions = mask.bool().nonzero().flatten()
+            per_token[i, positions] = torch.tensor(values[i], dtype=per_token.dtype, device=per_token.device)
+        return per_token
+
+    def _summed_rewards(self, rewards: torch.Tensor) -> tuple[list[float], list[float]]:
+        """Every process's weighted reward sums and the standard deviation TRL divided their advantages by."""
         summed = (rewards * self.reward_weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)
         n = self.num_generations
         if self.scale_rewards == "group":
@@ -116,22 +158,11 @@ class ShapedGRPOTrainer(RecTuneGRPOTrainer):
             std = (nanstd(summed) + 1e-4).expand_as(summed)
         else:
             std = torch.ones_like(summed)
-        local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
-        summed, std = summed[local].tolist(), std[local].tolist()
-        advantages = output["advantages"]
-        per_token = advantages.unsqueeze(1).repeat(1, output["completion_ids"].shape[1])
-        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        for i, (ids, mask) in enumerate(zip(output["completion_ids"], output["completion_mask"], strict=True)):
-            kept = ids[mask.bool()].tolist()
-            pieces = [tokenizer.decode([token], skip_special_tokens=True) for token in kept]
-            flags = self.benchmark.misled_lines("".join(pieces), inputs[i], self.resources) if self.benchmark else None
-            if flags is None:
-                raise RecTuneError("reasoning_aware_scale: this data's benchmark cannot tell which lines name a "
-                                   "wrong pick")  # fmt: skip
-            lines = token_lines(pieces)
-            flagged = [line < len(flags) and flags[line] for line in lines]
-            scale = self.shaping.reasoning_aware_scale
-            values = reasoning_aware(float(advantages[i]), summed[i], std[i], flagged, scale)
-            positions = mask.bool().nonzero().flatten()
-            per_token[i, positions] = torch.tensor(values, dtype=per_token.dtype, device=per_token.device)
-        return per_token
+        return summed.tolist(), std.tolist()
+
+    def _benchmark_answer(self, method: str, completion: str, labels: dict):
+        found = getattr(self.benchmark, method)(completion, labels, self.resources) if self.benchmark else None
+        if found is None:
+            option = "reasoning_aware_scale" if method == "misled_lines" else "rank_advantage"
+            raise RecTuneError(f"{option}: this data's benchmark cannot tell (Benchmark.{method})")
+        return found

@@ -1,4 +1,5 @@
-"""ReRec's two changes to GRPO's credit (Huang et al., ACL 2026), each off unless a recipe sets it.
+"""Changes to GRPO's credit from ReRec (Huang et al., ACL 2026) and Rank-GRPO (Zhu et al., ICLR 2026), each off
+unless a recipe sets it.
 
 * Reasoning-aware advantage (``reasoning_aware_scale``, ReRec: 0.7): the tokens of completion lines that
   name a wrong pick (a candidate that is not a true item; the benchmark's ``misled_lines`` says which)
@@ -8,6 +9,11 @@
   difficulty is 1 minus the mean of that reward over its completions in the last epoch; the next epoch
   leaves out prompts easier than ``curriculum_easy_cutoff`` (ReRec: 0.1) and feeds the rest easiest
   first (prompts not yet seen after them, in their order). The first epoch is TRL's shuffled order.
+* Rank-level advantage (``rank_advantage``, Rank-GRPO): an answer's k-th item (of the first K) is credited
+  with its reward-to-go, the NDCG@K terms it and the items after it earn (items before it do not: they
+  were written first), standardised across the group's completions at rank k; that advantage is added to
+  the completion's own on the item's tokens, and the tokens of items past K get -0.1 more, so a list
+  longer than K costs. The benchmark says where each item ends and what it earns (``item_gains``).
 
 This module holds the options and the arithmetic; :mod:`rectune.training.shaped_trainer` wires them
 into TRL's GRPOTrainer.
@@ -38,6 +44,14 @@ class ShapingArguments:
     )
     curriculum_easy_cutoff: float = field(
         default=0.1, metadata={"help": "Curriculum: prompts of difficulty (1 - mean reward) below this are dropped."}
+    )
+    rank_advantage: bool = field(
+        default=False,
+        metadata={
+            "help": "Rank-GRPO: each ranked item's tokens also get the advantage of its rank (its NDCG@K reward-to-go, "
+            "standardised across the group at that rank); tokens of items past K get -0.1. Needs a benchmark with "
+            "ranked answers (RecBench+)."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -98,3 +112,39 @@ class Curriculum:
         if not kept and not unseen:
             kept = seen
         return sorted(kept, key=lambda i: (self.difficulty[ids[i]], i)) + unseen
+
+
+OVERLENGTH = -0.1  # Rank-GRPO's advantage for each token of an item past K
+
+
+def rank_advantages(gains: list[list[float]], group: int, k: int) -> list[list[float]]:
+    """Per completion, per rank below ``k``: the reward-to-go (the sum of its gain and the later ones), minus the
+    mean over the completion's group (``group`` consecutive completions) at that rank, over their standard
+    deviation (unbiased, as TRL's, + 1e-4; 0 where the group agrees). Group of two, K 2, gains [0.6, 0.4] and
+    [0, 0]: reward-to-go [1.0, 0.4] and [0, 0] -> ``[[0.707, 0.707], [-0.707, -0.707]]``."""
+    to_go = []
+    for values in gains:
+        padded = [*values[:k], *[0.0] * (k - len(values[:k]))]
+        to_go.append([sum(padded[rank:]) for rank in range(k)])
+    advantages = [[0.0] * k for _ in gains]
+    for start in range(0, len(gains), group):
+        members = range(start, min(start + group, len(gains)))
+        for rank in range(k):
+            values = [to_go[i][rank] for i in members]
+            mean = sum(values) / len(values)
+            std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+            for i in members:
+                advantages[i][rank] = (to_go[i][rank] - mean) / (std + 1e-4) if std > 0 else 0.0
+    return advantages
+
+
+def token_items(token_texts: list[str], item_ends: list[int]) -> list[int]:
+    """The item each token writes: the first whose end offset lies past the token's first character that is
+    not white space; ``len(item_ends)`` for tokens after the last item. Tokens ``["Heat", " [SEP]", " Jaws",
+    "\n"]``, items ending at 4 and 15 -> ``[0, 1, 1, 2]`` (a separator belongs to the item it opens)."""
+    items, offset = [], 0
+    for text in token_texts:
+        first = offset + len(text) - len(text.lstrip())
+        items.append(next((i for i, end in enumerate(item_ends) if first < end), len(item_ends)))
+        offset += len(text)
+    return items

@@ -1,11 +1,19 @@
 """ReRec's reasoning-aware advantage and online curriculum: the arithmetic by hand, then a GRPO run with both."""
 
 import ast
+import math
 
 import pytest
 from conftest import RELEASE, one_step_grpo_recipe, run_script
 
-from rectune.training.shaping import Curriculum, ShapingArguments, reasoning_aware, token_lines
+from rectune.training.shaping import (
+    Curriculum,
+    ShapingArguments,
+    rank_advantages,
+    reasoning_aware,
+    token_items,
+    token_lines,
+)
 
 
 def test_token_lines_by_hand():
@@ -51,7 +59,7 @@ def test_bad_shaping_values(values, message):
         ShapingArguments(**values)
 
 
-def test_grpo_with_reasoning_aware_advantage_and_curriculum(tmp_path, tiny_model):
+def test_grpo_with_reasoning_aware_rank_advantages_and_curriculum(tmp_path, tiny_model):
     data = tmp_path / "rerec"
     run_script(
         "data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--test-size", "0.0",
@@ -61,7 +69,7 @@ def test_grpo_with_reasoning_aware_advantage_and_curriculum(tmp_path, tiny_model
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, data / "train_rft.jsonl", tmp_path / "rft", max_steps=prompts + 2,
         temperature=1.0, reward_funcs=["ndcg_at_k", "boxed_format", "item_alignment"],
-        reasoning_aware_scale=0.7, curriculum_reward="ndcg_at_k", save_strategy="no",
+        reasoning_aware_scale=0.7, curriculum_reward="ndcg_at_k", rank_advantage=True, save_strategy="no",
     )  # fmt: skip
     result = run_script("train/grpo.py", recipe)
     assert f"curriculum: {prompts} of {prompts} prompts this epoch, easiest first" in result.stderr
@@ -81,8 +89,9 @@ def test_curriculum_reward_must_be_a_reward_of_the_run(tmp_path, tiny_model, tra
     assert "curriculum_reward: 'ndcg_at_k' is not one of the run's rewards (recall)" in result.stderr
 
 
-def test_token_advantages_lower_the_lines_naming_a_wrong_pick():
-    from types import SimpleNamespace
+def fake_trainer(pieces: dict, **shaping):
+    """The attributes of a ShapedGRPOTrainer that its token advantages read, with a tokenizer decoding ids by hand."""
+    from types import MethodType, SimpleNamespace
 
     import torch
 
@@ -91,25 +100,80 @@ def test_token_advantages_lower_the_lines_naming_a_wrong_pick():
     from rectune.data.titles import CatalogItem, TitleMatcher
     from rectune.training.shaped_trainer import ShapedGRPOTrainer
 
-    pieces = {1: "Jaws", 2: " no", 3: "\n", 4: "\\boxed{Heat}", 0: "<pad>"}
-    tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: "".join(pieces[i] for i in ids))
+    matcher = TitleMatcher([CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"),
+                            CatalogItem("3", "Jaws (1975)")])  # fmt: skip
     trainer = SimpleNamespace(
         reward_weights=torch.tensor([1.0]), num_generations=2, scale_rewards="group",
-        accelerator=SimpleNamespace(process_index=0), processing_class=tokenizer,
-        benchmark=get_benchmark("recbench+"), shaping=ShapingArguments(reasoning_aware_scale=0.7),
-        resources=Resources.loaded(TitleMatcher([CatalogItem("1", "Heat (1995)"), CatalogItem("3", "Jaws (1975)")]),
-                                   KnowledgeGraph()),
+        accelerator=SimpleNamespace(process_index=0),
+        processing_class=SimpleNamespace(decode=lambda ids, skip_special_tokens: "".join(pieces[i] for i in ids)),
+        benchmark=get_benchmark("recbench+"), shaping=ShapingArguments(**shaping),
+        resources=Resources.loaded(matcher, KnowledgeGraph(), top_k=2),
     )  # fmt: skip
+    for name in ("_summed_rewards", "_benchmark_answer"):
+        setattr(trainer, name, MethodType(getattr(ShapedGRPOTrainer, name), trainer))
+    return trainer, ShapedGRPOTrainer._token_advantages
+
+
+def test_token_advantages_lower_the_lines_naming_a_wrong_pick():
+    import torch
+
+    trainer, token_advantages = fake_trainer(
+        {1: "Jaws", 2: " no", 3: "\n", 4: "\\boxed{Heat}", 0: "<pad>"}, reasoning_aware_scale=0.7
+    )
     rewards = torch.tensor([[1.0], [0.0]])  # one group of two completions
     std = float(torch.tensor([1.0, 0.0]).std()) + 1e-4  # TRL's nanstd is the unbiased std: 0.7071
-    advantages = torch.tensor([0.5 / std, -0.5 / std])
     output = {
-        "advantages": advantages,
+        "advantages": torch.tensor([0.5 / std, -0.5 / std]),
         "completion_ids": torch.tensor([[1, 2, 3, 4], [4, 0, 0, 0]]),
         "completion_mask": torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]]),
     }
     inputs = [{"ground_truth_ids": ["1"], "candidate_ids": ["1", "3"]}] * 2
-    per_token = ShapedGRPOTrainer._token_advantages(trainer, output, inputs, rewards)
+    per_token = token_advantages(trainer, output, inputs, rewards)
     lowered = 0.5 / std - 0.3 * 1.0 / std  # "Jaws no\n" names Jaws, a wrong pick: 0.7 x the reward there
     assert per_token[0].tolist() == pytest.approx([lowered, lowered, lowered, 0.5 / std])
     assert per_token[1].tolist() == pytest.approx([-0.5 / std] * 4)  # no wrong pick named
+
+
+def test_rank_advantages_by_hand():
+    # group of two, K 2: reward-to-go [1.0, 0.4] and [0, 0]; per rank: mean 0.5 and 0.2, std 0.7071 and 0.2828
+    values = rank_advantages([[0.6, 0.4], [0.0, 0.0]], group=2, k=2)
+    assert values == [pytest.approx([0.5 / 0.7072, 0.2 / 0.2829], abs=1e-3), pytest.approx([-0.707, -0.707], abs=1e-3)]
+    assert rank_advantages([[0.5], [0.5]], group=2, k=2) == [[0.0, 0.0], [0.0, 0.0]]  # the group agrees: no signal
+    assert rank_advantages([[0.0, 1.0, 9.0]], group=1, k=2) == [[0.0, 0.0]]  # past K: ignored; a lone completion
+    assert token_items(["Heat", " [SEP]", " Jaws", "\n"], [4, 15]) == [0, 1, 1, 2]
+
+
+def test_item_gains_by_hand():
+    from rectune.benchmarks.recbench.ranks import item_gains
+    from rectune.data.titles import CatalogItem, TitleMatcher
+
+    matcher = TitleMatcher([CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"),
+                            CatalogItem("13", "Casino (1995)")])  # fmt: skip
+    ideal = 1 + 1 / math.log2(3)
+    assert item_gains("Heat [SEP] Casino [SEP] Ronin", {"1", "2"}, set(), 2, matcher) == [
+        (4, pytest.approx(1 / ideal)), (17, 0.0), (29, 0.0)]  # fmt: skip
+    assert item_gains("Ronin\nHeat", {"1", "2"}, set(), 2, matcher) == [
+        (5, pytest.approx(1 / ideal)), (10, pytest.approx(1 / math.log2(3) / ideal))]  # fmt: skip
+    # a repeat and (grounded) an item outside the list earn nothing in their slot
+    assert [g for _, g in item_gains("Heat [SEP] Heat", {"1", "2"}, set(), 2, matcher)] == [pytest.approx(1 / ideal), 0]
+    assert [g for _, g in item_gains("Ronin [SEP] Heat", {"1", "2"}, {"1"}, 2, matcher)] == [
+        0.0, pytest.approx(1 / math.log2(3) / ideal)]  # fmt: skip
+
+
+def test_rank_advantage_on_each_item_and_past_k():
+    import torch
+
+    pieces = {1: "Heat", 2: " [SEP]", 3: " Jaws", 4: " [SEP] Ronin", 5: "Jaws", 0: "<pad>"}
+    trainer, token_advantages = fake_trainer(pieces, rank_advantage=True)
+    output = {
+        "advantages": torch.tensor([0.25, -0.25]),
+        "completion_ids": torch.tensor([[1, 2, 3, 4], [5, 0, 0, 0]]),
+        "completion_mask": torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]]),
+    }
+    inputs = [{"ground_truth_ids": ["1", "2"]}] * 2
+    per_token = token_advantages(trainer, output, inputs, torch.tensor([[1.0], [0.0]]))
+    # "Heat [SEP] Jaws [SEP] Ronin", K 2: gains 1/ideal, 0, (Ronin past K) 0; "Jaws": 0. Reward-to-go rank 0:
+    # 1/ideal against 0, rank 1: 0 against 0 -> rank advantages +0.707 / -0.707, then 0 / 0
+    first = 0.25 + 0.707
+    assert per_token[0].tolist() == pytest.approx([first, 0.25, 0.25, 0.25 - 0.1], abs=1e-3)
+    assert float(per_token[1, 0]) == pytest.approx(-0.25 - 0.707, abs=1e-3)  # its one token; the rest is padding

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.recbench import baselines as baseline_models
 from rectune.benchmarks.recbench import metrics as scoring
-from rectune.benchmarks.recbench import official, prompts, rerec
+from rectune.benchmarks.recbench import official, prompts, ranks, rerec
 from rectune.benchmarks.recbench import rewards as reward_functions
 from rectune.benchmarks.recbench.rows import NAME, TASKS, RecBenchRow
 
@@ -70,6 +70,11 @@ class RecBenchPlus(Benchmark):
         items = resources.matcher().items
         shown = {item_id: items[item_id].title for item_id in labels["candidate_ids"] if item_id in items}
         return rerec.wrong_pick_lines(completion, set(labels.get("ground_truth_ids") or []), shown)
+
+    def item_gains(self, completion: str, labels: dict, resources: Resources) -> list[tuple[int, float]] | None:
+        truth, shown = set(labels.get("ground_truth_ids") or []), set(labels.get("candidate_ids") or [])
+        k = resources.top_k or scoring.DEFAULT_K
+        return ranks.item_gains(completion, truth, shown, k, resources.matcher())
 
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
         if resources.variant.get("protocol") == rerec.PROTOCOL:  # one pick: the last boxed title, nothing else
