@@ -58,6 +58,7 @@ def test_a_card_edited_by_someone_else_is_left_alone(tmp_path, tiny_model, train
     adapter, _ = train(tmp_path, tiny_model, train_data)
     (adapter / "README.md").write_text("# my own notes\n")
     result = score(adapter, movie_data / "test.jsonl", tmp_path / "reports" / "x")
-    assert f"model card: files in {adapter} changed since RecTune wrote them; its card is left as it is" in result.stdout
+    left = f"model card: files in {adapter} changed since RecTune wrote them; its card is left as it is"
+    assert left in result.stdout
     assert (adapter / "README.md").read_text() == "# my own notes\n"
     assert not (adapter / "evaluations.json").exists()
