@@ -300,10 +300,10 @@ experiment: install
 # test queries (the same queries for every row); paired intervals against base, SFT and bm25.
 RR_RUN := smollm2_movie_rerec
 RR_DATA := data/rerec_movie
-RR_SAMPLE ?= 200
+RR_SAMPLE ?= 120
 RR_BASELINES := bm25 popularity itemknn
 RR_BASELINE_REPORTS := $(foreach b,$(RR_BASELINES),reports/rerec/baseline-$(b))
-RR_EVAL := $(PY) evaluate/run.py --data $(RR_DATA)/test.jsonl --max-new-tokens 96 --batch-size 16 --sample $(RR_SAMPLE)
+RR_EVAL := $(PY) evaluate/run.py --data $(RR_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16 --sample $(RR_SAMPLE)
 
 data-rerec: install
 	test -f data/experiment_release/kg.jsonl || $(MAKE) -s data-experiment
