@@ -171,7 +171,7 @@ def main() -> None:
         if args.backend != "hf":
             raise RecTuneError(f"--model {args.model} answers without a backend: leave out --backend")
         fitted = fit_baseline(args.model, args.data, variant.get("k") or DEFAULT_K, args.seed, catalog=args.catalog,
-                              kg=args.kg, limits=limits(args))  # fmt: skip
+                              kg=args.kg, limits=limits(args), variant=variant)  # fmt: skip
         baseline = fitted.record
         checkpoint = Checkpoint(kind="baseline", path=args.model, base_model=json.dumps(baseline, sort_keys=True))
         if fitted.baseline.tasks is not None:  # it answers some tasks only: score those

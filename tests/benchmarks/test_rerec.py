@@ -136,3 +136,18 @@ def test_bad_rerec_flags(tmp_path, flags, message):
 def test_misled_lines_need_candidates():
     benchmark = get_benchmark("recbench+")
     assert benchmark.misled_lines("Heat", {"ground_truth_ids": ["1"]}, Resources.loaded()) is None
+
+
+def test_baselines_answer_in_the_protocols_form(tmp_path):
+    prepare(tmp_path / "data")
+    out = tmp_path / "bm25"
+    run_script("evaluate/run.py", "--model", "baseline:bm25", "--data", tmp_path / "data" / "test.jsonl", "--out", out,
+               "--no-wandb")  # fmt: skip
+    rows = load_rows(tmp_path / "data" / "test.jsonl")
+    answers = {json.loads(line)["id"]: json.loads(line)["completion"] for line in (out / "predictions.jsonl").open()}
+    for row in rows:  # the retriever's favourite among the shown candidates, boxed
+        best = min(row.candidates, key=lambda c: c["rank"])
+        assert answers[row.id] == f"\\boxed{{{best['title']}}}"
+    report = json.loads((out / "report.json").read_text())
+    hits = sum(min(r.candidates, key=lambda c: c["rank"])["id"] == r.ground_truth_ids[0] for r in rows)
+    assert report["overall"]["precision_at_k"] == pytest.approx(hits / len(rows)) and report["overall"]["ftr"] == 0.0

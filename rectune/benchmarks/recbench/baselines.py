@@ -23,6 +23,7 @@ import logging
 from abc import abstractmethod
 
 from rectune.benchmarks.baselines import Baseline, Context
+from rectune.benchmarks.recbench import rerec
 from rectune.benchmarks.recbench.rows import CONDITION_TASKS, RecBenchRow
 from rectune.core.io import DataError
 from rectune.data.catalog import KnowledgeGraph
@@ -74,8 +75,12 @@ def pool(row: RecBenchRow, context: Context) -> list[str]:
 
 
 def answer_text(item_ids: list[str], context: Context) -> str:
+    """The titles joined by ``[SEP]``; under the ReRec protocol, the first one boxed (the answer form it scores)."""
     items = context.resources.matcher().items
-    return f" {SEP} ".join(display_title(items[item_id].title) for item_id in item_ids)
+    titles = [display_title(items[item_id].title) for item_id in item_ids]
+    if context.resources.variant.get("protocol") == rerec.PROTOCOL:
+        return f"\\boxed{{{titles[0]}}}" if titles else ""
+    return f" {SEP} ".join(titles)
 
 
 class BM25(Baseline):
