@@ -26,7 +26,8 @@ PERREC_REPORTS := reports/$(PERREC_RUN)
 PERREC_DATA ?= $(if $(PERREC_VARIANT),data/demo_perrec,data/perrec)
 PERREC_BASE ?= $(if $(PERREC_VARIANT),embedded:smollm2,meta-llama/Llama-3.1-8B-Instruct)
 PERREC_BASELINES ?= random user-mean bias mf
-# The CPU demo scores the first 160 held-out prompts (about 20 groups; partial groups are skipped).
+# The CPU demo scores the first 160 held-out prompts (15 groups since pairs and listwise groups are asked in both
+# orders; partial groups are skipped).
 PERREC_EVAL_ARGS ?= --max-new-tokens 16 --batch-size 16 $(if $(PERREC_VARIANT),--limit 160)
 MERGE_ARGS ?=
 REVIEWS ?=

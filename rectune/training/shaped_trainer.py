@@ -127,12 +127,12 @@ class ShapedGRPOTrainer(RecTuneGRPOTrainer):
         ]
         values = [[float(advantages[i])] * len(texts) for i, texts in enumerate(pieces)]
         if self.shaping.reasoning_aware_scale is not None:
-            summed, std = self._summed_rewards(rewards)
+            summed, std = (values_of[local] for values_of in self._summed_rewards(rewards))  # this process's
             for i, texts in enumerate(pieces):
                 flags = self._benchmark_answer("misled_lines", "".join(texts), inputs[i])
                 flagged = [line < len(flags) and flags[line] for line in token_lines(texts)]
                 scale = self.shaping.reasoning_aware_scale
-                values[i] = reasoning_aware(values[i][0], summed[local][i], std[local][i], flagged, scale)
+                values[i] = reasoning_aware(values[i][0], summed[i], std[i], flagged, scale)
         if self.shaping.rank_advantage:
             gains = [self._benchmark_answer("item_gains", "".join(texts), inputs[i]) for i, texts in enumerate(pieces)]
             k = (self.resources.top_k if self.resources is not None else None) or 5

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ShapingArguments:
-    """ReRec's reasoning-aware advantage and online curriculum (GRPO only; both off by default)."""
+    """ReRec's reasoning-aware advantage and online curriculum, Rank-GRPO's rank-level advantage (GRPO only; all off
+    by default)."""
 
     reasoning_aware_scale: float | None = field(
         default=None,
