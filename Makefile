@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -179,6 +179,50 @@ perrec-eval: install
 		$(foreach b,$(PERREC_BASELINES),$(PERREC_REPORTS)/baseline-$(b)) --out $(PERREC_REPORTS)/comparison
 
 perrec: perrec-sft perrec-merge perrec-eval
+
+# PerRecBench experiment (about 70 minutes on 2 CPU cores): the demo world's groups; SFT on each format and on
+# the mix to PX_STEPS steps; the three merges PEFT offers; GRPO on the ranking reward after the mix's SFT; every
+# checkpoint on all held-out groups (pairs and listwise groups in both orders; a single-format adapter on its
+# own format), the baselines, and paired bootstrap intervals over groups, per difficulty tier too.
+PX_OUT := outputs/perrec_experiment
+PX_REPORTS := reports/perrec_experiment
+PX_STEPS ?= 32
+PX_RFT_STEPS ?= 16
+PX_MERGES := linear ties dare_ties
+PX_EVAL := $(PY) evaluate/run.py --data data/demo_perrec/test.jsonl --max-new-tokens 16 --batch-size 16
+PX_FULL := base mix $(foreach m,$(PX_MERGES),merged-$(m)) mix_rft
+PX_ALL := $(foreach r,$(PX_FULL) point pair list,$(PX_REPORTS)/$(r)) \
+	$(foreach b,$(PERREC_BASELINES),$(PX_REPORTS)/baseline-$(b))
+experiment-perrec: export WANDB_MODE ?= offline
+experiment-perrec: install
+	@echo "== [1/7 $$(date +%T)] the demo world's PerRecBench groups" && $(MAKE) -s data-perrec-demo
+	@for f in point pair list mix; do \
+		echo "== [2/7 $$(date +%T)] SFT: $$f" && $(PY) train/sft.py recipes/perrec_$${f}_cpu.yaml \
+			--recipe_name perrec_$${f}_cpu --output_dir $(PX_OUT)/$$f --max_steps $(PX_STEPS) \
+			--save_steps $(PX_STEPS) || exit 1; \
+	done
+	@for m in $(PX_MERGES); do \
+		echo "== [3/7 $$(date +%T)] merge: $$m" && $(PY) train/merge.py --adapters $(PX_OUT)/point $(PX_OUT)/pair \
+			$(PX_OUT)/list --method $$m --out $(PX_OUT)/merged-$$m || exit 1; \
+	done
+	@echo "== [4/7 $$(date +%T)] GRPO on the ranking reward after the mix's SFT" && $(PY) train/grpo.py \
+		recipes/perrec_mix_cpu_grpo.yaml --recipe_name perrec_mix_cpu --init_adapter $(PX_OUT)/mix \
+		--output_dir $(PX_OUT)/mix_rft --max_steps $(PX_RFT_STEPS) --save_steps $(PX_RFT_STEPS) --learning_rate 1e-4
+	@echo "== [5/7 $$(date +%T)] score" && $(PX_EVAL) --model embedded:smollm2 --out $(PX_REPORTS)/base
+	@for r in $(filter-out base,$(PX_FULL)); do \
+		$(PX_EVAL) --model $(PX_OUT)/$$r --out $(PX_REPORTS)/$$r || exit 1; \
+	done
+	$(PX_EVAL) --model $(PX_OUT)/point --task pointwise --out $(PX_REPORTS)/point
+	$(PX_EVAL) --model $(PX_OUT)/pair --task pairwise --out $(PX_REPORTS)/pair
+	$(PX_EVAL) --model $(PX_OUT)/list --task listwise --out $(PX_REPORTS)/list
+	@echo "== [6/7 $$(date +%T)] baselines" && $(MAKE) -s baselines DATA=data/demo_perrec/test.jsonl \
+		REPORTS=$(PX_REPORTS) BASELINES="$(PERREC_BASELINES)" BASELINE_ARGS="--max-new-tokens 16"
+	@echo "== [7/7 $$(date +%T)] compare" && $(PY) evaluate/compare.py $(PX_ALL) --baseline base \
+		--out $(PX_REPORTS)/vs_base && \
+	$(PY) evaluate/compare.py $(PX_ALL) --baseline base --by-difficulty --out $(PX_REPORTS)/vs_base_by_difficulty && \
+	$(PY) evaluate/compare.py $(foreach r,mix $(foreach m,$(PX_MERGES),merged-$(m)) mix_rft,$(PX_REPORTS)/$(r)) \
+		--baseline mix --out $(PX_REPORTS)/vs_mix
+	@echo "== done $$(date +%T)"
 
 # LLMRec's five tasks from Amazon reviews (2014/2018 JSON or 2023 JSONL, with metadata for titles).
 data-llmrec: install

@@ -9,6 +9,9 @@ NAME's with a paired bootstrap 95 % interval over queries (PerRecBench: groups),
 excludes 0; the chart shows the intervals as error bars on the bars:
 
     python evaluate/compare.py reports/experiment/* --baseline baseline:bm25 --out reports/vs_bm25
+
+--by-difficulty splits every task into its difficulty tiers (PerRecBench: easy, medium, hard), each with
+its own rows and intervals.
 """
 
 from pathlib import Path
@@ -17,6 +20,7 @@ from rectune.core.cli import ArgumentParser, run
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
+    by_difficulty,
     changed_answers,
     comparison_rows,
     load_reports,
@@ -38,12 +42,15 @@ def main() -> None:
         default=None,
         help="report name (folder name; baseline:NAME for a baseline): differences to it with 95 %% intervals",
     )
+    parser.add_argument("--by-difficulty", action="store_true", help="rows and intervals per difficulty tier")
     parser.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]
     loaded = load_reports(reports)
+    if args.by_difficulty:
+        loaded = {name: by_difficulty(report) for name, report in loaded.items()}
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
     changed = changed_answers(reports, args.baseline) if args.baseline else []

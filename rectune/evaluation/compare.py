@@ -90,6 +90,18 @@ def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
     return reports
 
 
+def by_difficulty(report: dict) -> dict:
+    """The report with each task split into its difficulty tiers (``pairwise/hard``), summaries from its
+    ``by_task_difficulty`` and per-query scores relabelled, so rows and intervals come per tier."""
+    tiers = report.get("by_task_difficulty")
+    records = report.get("per_query") or []
+    if not isinstance(tiers, dict) or any("difficulty" not in r for r in records):
+        raise DataError("report", "has no difficulty tiers (by_task_difficulty and per-query difficulty)")
+    split = {f"{task}/{tier}": summary for task, by_tier in tiers.items() for tier, summary in by_tier.items()}
+    relabelled = [{**r, "task": f"{r['task']}/{r['difficulty']}"} for r in records]
+    return {**report, "by_task": split, "per_query": relabelled}
+
+
 def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:
     """Per report folder holding ``predictions.jsonl``: how many of the queries it shares with the
     ``baseline`` folder got a different answer (exact text), e.g. ``rft: 92 of 377``. Greedy decoding
