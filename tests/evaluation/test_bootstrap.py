@@ -6,7 +6,7 @@ import pytest
 
 from rectune.core.io import DataError
 from rectune.evaluation.bootstrap import paired_differences
-from rectune.evaluation.compare import comparison_rows, markdown, metric_specs
+from rectune.evaluation.compare import by_difficulty, comparison_rows, markdown, metric_specs
 
 
 def recbench_report(recalls, tasks=None):
@@ -88,6 +88,41 @@ def test_perrecbench_resamples_groups_and_leaves_failed_ones_out_of_parsed_tau()
     assert overall["tau"].delta == pytest.approx(0.0)
     assert overall["tau_parsed"].delta == pytest.approx(0.5)
     assert overall["failure_rate"].delta == pytest.approx(0.5)
+
+
+def perrec_tiers_report(taus):
+    """Pairwise groups g0-g3: g0, g1 easy, g2, g3 hard, with these taus."""
+    tiers = ["easy", "easy", "hard", "hard"]
+    per_query = [{"group": f"g{i}", "task": "pairwise", "difficulty": d, "group_size": 2, "tau": t, "failed": False}
+                 for i, (t, d) in enumerate(zip(taus, tiers, strict=True))]  # fmt: skip
+    tier_summary = {d: {"n": 2, "tau": sum(taus[i] for i in range(4) if tiers[i] == d) / 2} for d in ("easy", "hard")}
+    overall = {"n": 4, "tau": sum(taus) / 4}
+    return {"benchmark": "perrecbench", "overall": overall, "by_task": {"pairwise": overall},
+            "by_task_difficulty": {"pairwise": tier_summary}, "per_query": per_query}  # fmt: skip
+
+
+def test_by_difficulty_gives_each_tier_its_rows_and_intervals():
+    base = by_difficulty(perrec_tiers_report([1.0, 1.0, -1.0, 1.0]))
+    tuned = by_difficulty(perrec_tiers_report([1.0, 1.0, 1.0, 1.0]))
+    rows = comparison_rows({"base": base, "tuned": tuned}, baseline="base", samples=200)
+    by_key = {(r["task"], r["checkpoint"]): r for r in rows}
+    # easy: 1, 1 both: difference 0 exactly; hard: base (-1 + 1) / 2 = 0, tuned 1: +1, resamples 0 or +1 or +2
+    assert by_key[("pairwise/easy", "tuned")]["diff"]["tau"].delta == 0.0
+    assert (
+        by_key[("pairwise/easy", "tuned")]["diff"]["tau"].low,
+        by_key[("pairwise/easy", "tuned")]["diff"]["tau"].high,
+    ) == (0.0, 0.0)
+    hard = by_key[("pairwise/hard", "tuned")]["diff"]["tau"]
+    assert hard.delta == pytest.approx(1.0) and hard.low == pytest.approx(0.0) and hard.high == pytest.approx(2.0)
+    assert by_key[("pairwise/hard", "base")]["tau"] == pytest.approx(0.0)
+    # overall: 0.5 vs 1.0
+    assert by_key[("overall", "tuned")]["diff"]["tau"].delta == pytest.approx(0.5)
+    assert "pairwise" not in {r["task"] for r in rows}
+
+
+def test_by_difficulty_refuses_a_report_without_tiers():
+    with pytest.raises(DataError, match="no difficulty tiers"):
+        by_difficulty(recbench_report([0.1, 0.2]))
 
 
 def test_reports_on_different_queries_are_refused():
