@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -244,6 +244,33 @@ llmrec: install
 	$(MAKE) -s baselines DATA=$(LLMREC_DATA)/test.jsonl REPORTS=reports/$(LLMREC_RUN) BASELINES="$(LLMREC_BASELINES)"
 	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft \
 		$(foreach b,$(LLMREC_BASELINES),reports/$(LLMREC_RUN)/baseline-$(b)) --out reports/$(LLMREC_RUN)/comparison
+
+# LLMRec experiment (about 40 minutes on 2 CPU cores): all 300 users of the demo world, multi-task SFT on the five
+# tasks, the base model and the SFT adapter on LX_SAMPLE held-out queries (stratified by task: 100 per task), the
+# baselines on the same queries, and paired bootstrap intervals over queries against the base model and popularity.
+LX_RUN := llmrec_mix_cpu_experiment
+LX_DATA := data/experiment_llmrec
+LX_REPORTS := reports/llmrec_experiment
+LX_SAMPLE ?= 500
+LX_EVAL := $(PY) evaluate/run.py --data $(LX_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16 --sample $(LX_SAMPLE)
+LX_ALL := $(LX_REPORTS)/base $(LX_REPORTS)/sft $(foreach b,$(LLMREC_BASELINES),$(LX_REPORTS)/baseline-$(b))
+experiment-llmrec: export WANDB_MODE ?= offline
+experiment-llmrec: install
+	@echo "== [1/5 $$(date +%T)] LLMRec's five tasks for every user of the demo world -> $(LX_DATA)" && \
+		$(PY) data_prep/demo_world.py --out data/demo_world && \
+		$(PY) data_prep/llmrec.py --reviews data/demo_world/reviews.json --items data/demo_world/meta.json \
+			--domain movies --out data/experiment_llmrec
+	@echo "== [2/5 $$(date +%T)] SFT on the five tasks mixed" && $(PY) train/sft.py recipes/$(LX_RUN).yaml \
+		--recipe_name $(LX_RUN) --output_dir outputs/$(LX_RUN)/sft
+	@echo "== [3/5 $$(date +%T)] score the base model and the SFT adapter" && \
+		$(LX_EVAL) --model embedded:smollm2 --out $(LX_REPORTS)/base && \
+		$(LX_EVAL) --model outputs/$(LX_RUN)/sft --out $(LX_REPORTS)/sft
+	@echo "== [4/5 $$(date +%T)] baselines" && $(MAKE) -s baselines DATA=$(LX_DATA)/test.jsonl REPORTS=$(LX_REPORTS) \
+		BASELINES="$(LLMREC_BASELINES)" BASELINE_ARGS="--sample $(LX_SAMPLE)"
+	@echo "== [5/5 $$(date +%T)] compare" && $(PY) evaluate/compare.py $(LX_ALL) --baseline base \
+		--out $(LX_REPORTS)/vs_base && \
+	$(PY) evaluate/compare.py $(LX_ALL) --baseline baseline:popularity --out $(LX_REPORTS)/vs_popularity
+	@echo "== done $$(date +%T)"
 
 # Recommenders without an LLM scored like checkpoints (evaluate/run.py --model baseline:NAME), each into
 # REPORTS/baseline-NAME: make baselines DATA=data/experiment_movie/test.jsonl REPORTS=reports/experiment

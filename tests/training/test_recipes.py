@@ -103,6 +103,24 @@ def test_make_targets_put_the_three_runs_side_by_side():
     assert "accelerate launch --config_file accelerate_configs/ddp.yaml train/sft.py" in launched
 
 
+def test_the_perrec_experiment_merges_three_ways_and_scores_each_adapter_where_it_was_trained():
+    steps = make_dry_run("experiment-perrec")
+    assert (
+        "for m in linear ties dare_ties" in steps and "--method $m --out outputs/perrec_experiment/merged-$m" in steps
+    )
+    assert "--init_adapter outputs/perrec_experiment/mix" in steps
+    assert steps.index("--init_adapter") > steps.rindex("train/sft.py")
+    for adapter, task in (("point", "pointwise"), ("pair", "pairwise"), ("list", "listwise")):
+        assert f"--model outputs/perrec_experiment/{adapter} --task {task}" in steps
+    assert "--baseline base --by-difficulty" in steps and "--baseline mix" in steps
+
+
+def test_the_llmrec_experiment_scores_everything_on_the_same_sample():
+    steps = make_dry_run("experiment-llmrec")
+    assert steps.count("--sample 500") >= 3  # base, SFT and the baselines' arguments
+    assert "--baseline base" in steps and "--baseline baseline:popularity" in steps
+
+
 def test_recipe_data_paths_match_make_data_targets():
     makefile = Path(ROOT / "Makefile").read_text()
     for recipe in RECIPES:
