@@ -72,15 +72,16 @@ def merge_adapters(
     peft_model.add_weighted_adapter(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
     )
+    peft_model.set_adapter("merged")  # before the inputs go, so PEFT has no active adapter to warn about
     for name in names:
         peft_model.delete_adapter(name)
-    peft_model.set_adapter("merged")
     # the tokenizer saved with the first adapter (training saves one), else the base model's
     has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
     tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
 
     with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
-        peft_model.save_pretrained(staging, selected_adapters=["merged"])
+        # no embedding layers are trained or resized here; "auto" would look the base model up on the hub
+        peft_model.save_pretrained(staging, selected_adapters=["merged"], save_embedding_layers=False)
         tokenizer.save_pretrained(staging)
         nested = staging / "merged"  # PEFT saves a non-default adapter in a subfolder named after it
         if (nested / "adapter_config.json").is_file():
