@@ -166,7 +166,7 @@ def main() -> None:
     answers = None
     generate_batches = None
     baseline = None
-    tasks = args.task
+    answered_tasks = None
     if args.model and args.model.startswith(PREFIX):
         if args.backend != "hf":
             raise RecTuneError(f"--model {args.model} answers without a backend: leave out --backend")
@@ -176,8 +176,9 @@ def main() -> None:
         checkpoint = Checkpoint(kind="baseline", path=args.model, base_model=json.dumps(baseline, sort_keys=True))
         if fitted.baseline.tasks is not None:  # it answers some tasks only: score those
             present = {row.task for row in load_rows(args.data)}
-            tasks = [t for t in fitted.baseline.tasks if t in present and (args.task is None or t in args.task)]
-            if not tasks:
+            wanted = set(args.task or present)
+            answered_tasks = [t for t in fitted.baseline.tasks if t in present and t in wanted]
+            if not answered_tasks:
                 answered = ", ".join(fitted.baseline.tasks)
                 raise RecTuneError(f"{args.model} answers {answered} queries: {args.data} has none")
 
@@ -238,7 +239,8 @@ def main() -> None:
         answers=answers,
         convention=args.metrics,
         score_failures_as_empty=args.score_failures_as_empty,
-        tasks=tasks,
+        tasks=args.task,
+        answered_tasks=answered_tasks,
         baseline=baseline,
         from_rows=baseline is not None,
     )

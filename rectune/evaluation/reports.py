@@ -65,6 +65,7 @@ def evaluate_checkpoint(
     convention: str = "default",
     score_failures_as_empty: bool = False,
     tasks: list[str] | None = None,
+    answered_tasks: list[str] | None = None,
     baseline: dict | None = None,
     from_rows: bool = False,
 ) -> tuple[dict, list[dict]]:
@@ -77,7 +78,9 @@ def evaluate_checkpoint(
     output file) stand in for generation. Requests an
     endpoint refused stop the run before scoring unless ``score_failures_as_empty``. ``tasks`` keeps
     only rows of those tasks (before ``limit``); ``sample`` then draws that many units stratified by
-    task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``baseline`` is a
+    task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``answered_tasks`` (a
+    baseline that answers some tasks only) keeps the rows of those tasks after the limit or sample, so its
+    queries are the ones a checkpoint run with the same arguments scores; ``baseline`` is a
     baseline's fitting record, kept in the report; ``from_rows``: see :func:`run_generation`.
     """
     out = Path(out)
@@ -92,6 +95,11 @@ def evaluate_checkpoint(
     rows = all_rows[:limit] if limit is not None else all_rows
     if sample is not None:
         rows = stratified_sample(rows, sample, settings.seed)
+    if answered_tasks is not None:
+        rows = [r for r in rows if r.task in answered_tasks]
+        if not rows:
+            answered = ", ".join(answered_tasks)
+            raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     failed: dict[str, str] = {}
     if answers is None:

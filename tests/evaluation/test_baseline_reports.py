@@ -74,3 +74,22 @@ def test_a_baseline_logs_to_wandb_with_what_it_was_fitted_on(tmp_path, monkeypat
     assert logged["config"]["baseline"]["ceiling"] is True
     assert logged["config"]["baseline"]["train"]["sha256"] == report["baseline"]["train"]["sha256"]
     assert logged["summary"]["overall/ndcg_at_k"] == report["overall"]["ndcg_at_k"]
+
+
+def test_a_baseline_of_some_tasks_scores_the_queries_of_the_models_sample(tmp_path):
+    """LLMRec: global-mean answers rating queries only; under --sample it scores the rating queries of the
+    sample a model draws from all five tasks (2 of the 6), not a sample of its own."""
+    from conftest import ROOT
+
+    from rectune.evaluation.sampling import stratified_sample
+
+    fixtures = ROOT / "tests" / "fixtures" / "amazon"
+    data = tmp_path / "llmrec"
+    run_script("data_prep/llmrec.py", "--reviews", fixtures / "reviews_2018.json", "--items",
+               fixtures / "meta_2018.json", "--domain", "beauty", "--out", data, "--num-candidates", "4")  # fmt: skip
+    rows = load_rows(data / "test.jsonl")
+    assert len(rows) == 30  # 6 users x 5 tasks
+    drawn = {r.id for r in stratified_sample(rows, 10, seed=0) if r.task == "rating"}
+    evaluate(data, tmp_path / "mean", "--model", "baseline:global-mean", "--sample", "10")
+    scored = {r["id"] for r in read_jsonl(tmp_path / "mean" / "predictions.jsonl")}
+    assert len(drawn) == 2 and scored == drawn
