@@ -180,7 +180,7 @@ perrec-eval: install
 
 perrec: perrec-sft perrec-merge perrec-eval
 
-# PerRecBench experiment (about 70 minutes on 2 CPU cores): the demo world's groups; SFT on each format and on
+# PerRecBench experiment (74 minutes on 2 CPU cores, measured): the demo world's groups; SFT on each format and on
 # the mix to PX_STEPS steps; the three merges PEFT offers; GRPO on the ranking reward after the mix's SFT; every
 # checkpoint on all held-out groups (pairs and listwise groups in both orders; a single-format adapter on its
 # own format), the baselines, and paired bootstrap intervals over groups, per difficulty tier too.
@@ -245,7 +245,7 @@ llmrec: install
 	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft \
 		$(foreach b,$(LLMREC_BASELINES),reports/$(LLMREC_RUN)/baseline-$(b)) --out reports/$(LLMREC_RUN)/comparison
 
-# LLMRec experiment (about 40 minutes on 2 CPU cores): all 300 users of the demo world, multi-task SFT on the five
+# LLMRec experiment (31 minutes on 2 CPU cores, measured): all 300 users of the demo world, multi-task SFT on the five
 # tasks, the base model and the SFT adapter on LX_SAMPLE held-out queries (stratified by task: 100 per task), the
 # baselines on the same queries, and paired bootstrap intervals over queries against the base model and popularity.
 LX_RUN := llmrec_mix_cpu_experiment
