@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, one_step_grpo_recipe, read_jsonl, read_view, run_script, wandb_run
 
 from rectune.benchmarks import Resources, load_rows
-from rectune.benchmarks.llmrec import build, prompts, rewards, scoring
+from rectune.benchmarks.llmrec import LLMRec, build, prompts, rewards, scoring
 from rectune.benchmarks.llmrec.rows import LLMRecRow
 from rectune.core.io import DataError
 from rectune.data.rating_store import RatingStore
@@ -116,6 +116,23 @@ def test_leave_one_out_rows_in_both_formats(prepared):
     assert len(read_view(prepared / "train_sft_mix.jsonl")) == 30
     assert read_view(prepared / "train_rft_direct.jsonl")[0]["candidate_ids"]
     assert len(read_jsonl(prepared / "catalog.jsonl")) == 7
+
+
+def test_direct_sft_target_is_a_ranked_list_of_up_to_ten_candidates_true_item_first():
+    def direct(n_candidates: int) -> LLMRecRow:
+        titles = [f"Item {i}" for i in range(n_candidates)]
+        candidates = [{"id": f"I{i}", "title": t} for i, t in enumerate(titles)]
+        return LLMRecRow("direct/u", "llmrec", "beauty", "direct", "u", [], {"id": "I3", "title": "Item 3"},
+                         "Item 3", candidates=candidates)  # fmt: skip
+
+    benchmark = LLMRec()
+    # 20 candidates: the held-out I3, then the first 9 others as listed (I3 skipped where the prompt shows it)
+    assert benchmark.answer(direct(20), {}).split("\n") == ["Item 3", "Item 0", "Item 1", "Item 2", "Item 4",
+                                                             "Item 5", "Item 6", "Item 7", "Item 8", "Item 9"]
+    assert benchmark.answer(direct(4), {}) == "Item 3\nItem 0\nItem 1\nItem 2"  # fewer than 10: all of them
+    sequential = LLMRecRow("sequential/u", "llmrec", "beauty", "sequential", "u", [], {"id": "I3", "title": "Item 3"},
+                           "Item 3")  # fmt: skip
+    assert benchmark.answer(sequential, {}) == "Item 3"  # no candidates to rank: the held-out title
 
 
 def test_three_part_prompt():

@@ -54,6 +54,8 @@ class LLMRec(Benchmark):
         return prompts.build_messages(row)
 
     def answer(self, row: LLMRecRow, variant: dict) -> str:
+        if row.task == "direct" and row.candidates:
+            return prompts.direct_answer(row)
         return row.target
 
     def labels(self, rows: list[LLMRecRow]) -> list[dict]:

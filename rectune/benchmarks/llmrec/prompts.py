@@ -24,6 +24,7 @@ RATINGS_DESCRIPTIONS = {
     "sequential": "Predict the next item the user will rate, from the items they rated so far.",
     "direct": "Recommend the item the user is most likely to rate next, from the candidates below.",
 }
+DIRECT_ANSWER_SIZE = 10  # the format indicator's "up to 10 candidate titles"
 FORMATS = {
     "rating": "Answer with a single number from {scale}.",
     "sequential": "Answer with up to 10 item titles, one per line, most likely first.",
@@ -51,3 +52,11 @@ def build_messages(row: LLMRecRow) -> list[dict]:
     parts.append(FORMATS[row.task].format(scale=scale_text(row.scale)))
     system = RATINGS_SYSTEM_PROMPT.format(domain=row.domain) if ratings_only else SYSTEM_PROMPT
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def direct_answer(row: LLMRecRow) -> str:
+    """SFT target of a direct-recommendation row: a ranked list as long as the format asks for, the held-out item
+    first, then the other candidates in the order the prompt lists them. A target of the held-out title alone
+    teaches one-line answers, whose HR@10 can be no more than their HR@1."""
+    others = [c["title"] for c in row.candidates if c["id"] != row.item["id"]]
+    return "\n".join([row.item["title"], *others][:DIRECT_ANSWER_SIZE])
