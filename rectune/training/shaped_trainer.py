@@ -19,6 +19,7 @@ from rectune.core.io import RecTuneError
 from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.shaping import (
     OVERLENGTH,
+    STD_FLOOR,
     Curriculum,
     ShapingArguments,
     rank_advantages,
@@ -153,9 +154,9 @@ class ShapedGRPOTrainer(RecTuneGRPOTrainer):
         summed = (rewards * self.reward_weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)
         n = self.num_generations
         if self.scale_rewards == "group":
-            std = nanstd(summed.view(-1, n), dim=1).repeat_interleave(n) + 1e-4
+            std = nanstd(summed.view(-1, n), dim=1).repeat_interleave(n) + STD_FLOOR
         elif self.scale_rewards == "batch":
-            std = (nanstd(summed) + 1e-4).expand_as(summed)
+            std = (nanstd(summed) + STD_FLOOR).expand_as(summed)
         else:
             std = torch.ones_like(summed)
         return summed.tolist(), std.tolist()

@@ -4,7 +4,9 @@ unless a recipe sets it.
 * Reasoning-aware advantage (``reasoning_aware_scale``, ReRec: 0.7): the tokens of completion lines that
   name a wrong pick (a candidate that is not a true item; the benchmark's ``misled_lines`` says which)
   are credited with ``scale`` times the completion's reward. With TRL's advantage ``A = (r - mean) / std``
-  that is ``(scale * r - mean) / std = A - (1 - scale) * r / std`` on those tokens, the rest keep ``A``.
+  that is ``(scale * r - mean) / std = A - (1 - scale) * r / std`` on those tokens, the rest keep ``A``;
+  ``|r|`` in place of ``r``, so that a negative reward is lowered rather than raised, and nothing where the
+  rewards did not spread (``std`` at TRL's floor: a penalty over it would swamp every advantage).
 * Online curriculum (``curriculum_reward``, ReRec: NDCG@1, i.e. ``ndcg_at_k`` at K = 1): a prompt's
   difficulty is 1 minus the mean of that reward over its completions in the last epoch; the next epoch
   leaves out prompts easier than ``curriculum_easy_cutoff`` (ReRec: 0.1) and feeds the rest easiest
@@ -78,10 +80,18 @@ def token_lines(token_texts: list[str]) -> list[int]:
     return lines
 
 
+STD_FLOOR = 1e-4  # what TRL adds to the standard deviation it divides advantages by
+
+
 def reasoning_aware(advantage: float, reward: float, std: float, flagged: list[bool], scale: float) -> list[float]:
-    """Per token: ``advantage`` where not flagged, ``advantage - (1 - scale) * reward / std`` where flagged.
-    A 1.5, reward 1.0, std 0.5, scale 0.7: ``[False, True]`` -> ``[1.5, 0.9]``."""
-    lowered = advantage - (1.0 - scale) * reward / std
+    """Per token: ``advantage`` where not flagged, ``advantage - (1 - scale) * |reward| / std`` where flagged
+    (``std``: TRL's divisor, its floor included). A 1.5, reward 1.0, std 0.5, scale 0.7: ``[False, True]`` ->
+    ``[1.5, 0.9]``. A negative reward is lowered too: ``scale`` times it would be a higher reward for the wrong
+    pick. Where the rewards did not spread (``std`` within twice the floor) nothing changes: TRL's advantages
+    are 0 there, and a penalty divided by the floor alone would be 10,000 times the reward."""
+    if std < 2 * STD_FLOOR:
+        return [advantage] * len(flagged)
+    lowered = advantage - (1.0 - scale) * abs(reward) / std
     return [lowered if flag else advantage for flag in flagged]
 
 

@@ -127,8 +127,8 @@ def test_direct_sft_target_is_a_ranked_list_of_up_to_ten_candidates_true_item_fi
 
     benchmark = LLMRec()
     # 20 candidates: the held-out I3, then the first 9 others as listed (I3 skipped where the prompt shows it)
-    assert benchmark.answer(direct(20), {}).split("\n") == ["Item 3", "Item 0", "Item 1", "Item 2", "Item 4",
-                                                             "Item 5", "Item 6", "Item 7", "Item 8", "Item 9"]
+    others = ["Item 0", "Item 1", "Item 2", "Item 4", "Item 5", "Item 6", "Item 7", "Item 8", "Item 9"]
+    assert benchmark.answer(direct(20), {}).split("\n") == ["Item 3", *others]
     assert benchmark.answer(direct(4), {}) == "Item 3\nItem 0\nItem 1\nItem 2"  # fewer than 10: all of them
     sequential = LLMRecRow("sequential/u", "llmrec", "beauty", "sequential", "u", [], {"id": "I3", "title": "Item 3"},
                            "Item 3")  # fmt: skip

@@ -29,6 +29,11 @@ def test_reasoning_aware_advantage_by_hand():
     assert reasoning_aware((1.0 - 0.25) / 0.5, 1.0, 0.5, [True], 0.7) == pytest.approx([(0.7 - 0.25) / 0.5])
     assert reasoning_aware(-0.4, 0.0, 0.5, [True, True], 0.7) == [-0.4, -0.4]  # no reward, nothing to lower
     assert reasoning_aware(2.0, 1.0, 1.0, [True], 1.0) == [2.0]  # scale 1: off
+    # a negative reward is lowered, not raised: -0.1 - 0.3 * 0.05 / 0.5 = -0.13 (0.7 x -0.05 would credit it)
+    assert reasoning_aware(-0.1, -0.05, 0.5, [True, False], 0.7) == pytest.approx([-0.13, -0.1])
+    # rewards that did not spread (a group all unboxed, -0.05 each; TRL's std 1e-4 + float noise): no change,
+    # where dividing by the floor would give a flagged token 0.3 * 0.05 / 1e-4 = +150
+    assert reasoning_aware(0.0, -0.05, 1e-4 + 4e-9, [True, False], 0.7) == [0.0, 0.0]
 
 
 def test_curriculum_order_by_hand():
