@@ -245,7 +245,7 @@ llmrec: install
 	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft \
 		$(foreach b,$(LLMREC_BASELINES),reports/$(LLMREC_RUN)/baseline-$(b)) --out reports/$(LLMREC_RUN)/comparison
 
-# LLMRec experiment (31 minutes on 2 CPU cores, measured): all 300 users of the demo world, multi-task SFT on the five
+# LLMRec experiment (33 minutes on 2 CPU cores, measured): all 300 users of the demo world, multi-task SFT on the five
 # tasks, the base model and the SFT adapter on LX_SAMPLE held-out queries (stratified by task: 100 per task), the
 # baselines on the same queries, and paired bootstrap intervals over queries against the base model and popularity.
 LX_RUN := llmrec_mix_cpu_experiment
@@ -366,10 +366,11 @@ experiment: install
 		reports/experiment/sft_rft $(EXP_BASELINE_REPORTS) --baseline baseline:bm25 --out reports/experiment/vs_bm25
 	@echo "== done $$(date +%T)"
 
-# The ReRec protocol (the RecBench+ authors' RFT recipe, docs/reproducing.md): the experiment's world, each query
-# shown with one true item and 19 other films, one boxed pick scored at K = 1 (hit@1). Base, SFT, RFT with ReRec's
-# rewards, reasoning-aware advantage and curriculum, SFT->RFT, and the baselines, on a seeded sample of RR_SAMPLE
-# test queries (the same queries for every row); paired intervals against base, SFT and bm25.
+# The ReRec protocol (the RecBench+ authors' RFT recipe, docs/reproducing.md; about 64 minutes on 2 CPU cores,
+# measured): the experiment's world, each query shown with one true item and 19 other films, one boxed pick
+# scored at K = 1 (hit@1). Base, SFT, RFT with ReRec's rewards, reasoning-aware advantage and curriculum,
+# SFT->RFT, and the baselines, on a seeded sample of RR_SAMPLE test queries (the same queries for every row);
+# paired intervals against base, SFT and bm25.
 RR_RUN := smollm2_movie_rerec
 RR_DATA := data/rerec_movie
 RR_SAMPLE ?= 120
