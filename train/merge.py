@@ -2,7 +2,7 @@
 
     python train/merge.py --adapters outputs/perrec_point/sft outputs/perrec_pair/sft outputs/perrec_list/sft \\
         --out outputs/perrec_merged/sft [--weights 0.33 0.33 0.34] [--method linear|ties|dare_ties|svd] \\
-        [--density 0.5] [--svd-rank 16] [--full-model outputs/perrec_merged/full]
+        [--density 0.5] [--svd-rank 16] [--seed 0] [--full-model outputs/perrec_merged/full]
 
 Equal weights by default (the paper's 1/3 each). The output is a PEFT adapter folder that
 evaluate/run.py and train/grpo.py --init_adapter accept; --full-model also writes the base model
@@ -22,6 +22,7 @@ def main() -> None:
     parser.add_argument("--density", type=fraction, default=None, help="ties/dare_ties: share of each delta kept")
     parser.add_argument("--svd-rank", type=int, default=None, help="svd: rank of the merged adapter")
     parser.add_argument("--full-model", default=None, help="also write the merged full model here")
+    parser.add_argument("--seed", type=int, default=0, help="dare_ties: seed of the deltas it drops at random")
     args = parser.parse_args()
     out = merge_adapters(
         args.adapters,
@@ -31,6 +32,7 @@ def main() -> None:
         args.density,
         args.svd_rank,
         args.full_model,
+        seed=args.seed,
         overwrite=args.overwrite,
     )
     print(f"merged {len(args.adapters)} adapters ({args.method}) into {out}")

@@ -32,6 +32,7 @@ def merge_adapters(
     svd_rank: int | None = None,
     full_model: str | os.PathLike | None = None,
     *,
+    seed: int = 0,
     overwrite: bool = False,
 ) -> Path:
     """Write the merged adapter to ``out`` (and the base with it merged in to ``full_model``).
@@ -69,6 +70,7 @@ def merge_adapters(
     peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
     for name, adapter in zip(names[1:], adapters[1:], strict=True):
         peft_model.load_adapter(adapter, adapter_name=name)
+    torch.manual_seed(seed)  # DARE drops deltas at random: the same seed gives the same merge
     peft_model.add_weighted_adapter(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
     )

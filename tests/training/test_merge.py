@@ -99,6 +99,20 @@ def test_ties_and_dare_ties_by_hand(tmp_path, tiny_model):
         assert torch.allclose(delta, full * torch.outer(kept, kept), atol=1e-5)
 
 
+def test_dare_ties_drops_the_same_deltas_for_the_same_seed(tmp_path, tiny_model):
+    """At density 0.5 DARE keeps each entry of A and B with probability 0.5: two merges with seed 0 are the
+    same adapter, a merge with seed 1 another one."""
+    v = torch.linspace(1.0, 2.0, 32)
+    adapters = [hand_built(tmp_path, tiny_model, f"a{c}", c * v, v) for c in (2.0, 4.0, -1.0)]
+    runs = {}
+    for name, seed in (("first", "0"), ("again", "0"), ("other", "1")):
+        run_script("train/merge.py", "--adapters", *adapters, "--method", "dare_ties", "--density", "0.5",
+                   "--seed", seed, "--out", tmp_path / name)  # fmt: skip
+        runs[name] = deltas(tmp_path / name)
+    assert all(torch.equal(runs["first"][m], runs["again"][m]) for m in runs["first"])
+    assert not all(torch.equal(runs["first"][m], runs["other"][m]) for m in runs["first"])
+
+
 def test_svd_merge_by_hand(tmp_path, tiny_model):
     """Deltas 3 e0 f0^T, 2 e1 f1^T and 1 e2 f2^T (unit vectors): their sum has singular values 3, 2, 1,
     so the rank-2 SVD merge keeps 3 e0 f0^T + 2 e1 f1^T and drops the third."""
