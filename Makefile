@@ -180,10 +180,10 @@ perrec-eval: install
 
 perrec: perrec-sft perrec-merge perrec-eval
 
-# PerRecBench experiment (73 minutes on 2 CPU cores in a fresh clone, measured): the demo world's groups; SFT on each format and on
-# the mix to PX_STEPS steps; the three merges PEFT offers; GRPO on the ranking reward after the mix's SFT; every
-# checkpoint on all held-out groups (pairs and listwise groups in both orders; a single-format adapter on its
-# own format), the baselines, and paired bootstrap intervals over groups, per difficulty tier too.
+# PerRecBench experiment (73 minutes on 2 CPU cores in a fresh clone, measured): the demo world's groups; SFT on
+# each format and on the mix to PX_STEPS steps; the three merges PEFT offers; GRPO on the ranking reward after the
+# mix's SFT; every checkpoint on all held-out groups (pairs and listwise groups in both orders; a single-format
+# adapter on its own format), the baselines, and paired bootstrap intervals over groups, per difficulty tier too.
 PX_OUT := outputs/perrec_experiment
 PX_REPORTS := reports/perrec_experiment
 PX_STEPS ?= 32
