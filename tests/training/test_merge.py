@@ -113,6 +113,17 @@ def test_dare_ties_drops_the_same_deltas_for_the_same_seed(tmp_path, tiny_model)
     assert not all(torch.equal(runs["first"][m], runs["other"][m]) for m in runs["first"])
 
 
+def test_the_same_merge_writes_the_same_files_in_any_process(tmp_path, adapters, monkeypatch):
+    """Rerunning a merge must leave a folder whose fingerprint evaluation recognises, whatever the
+    interpreter's string hashing (which orders PEFT's set of target modules)."""
+    written = []
+    for hash_seed in ("1", "2", "3"):
+        monkeypatch.setenv("PYTHONHASHSEED", hash_seed)
+        run_script("train/merge.py", "--adapters", *adapters, "--out", tmp_path / hash_seed)
+        written.append((tmp_path / hash_seed / "adapter_config.json").read_text())
+    assert written[0] == written[1] == written[2]
+
+
 def test_svd_merge_by_hand(tmp_path, tiny_model):
     """Deltas 3 e0 f0^T, 2 e1 f1^T and 1 e2 f2^T (unit vectors): their sum has singular values 3, 2, 1,
     so the rank-2 SVD merge keeps 3 e0 f0^T + 2 e1 f1^T and drops the third."""
