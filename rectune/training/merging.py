@@ -75,8 +75,9 @@ def merge_adapters(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
     )
     config = peft_model.peft_config["merged"]
-    # PEFT keeps target_modules as a set, saved in hash order: sorted, the same merge writes the same bytes
-    config.target_modules = sorted(config.target_modules)
+    if isinstance(config.target_modules, set):  # (a regex string stays as it is)
+        # saved in hash order, which changes between processes: sorted, the same merge writes the same bytes
+        config.target_modules = sorted(config.target_modules)
     peft_model.set_adapter("merged")  # before the inputs go, so PEFT has no active adapter to warn about
     for name in names:
         peft_model.delete_adapter(name)
