@@ -332,9 +332,9 @@ demo: install
 
 
 # The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (374 test queries, EXP_SAMPLE
-# of them scored; 76 minutes on 2 CPU cores in a fresh clone, measured), SFT with the checkpoint chosen on validation loss, GRPO with KG-shaped
-# rewards from the base and from SFT, each scored on the test split, then paired-bootstrap intervals against the
-# base, SFT->RFT against SFT and every row against bm25.
+# of them scored; 76 minutes on 2 CPU cores in a fresh clone, measured), SFT with the checkpoint chosen on
+# validation loss, GRPO with KG-shaped rewards from the base and from SFT, each scored on the test split, then
+# paired-bootstrap intervals against the base, SFT->RFT against SFT and every row against bm25.
 EXP_RUN := smollm2_movie_experiment
 # grounded prompts: 20 candidates per query found by BM25, listed best first, the prompt asking for 5 of them
 # (fixed K: SFT targets name 5, the true ones first; the reports score @5 beside the whole answer);
