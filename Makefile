@@ -252,7 +252,7 @@ LX_RUN := llmrec_mix_cpu_experiment
 LX_DATA := data/experiment_llmrec
 LX_REPORTS := reports/llmrec_experiment
 LX_SAMPLE ?= 500
-LX_EVAL := $(PY) evaluate/run.py --data $(LX_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16 --sample $(LX_SAMPLE)
+LX_EVAL := $(PY) evaluate/run.py --data $(LX_DATA)/test.jsonl --max-new-tokens 128 --batch-size 16 --sample $(LX_SAMPLE)
 LX_ALL := $(LX_REPORTS)/base $(LX_REPORTS)/sft $(foreach b,$(LLMREC_BASELINES),$(LX_REPORTS)/baseline-$(b))
 experiment-llmrec: export WANDB_MODE ?= offline
 experiment-llmrec: install
