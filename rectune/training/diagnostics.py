@@ -87,6 +87,7 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
         f"completion length {average('completions/mean_length')} tokens, "
         f"{average('completions/clipped_ratio')} cut at max_completion_length"
     )
+    lines.append(f"  reward by steps: {reward_curve(steps)}")
     for name in reward_names:
         constant = values(f"rewards/{name}/zero_std_groups")
         if constant and min(constant) == 1.0:
@@ -96,3 +97,17 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
     if values("frac_reward_zero_std") and min(values("frac_reward_zero_std")) == 1.0:
         lines.append("  warning: no group's total reward ever varied: the adapter did not learn from the rewards")
     return "\n".join(lines)
+
+
+def reward_curve(steps: list[dict[str, Any]], points: int = 8) -> str:
+    """The mean total reward over at most ``points`` consecutive slices of the logged steps, as
+    ``first-last mean`` pairs: the curve's shape in one line, however many steps the run logged."""
+    size, extra = divmod(len(steps), points)
+    parts, start = [], 0
+    for index in range(min(points, len(steps))):
+        piece = steps[start : start + size + (index < extra)]
+        start += len(piece)
+        first, last = piece[0]["step"], piece[-1]["step"]
+        span = f"{first}" if first == last else f"{first}-{last}"
+        parts.append(f"{span} {sum(entry['reward'] for entry in piece) / len(piece):.3g}")
+    return ", ".join(parts)

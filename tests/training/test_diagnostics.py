@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import one_step_grpo_recipe, run_script
 
-from rectune.training.diagnostics import DIAGNOSTICS, group_statistics, summary
+from rectune.training.diagnostics import DIAGNOSTICS, group_statistics, reward_curve, summary
 
 NAN = math.nan
 
@@ -56,6 +56,14 @@ def test_summary_is_quiet_when_rewards_vary():
     text = summary([entry(1.0, 0.0, 1), entry(0.5, 0.25, 2)], ["recall", "format"])
     assert "warning" not in text
     assert "recall: mean 0, std 0, above 0 in 0.125 of completions, constant in 0.75 of groups" in text
+
+
+def test_the_reward_curve_averages_consecutive_steps():
+    # ten steps, rewards 0..9, eight points: the first two points take two steps each (0.5, 2.5)
+    history = [{**entry(0.5, 0.25, step), "reward": float(step - 1)} for step in range(1, 11)]
+    text = summary(history, ["recall", "format"])
+    assert "  reward by steps: 1-2 0.5, 3-4 2.5, 5 4, 6 5, 7 6, 8 7, 9 8, 10 9" in text.splitlines()
+    assert reward_curve(history[:3]) == "1 0, 2 1, 3 2"
 
 
 def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_model, train_data):
