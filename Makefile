@@ -245,7 +245,7 @@ llmrec: install
 	$(PY) evaluate/compare.py reports/$(LLMREC_RUN)/base reports/$(LLMREC_RUN)/sft \
 		$(foreach b,$(LLMREC_BASELINES),reports/$(LLMREC_RUN)/baseline-$(b)) --out reports/$(LLMREC_RUN)/comparison
 
-# LLMRec experiment (33 minutes on 2 CPU cores, measured): all 300 users of the demo world, multi-task SFT on the five
+# LLMRec experiment (40 minutes on 2 CPU cores, measured): all 300 users of the demo world, multi-task SFT on the five
 # tasks, the base model and the SFT adapter on LX_SAMPLE held-out queries (stratified by task: 100 per task), the
 # baselines on the same queries, and paired bootstrap intervals over queries against the base model and popularity.
 LX_RUN := llmrec_mix_cpu_experiment
