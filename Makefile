@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: bench-grpo-step experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -113,6 +113,11 @@ bench-large: install
 MODEL_SHAPE ?=
 gpu-check: install
 	$(PY) -m perf.gpu_check $(if $(MODEL_SHAPE),--model-shape $(MODEL_SHAPE)) $(GPU_CHECK_ARGS)
+
+# GRPO prompts per minute, each group's prompt encoded once against once per completion (experiment recipe, its data).
+bench-grpo-step: install
+	test -f data/experiment_movie/train.jsonl || $(MAKE) -s data-experiment
+	$(PY) -m perf.bench_grpo_step $(GRPO_STEP_ARGS)
 
 # GRPO rollouts: plain generate against continuous batching, same prompts (embedded model, CPU by default).
 bench-rollouts: install

@@ -10,7 +10,8 @@ With --init_adapter the SFT adapter is merged into the base first and a fresh Lo
 trained on top (SFT then RFT).
 """
 
-from rectune.training.recipes import RftArguments, RunArguments, answer_help
+from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.recipes import answer_help
 from rectune.training.shaping import ShapingArguments
 
 answer_help(
@@ -103,6 +104,7 @@ def main() -> None:
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
         merge_for_sampling=rft_args.merge_for_sampling,
         rollout_dtype=rft_args.rollout_dtype,
+        shared_prefix=rft_args.shared_prefix,
         shaping=shaping,  # ReRec's reasoning-aware advantage and curriculum, when the recipe sets them
         benchmark=benchmark,
         resources=resources,

@@ -8,7 +8,8 @@ and RecTune's run settings; CLI flags override it. Saves adapter, tokenizer, res
 recipe and a model card into output_dir; resumes from the newest checkpoint there.
 """
 
-from rectune.training.recipes import RunArguments, answer_help
+from rectune.training.arguments import RunArguments
+from rectune.training.recipes import answer_help
 
 answer_help((RunArguments,))  # --help before TRL and torch load: a second, not half a minute
 

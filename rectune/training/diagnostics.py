@@ -12,14 +12,25 @@ reward, every logged step:
 
 :func:`summary` reads a finished run's log history and says, in its last lines, which rewards
 never varied within a group (so never produced a gradient).
+
+It also records where each optimizer step's time goes, as ``seconds/<part>``: ``generate`` (sampling the
+completions; ``prefill``, its first forward over the prompts, is part of it), ``rewards``, ``forward``
+(the loss's forward), ``backward``, ``optimizer`` (clipping and the update) and ``other`` (the rest of
+preparing a batch: tokenising, log-probabilities of the old policy, advantages). The summary prints
+the averages.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 DIAGNOSTICS = "grpo_diagnostics.txt"  # the summary, written beside the adapter
@@ -48,12 +59,88 @@ def group_statistics(rewards_per_func: torch.Tensor, num_generations: int, names
     return metrics
 
 
+STEP_PARTS = ("generate", "prefill", "rewards", "forward", "backward", "optimizer", "other")
+
+
+class _OptimizerClock(TrainerCallback):
+    """Times the optimizer's part of each step and hands the step's seconds to the trainer's metrics."""
+
+    def __init__(self, trainer: DiagnosedGRPOTrainer):
+        self.trainer = trainer
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        seconds = self.trainer.step_seconds
+        seconds["optimizer"] += time.perf_counter() - self.trainer.last_backward_end
+        seconds["other"] = seconds.pop("prepare", 0.0) - seconds["generate"] - seconds["rewards"]
+        for part in STEP_PARTS:
+            self.trainer._metrics["train"][f"seconds/{part}"].append(seconds.pop(part, 0.0))
+
+
 class DiagnosedGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer, logging :func:`group_statistics` with its own reward metrics."""
+    """TRL's GRPOTrainer, logging :func:`group_statistics` with its own reward metrics and the seconds
+    each step spends in each part (``seconds/<part>``, :data:`STEP_PARTS`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.step_seconds: defaultdict[str, float] = defaultdict(float)
+        self.last_backward_end = time.perf_counter()
+        self._training_batch = False  # whether the batch being prepared is a training one (rollouts run in eval mode)
+        self.add_callback(_OptimizerClock(self))
+
+    @contextmanager
+    def timed(self, part: str) -> Iterator[None]:
+        """Adds the seconds spent within to this step's ``part`` (training only)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self._training_batch:
+                self.step_seconds[part] += time.perf_counter() - start
+
+    @contextmanager
+    def prefill_timed(self, model: torch.nn.Module) -> Iterator[None]:
+        """Within a generation by ``model``: its first forward (the prompts' prefill) timed as ``prefill``."""
+        calls: list[float] = []
+
+        def before(*_):
+            calls.append(time.perf_counter())
+
+        def after(*_):
+            if len(calls) == 1 and self._training_batch:
+                self.step_seconds["prefill"] += time.perf_counter() - calls[0]
+
+        hooks = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        start, before = time.perf_counter(), dict(self.step_seconds)
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self.last_backward_end = time.perf_counter()
+        timed_within = sum(self.step_seconds[part] - before.get(part, 0.0) for part in ("prepare", "forward"))
+        self.step_seconds["backward"] += self.last_backward_end - start - timed_within
+        return loss
+
+    def _prepare_inputs(self, generation_batch):
+        self._training_batch = self.model.training
+        with self.timed("prepare"):
+            return super()._prepare_inputs(generation_batch)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        with self.timed("forward"):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def _generate_single_turn(self, *args, **kwargs):
+        with self.timed("generate"):
+            return super()._generate_single_turn(*args, **kwargs)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         # TRL's hook returns the rewards gathered from all processes in group order: the table GRPO normalises
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        with self.timed("rewards"):
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         for key, value in group_statistics(rewards_per_func, num_generations, self.reward_func_names).items():
@@ -88,6 +175,9 @@ def summary(log_history: list[dict[str, Any]], reward_names: list[str]) -> str:
         f"{average('completions/clipped_ratio')} cut at max_completion_length"
     )
     lines.append(f"  reward by steps: {reward_curve(steps)}")
+    if values("seconds/generate"):
+        parts = ", ".join(f"{part} {average('seconds/' + part)}" for part in STEP_PARTS if part != "prefill")
+        lines.append(f"  seconds a step: {parts} (prefill {average('seconds/prefill')} of generate)")
     for name in reward_names:
         constant = values(f"rewards/{name}/zero_std_groups")
         if constant and min(constant) == 1.0:

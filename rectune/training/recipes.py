@@ -16,95 +16,16 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.training.arguments import RunArguments
 from rectune.training.recipe_values import check_values
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunArguments:
-    """RecTune's run-level settings (any recipe)."""
-
-    recipe_name: str | None = field(default=None, metadata={"help": "Run name; defaults to the recipe file's stem."})
-    wandb_project: str = field(default="rectune", metadata={"help": "W&B project the run logs to."})
-    wandb_tags: list[str] = field(default_factory=list, metadata={"help": "Extra W&B tags."})
-    max_train_samples: int | None = field(
-        default=None, metadata={"help": "Train on this many examples only (small CPU budgets)."}
-    )
-    train_data: str | None = field(
-        default=None,
-        metadata={
-            "help": "Train on this data instead of the recipe's `datasets`: a data_prep folder, or a view of it "
-            "as a recipe names one (DIR/train_sft.jsonl, DIR/train_rft_pointwise.jsonl; derived from train.jsonl)."
-        },
-    )
-    eval_data: str | None = field(
-        default=None,
-        metadata={
-            "help": "Validation data for eval_strategy: a data_prep folder or a view (DIR/valid_sft.jsonl, "
-            "derived from valid.jsonl); default: the one beside the training data when eval_strategy is on."
-        },
-    )
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "Train into output_dir even when it holds files RecTune did not write there (the trainer may "
-            "replace some); command line only."
-        },
-    )
-    early_stopping_patience: int | None = field(
-        default=None,
-        metadata={"help": "Stop after this many evaluations without improvement (needs eval_strategy)."},
-    )
-
-
-ROLLOUT_DTYPES = ("bfloat16", "float16", "float32")
-
-
-@dataclass
-class RftArguments:
-    """GRPO-only settings: rewards, their catalog/KG, and the model RFT starts from."""
-
-    reward_funcs: list[str] = field(
-        default_factory=list,
-        metadata={
-            "help": "Rewards by name (the data's benchmark's rewards) or dotted import path (my_pkg.rewards.novelty: "
-            "command line only); empty = the benchmark's defaults. Weights via GRPOConfig's reward_weights."
-        },
-    )
-    catalog: str | None = field(default=None, metadata={"help": "catalog.jsonl (default: beside the first data file)"})
-    kg: str | None = field(default=None, metadata={"help": "kg.jsonl (default: beside the first data file)"})
-    init_adapter: str | None = field(
-        default=None,
-        metadata={"help": "SFT adapter folder merged into the base model before GRPO (SFT then RFT)."},
-    )
-    merge_for_sampling: bool = field(
-        default=True,
-        metadata={
-            "help": "Sample the GRPO completions from the LoRA adapter merged into the base weights, in eval mode "
-            "(faster; kept off under ZeRO-3 and FSDP). False: TRL's path, the adapter beside each layer."
-        },
-    )
-    rollout_dtype: str | None = field(
-        default=None,
-        metadata={
-            "help": "Sample from a copy of the merged policy in this dtype, refreshed every step (bfloat16 halves "
-            "the memory read per token on CPU); None: the policy's own dtype. Needs merge_for_sampling.",
-            "choices": list(ROLLOUT_DTYPES),
-        },
-    )
-
-    def __post_init__(self) -> None:
-        # a recipe's value skips argparse's choices check: check it here, naming the key
-        if self.rollout_dtype is not None and self.rollout_dtype not in ROLLOUT_DTYPES:
-            raise ValueError(f"rollout_dtype: {self.rollout_dtype!r} is not one of {', '.join(ROLLOUT_DTYPES)}")
 
 
 DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU

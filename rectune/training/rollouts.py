@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import logging
 import warnings
 from collections.abc import Iterator
@@ -30,11 +31,15 @@ from contextlib import contextmanager
 
 import torch
 from peft import PeftModel
+from transformers import LlamaForCausalLM
 
-from rectune.training.diagnostics import DiagnosedGRPOTrainer
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
+from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
 
 log = logging.getLogger(__name__)
+
+# transformers' name for the key/value cache among a forward's outputs and generate's inputs
+_CACHE = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 @contextmanager
@@ -62,17 +67,53 @@ def _plain_name(peft_name: str) -> str | None:
     return peft_name.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")
 
 
+def _first_rows(inverse: torch.Tensor, groups: int) -> torch.Tensor:
+    """The first row of each group, given each row's group."""
+    rows = torch.arange(len(inverse), device=inverse.device)
+    return torch.full((groups,), len(inverse), device=inverse.device).scatter_reduce(0, inverse, rows, "amin")
+
+
+@torch.no_grad()
+def generate_sharing_prompts(model: torch.nn.Module, generate, *args, input_ids=None, attention_mask=None, **kwargs):
+    """``generate(input_ids=..., attention_mask=..., **kwargs)`` with each distinct prompt of the batch
+    prefilled once: one forward over the distinct prompts (all but their last token, at the positions
+    ``generate`` gives them) fills a cache whose rows are then copied to every row holding that prompt,
+    and ``generate`` goes on from there, as if it had prefilled every row itself. Nothing is drawn during
+    the shared prefill, so a seeded run draws the same numbers as an unshared one."""
+    if args or input_ids is None or attention_mask is None or input_ids.shape[1] < 2 or kwargs.get(_CACHE) is not None:
+        return generate(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    keys = input_ids.masked_fill(attention_mask == 0, -1)
+    distinct, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    if len(distinct) == len(input_ids):
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    first = _first_rows(inverse, len(distinct))
+    prompts, mask = input_ids[first, :-1], attention_mask[first, :-1]
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate derives them from the mask
+    prefilled = model(input_ids=prompts, attention_mask=mask, position_ids=positions, use_cache=True)
+    cache = prefilled[_CACHE]
+    cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
+    return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **kwargs)
+
+
 @contextmanager
-def generating_with(policy: torch.nn.Module, model: torch.nn.Module) -> Iterator[None]:
+def generating_with(policy: torch.nn.Module, model: torch.nn.Module, share_prompts: bool = False) -> Iterator[None]:
     """Within: ``policy.generate`` generates with ``model`` (the policy itself or its :class:`RolloutCopy`'s
-    model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py)."""
+    model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py), each distinct prompt
+    prefilled once when ``share_prompts`` (:func:`generate_sharing_prompts`)."""
     generate = model.generate  # bound before the shadowing below: ``model`` may be ``policy``
+    if share_prompts:
+        generate = functools.partial(generate_sharing_prompts, model, generate)
     # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
     policy.generate = functools.partial(generate_drawing_by_inverse_cdf, generate, model.generation_config)
     try:
         yield
     finally:
         del policy.generate
+
+
+def _backbone(model: torch.nn.Module) -> torch.nn.Module:
+    """The module whose forward ``generate`` calls: a PEFT model's base model, else the model."""
+    return model.get_base_model() if isinstance(model, PeftModel) else model
 
 
 class RolloutCopy:
@@ -102,7 +143,7 @@ class RolloutCopy:
             target.copy_(source)
 
 
-class RecTuneGRPOTrainer(DiagnosedGRPOTrainer):
+class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
     """TRL's GRPOTrainer with RecTune's diagnostics, sampling from merged LoRA weights by inverse CDF when
     ``merge_for_sampling`` is on and the parameters are whole on each process, from a copy of them in
     ``rollout_dtype`` when that differs from the policy's."""
@@ -118,9 +159,10 @@ class RecTuneGRPOTrainer(DiagnosedGRPOTrainer):
         self._rollout_copy: RolloutCopy | None = None
 
     def _generate_single_turn(self, *args, **kwargs):
-        if not self.merge_for_sampling:
-            return super()._generate_single_turn(*args, **kwargs)
         policy = self.accelerator.unwrap_model(self.model)
+        if not self.merge_for_sampling:
+            with self.prefill_timed(_backbone(policy)):
+                return super()._generate_single_turn(*args, **kwargs)
         with merged_for_sampling(policy):
             sampler = policy
             if self.rollout_dtype is not None and self.rollout_dtype != policy.dtype:
@@ -130,5 +172,5 @@ class RecTuneGRPOTrainer(DiagnosedGRPOTrainer):
                              str(self.rollout_dtype).removeprefix("torch."))  # fmt: skip
                 self._rollout_copy.sync()
                 sampler = self._rollout_copy.model
-            with generating_with(policy, sampler):
+            with generating_with(policy, sampler, self.shared_prefix_rollouts), self.prefill_timed(_backbone(sampler)):
                 return super()._generate_single_turn(*args, **kwargs)

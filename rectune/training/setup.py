@@ -16,7 +16,8 @@ from rectune.core.io import RecTuneError, atomic_write
 from rectune.core.outputs import make_shareable
 from rectune.models.checkpoints import wandb_run_record
 from rectune.models.sharing import make_portable, model_card, portable_name
-from rectune.training.recipes import RunArguments, resolved_recipe
+from rectune.training.arguments import RunArguments
+from rectune.training.recipes import resolved_recipe
 from rectune.training.stages import mark_finished, seal_output_dir
 
 # PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step

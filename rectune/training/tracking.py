@@ -11,7 +11,7 @@ from rectune.core.provenance import git_commit
 from rectune.core.secrets import argv_redacted
 from rectune.core.wandb_mode import offline_unless_logged_in
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
-from rectune.training.recipes import RunArguments
+from rectune.training.arguments import RunArguments
 
 
 def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:

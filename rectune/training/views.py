@@ -22,7 +22,7 @@ from typing import Any
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
-from rectune.training.recipes import RunArguments
+from rectune.training.arguments import RunArguments
 
 VIEW = re.compile(r"^(train|valid)_(sft|rft)(?:_(\w+))?\.jsonl$")  # split, kind, task (absent or mix: all)
 

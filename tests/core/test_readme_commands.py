@@ -35,7 +35,7 @@ def script_flags(script: str) -> set[str]:
     if script in ("train/sft.py", "train/grpo.py"):  # recipe scripts: every field of their argument dataclasses
         from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
-        from rectune.training.recipes import RftArguments, RunArguments
+        from rectune.training.arguments import RftArguments, RunArguments
 
         kinds = (SFTConfig if script.endswith("sft.py") else GRPOConfig, ModelConfig, DatasetMixtureConfig)
         fields = {f.name for kind in (*kinds, RunArguments, RftArguments) for f in dataclasses.fields(kind)}

@@ -13,7 +13,8 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.core.secrets import argv_redacted, redact_url, redacted_args
-from rectune.training.recipes import RftArguments, RunArguments, announce_code, parse_recipe
+from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.recipes import announce_code, parse_recipe
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)

@@ -15,7 +15,8 @@ from rectune import provenance
 from rectune.core.escaping import csv_cell, markdown_cell, markdown_text, shell_word
 from rectune.core.io import DataError
 from rectune.models.sharing import model_card
-from rectune.training.recipes import RunArguments, parse_recipe
+from rectune.training.arguments import RunArguments
+from rectune.training.recipes import parse_recipe
 
 
 def test_a_recipe_cannot_set_the_environment(tmp_path, monkeypatch):

@@ -91,7 +91,8 @@ def test_the_saved_recipe_reruns_to_the_same_configuration(tmp_path, shared_run)
 def test_the_saved_grpo_recipe_parses_to_itself(shared_run):
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
 
-    from rectune.training.recipes import RftArguments, RunArguments, resolved_recipe
+    from rectune.training.arguments import RftArguments, RunArguments
+    from rectune.training.recipes import resolved_recipe
 
     saved = yaml.safe_load((shared_run / "sft_rft" / "recipe.yaml").read_text())
     types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
@@ -226,7 +227,8 @@ def test_the_card_and_base_record_are_written_before_a_push(tmp_path, tiny_model
     recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "sft"))
     from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
-    from rectune.training.recipes import RunArguments, parse_recipe
+    from rectune.training.arguments import RunArguments
+    from rectune.training.recipes import parse_recipe
 
     configs = parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])[:-1]
     metadata = {"stage": "sft", "recipe": "r", "base_model": str(tiny_model), "data": ["data/demo/train_sft.jsonl"]}

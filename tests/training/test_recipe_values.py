@@ -9,8 +9,9 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models.checkpoints import check_weights, safetensors_problem
+from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.recipe_values import check_reward_weights
-from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.recipes import parse_recipe
 from rectune.training.stages import checkpoint_problem
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)

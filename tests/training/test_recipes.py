@@ -9,7 +9,8 @@ from conftest import ROOT
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.benchmarks import get_benchmark
-from rectune.training.recipes import RftArguments, RunArguments, parse_recipe
+from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.recipes import parse_recipe
 from rectune.training.shaping import ShapingArguments
 
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))

@@ -1,0 +1,127 @@
+"""GRPO prompts per minute: each group's prompt encoded once (``shared_prefix``) against once per completion.
+
+The experiment's GRPO recipe (recipes/smollm2_movie_experiment_grpo.yaml: the embedded model, LoRA r 16
+on q, k, v, o, 20-candidate prompts of about 400 tokens, 8 completions of up to 64 tokens, DAPO, no
+reference model) on its own training prompts (``make data-experiment`` first), through RecTune's
+trainer. Each configuration runs a step's parts on the same prompts:
+
+* rollouts: the prompts' completions sampled from the merged policy with the same seed, so both paths
+  draw the same numbers; the table counts the completions that came out identical;
+* rewards: the recipe's rewards over those completions;
+* loss: the DAPO loss's forward and backward over the same completions (the shared path's loss and
+  LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py).
+
+Rows: today's step (2 prompts x 8, nothing shared), the same batch shared, and ``--prompts`` prompts x
+8 shared, with fp32 and with bfloat16 rollouts (``rollout_dtype``). Every row runs once per round, rounds
+interleaved, after a round that warms each up and is not counted; the table shows medians over rounds and
+prompts per minute, and the ratio to the first row. The optimizer's update (well under a second on
+LoRA's parameters) is left out of every row alike.
+
+    python -m perf.bench_grpo_step [--prompts 8] [--rounds 2]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.recipes import parse_recipe
+from rectune.training.rewards import resolve_rewards, rft_resources
+from rectune.training.shaped_trainer import ShapedGRPOTrainer
+from rectune.training.shaping import ShapingArguments
+from rectune.training.views import data_files, load_examples
+
+RECIPE = "recipes/smollm2_movie_experiment_grpo.yaml"
+
+
+def build_trainer(recipe: str) -> ShapedGRPOTrainer:
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
+
+    from rectune.models.embedded import resolve_model_name
+
+    types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
+    overrides = ["--output_dir", "/tmp/rectune-bench-grpo-step", "--report_to", "none"]
+    args, model_args, mixture, run_args, rft_args, shaping, _ = parse_recipe(types, [recipe, *overrides])
+    dataset = load_examples(mixture, "rft", None, args.seed)
+    benchmark, resources = rft_resources(data_files(mixture)[0])
+    rewards, _ = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
+    trainer = ShapedGRPOTrainer(
+        model=resolve_model_name(model_args.model_name_or_path), reward_funcs=rewards, args=args,
+        train_dataset=dataset, peft_config=get_peft_config(model_args), shaping=shaping, benchmark=benchmark,
+        resources=resources,
+    )  # fmt: skip
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    return trainer
+
+
+def one_step(trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, rollout_dtype: str | None, seed: int) -> dict:
+    """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions."""
+    trainer.shared_prefix = trainer.shared_prefix_rollouts = shared
+    trainer.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
+    trainer.step_seconds.clear()
+    trainer._training_batch = True
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    inputs = trainer._generate_and_score_completions(rows)
+    prepared = time.perf_counter() - start
+    start = time.perf_counter()
+    loss = trainer.compute_loss(trainer.model, inputs)
+    forward = time.perf_counter() - start
+    start = time.perf_counter()
+    loss.backward()
+    backward = time.perf_counter() - start
+    trainer.model.zero_grad()
+    seconds = dict(trainer.step_seconds)
+    return {
+        "generate": seconds["generate"], "prefill": seconds.get("prefill", 0.0), "rewards": seconds["rewards"],
+        "other": prepared - seconds["generate"] - seconds["rewards"], "forward": forward, "backward": backward,
+        "completions": inputs["completion_ids"].tolist(),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default=RECIPE)
+    parser.add_argument("--prompts", type=int, default=8, help="prompts a step in the last row (default 8)")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    trainer = build_trainer(args.recipe)
+    generations = trainer.num_generations
+    examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
+    rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
+    configs = [("2 x 8, unshared (today)", 2, False, None), ("2 x 8, shared", 2, True, None),
+               (f"{args.prompts} x 8, shared", args.prompts, True, None),
+               (f"{args.prompts} x 8, shared, bfloat16 rollouts", args.prompts, True, "bfloat16")]  # fmt: skip
+    results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
+    for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
+        for name, prompts, shared, dtype in configs:
+            step = one_step(trainer, rows[prompts], shared, dtype, seed=max(round_, 0))
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k != "completions")
+            print(f"round {round_ + 1} {name}: {parts}")
+            if round_ >= 0:
+                results[name].append(step)
+    same = sum(a == b for r in range(args.rounds) for a, b in zip(
+        results[configs[0][0]][r]["completions"], results[configs[1][0]][r]["completions"], strict=True))  # fmt: skip
+    print("\n| rows | generate s (prefill) | rewards s | other s | loss forward s | backward s | step s | "
+          "prompts/min | vs today |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    base = None
+    for name, prompts, *_ in configs:
+        med = {k: statistics.median(step[k] for step in results[name]) for k in results[name][0] if k != "completions"}
+        total = sum(v for k, v in med.items() if k != "prefill")
+        per_minute = prompts * 60 / total
+        base = base or per_minute
+        print(f"| {name} | {med['generate']:.1f} ({med['prefill']:.1f}) | {med['rewards']:.2f} | {med['other']:.1f} | "
+              f"{med['forward']:.1f} | {med['backward']:.1f} | {total:.1f} | {per_minute:.2f} | "
+              f"{per_minute / base:.2f}x |")  # fmt: skip
+    print(
+        f"\nidentical completions, shared vs unshared rollouts on the same seed: {same} of "
+        f"{args.rounds * 2 * generations}; {torch.get_num_threads()} threads, medians of {args.rounds} rounds "
+        "after one to warm up"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""The GRPO policy's forward with each group's prompt encoded once (exact: same outputs, same gradients).
+
+TRL scores a batch as rows ``[prompt, completion]``, one per completion, so a group of G completions
+encodes its prompt G times. :func:`pack_shared_prefixes` turns the rows that share a prompt into one
+sequence::
+
+    prompt[:-1] | prompt[-1] c1[0] .. c1[n1-2] | prompt[-1] c2[0] .. c2[n2-2] | ...
+
+with a 4-D attention mask in which the prompt's tokens see each other causally and each segment sees
+the prompt and its own earlier tokens, and with position ids that are the unshared row's columns. Every
+completion token is then predicted from the same keys and values at the same positions as in its own
+row, so the log-probabilities and entropies are the same function of the weights; the prompt's
+activations, used by every segment, receive the sum of the segments' gradients, which is what the G
+copies received between them. This is Prefix Grouper's construction (arXiv 2506.05433) expressed as a
+mask. The last prompt token opens each segment because it predicts that completion's first token and
+a position carries one label.
+
+Only rows laid out as TRL lays them out are packed: prompts left-padded, completions right-padded.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from rectune.training.diagnostics import DiagnosedGRPOTrainer
+
+log = logging.getLogger(__name__)
+
+IGNORE = -100  # the label of a position that predicts nothing (transformers' and TRL's convention)
+ATTENTION_WITH_MASKS = ("sdpa", "eager")  # implementations that take an arbitrary 4-D mask
+
+
+@dataclass
+class PackedGroups:
+    """One packed sequence per distinct prompt, and where each completion token's prediction sits in it."""
+
+    input_ids: torch.Tensor  # (groups, length)
+    position_ids: torch.Tensor  # (groups, length): the unshared rows' columns
+    allowed: torch.Tensor  # (groups, 1, length, length) bool: query i may attend to key j
+    shift_labels: torch.Tensor  # (groups, length): the token each position predicts, IGNORE where none
+    source: torch.Tensor  # (rows * completion length,): flat packed index of each prediction, or the pad slot
+    rows: int
+    completion_length: int
+
+    def attention_mask(self, implementation: str, dtype: torch.dtype) -> torch.Tensor:
+        """The mask in the form ``implementation`` takes: boolean for SDPA, additive for eager attention."""
+        if implementation == "sdpa":
+            return self.allowed
+        return torch.zeros(self.allowed.shape, dtype=dtype).masked_fill(~self.allowed, torch.finfo(dtype).min)
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """Per-position values of the packed sequences as ``(rows, completion length)``, 0 where a row has no
+        completion token (as TRL's fused head gives where the label is ignored)."""
+        flat = torch.nn.functional.pad(packed.reshape(-1), (0, 1))  # the last slot: the 0 for unused places
+        return flat[self.source.to(packed.device)].view(self.rows, self.completion_length)
+
+
+def _left_padded(mask: torch.Tensor) -> bool:
+    lengths = mask.sum(1, keepdim=True)
+    columns = torch.arange(mask.shape[1], device=mask.device)
+    return bool(torch.equal(mask.bool(), columns >= mask.shape[1] - lengths))
+
+
+def _right_padded(mask: torch.Tensor) -> bool:
+    columns = torch.arange(mask.shape[1], device=mask.device)
+    return bool(torch.equal(mask.bool(), columns < mask.sum(1, keepdim=True)))
+
+
+def prompt_groups(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[list[int]]:
+    """The rows of each distinct prompt, groups in order of their first row: ``[[0, 2], [1]]``."""
+    keys = prompt_ids.masked_fill(prompt_mask == 0, -1)
+    _, inverse = torch.unique(keys, dim=0, return_inverse=True)
+    groups: dict[int, list[int]] = {}
+    for row, key in enumerate(inverse.tolist()):
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
+
+
+def pack_shared_prefixes(
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    pad_token_id: int,
+) -> PackedGroups | None:
+    """The rows packed by prompt (module docstring); None where packing saves nothing (no prompt is shared)
+    or the rows are not laid out as TRL lays them out."""
+    if not (_left_padded(prompt_mask) and _right_padded(completion_mask)) or (prompt_mask.sum(1) == 0).any():
+        return None
+    groups = prompt_groups(prompt_ids, prompt_mask)
+    if len(groups) == prompt_ids.shape[0]:
+        return None
+    rows, width = prompt_ids.shape
+    completion_length = completion_ids.shape[1]
+    prompt_lengths, lengths = prompt_mask.sum(1).tolist(), completion_mask.sum(1).tolist()
+    device = prompt_ids.device
+    sequences = []  # per group: (tokens, positions, segment ids, labels, [(row, first packed place, length)])
+    for members in groups:
+        first = members[0]
+        start = width - prompt_lengths[first]
+        tokens = [prompt_ids[first, start : width - 1]]
+        positions = [torch.arange(start, width - 1, device=device)]
+        segments = [torch.zeros(width - 1 - start, dtype=torch.long, device=device)]
+        labels = [torch.full((width - 1 - start,), IGNORE, device=device)]
+        places, place = [], width - 1 - start
+        for number, row in enumerate(members, start=1):
+            n = lengths[row]
+            if n == 0:
+                continue
+            tokens.append(torch.cat([prompt_ids[row, -1:], completion_ids[row, : n - 1]]))
+            positions.append(torch.arange(width - 1, width - 1 + n, device=device))
+            segments.append(torch.full((n,), number, device=device))
+            labels.append(completion_ids[row, :n])
+            places.append((row, place, n))
+            place += n
+        sequences.append((*(torch.cat(parts) for parts in (tokens, positions, segments, labels)), places))
+    length = max(len(tokens) for tokens, *_ in sequences)
+    input_ids = torch.full((len(groups), length), pad_token_id, dtype=prompt_ids.dtype, device=device)
+    position_ids = torch.zeros((len(groups), length), dtype=torch.long, device=device)
+    segment_ids = torch.full((len(groups), length), -1, dtype=torch.long, device=device)  # -1: padding
+    shift_labels = torch.full((len(groups), length), IGNORE, dtype=completion_ids.dtype, device=device)
+    source = torch.full((rows * completion_length,), len(groups) * length, dtype=torch.long)  # the pad slot
+    for index, (tokens, positions, segments, labels, places) in enumerate(sequences):
+        size = len(tokens)
+        input_ids[index, :size], position_ids[index, :size] = tokens, positions
+        segment_ids[index, :size], shift_labels[index, :size] = segments, labels
+        for row, place, n in places:
+            source[row * completion_length : row * completion_length + n] = torch.arange(n) + index * length + place
+    causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    # a query sees earlier keys of its own segment and of the prompt (segment 0); padding sees only
+    # padding and the prompt, so that no row of the mask is empty
+    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) | (segment_ids[:, None, :] == 0)
+    allowed = (causal & same).unsqueeze(1)
+    return PackedGroups(input_ids, position_ids, allowed, shift_labels, source, rows, completion_length)
+
+
+class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
+    """TRL's GRPOTrainer whose policy (and reference) forward packs each chunk's rows by prompt
+    (:func:`pack_shared_prefixes`) when ``shared_prefix`` is on and the model's attention takes a 4-D mask;
+    TRL's forward otherwise, and for inputs this packing does not cover (images, MoE router losses).
+    ``shared_prefix_rollouts`` tells the rollouts (rectune/training/rollouts.py) to prefill each prompt once."""
+
+    def __init__(self, *args, shared_prefix: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
+        implementation = getattr(self.accelerator.unwrap_model(self.model).config, "_attn_implementation", None)
+        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS
+        if shared_prefix and not self.shared_prefix:
+            log.info("shared_prefix: off, %s attention takes no 4-D mask (it needs %s)", implementation,
+                     " or ".join(ATTENTION_WITH_MASKS))  # fmt: skip
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **extra_inputs,
+    ):
+        if not self.shared_prefix or compute_aux_loss or any(value is not None for value in extra_inputs.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                **extra_inputs,
+            )  # fmt: skip
+        batch_size = batch_size or input_ids.size(0)  # TRL's chunks: the same rows, each packed on its own
+        all_logps, all_entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+            split = ids.size(1) - logits_to_keep
+            packed = pack_shared_prefixes(
+                ids[:, :split], mask[:, :split], ids[:, split:], mask[:, split:], self._tokenizer.pad_token_id
+            )
+            if packed is None:
+                logps, entropies, _ = super()._get_per_token_logps_and_entropies(
+                    model, ids, mask, logits_to_keep, compute_entropy=compute_entropy
+                )
+            else:
+                logps, entropies = self._packed_logps(model, packed, compute_entropy)
+            all_logps.append(logps)
+            all_entropies.append(entropies)
+        entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+        return torch.cat(all_logps, dim=0), entropies, None
+
+    def _packed_logps(self, model, packed: PackedGroups, compute_entropy: bool):
+        implementation = self.accelerator.unwrap_model(model).config._attn_implementation
+        dtype = next(model.parameters()).dtype
+        with self.accelerator.autocast():
+            outputs = model(
+                input_ids=packed.input_ids,
+                attention_mask=packed.attention_mask(implementation, dtype).to(packed.input_ids.device),
+                position_ids=packed.position_ids,
+                shift_labels=packed.shift_labels,
+                fused_lm_head=True,
+            )
+        entropies = packed.unpack(outputs.entropy) if compute_entropy else None
+        return packed.unpack(outputs.log_probs), entropies
