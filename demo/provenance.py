@@ -11,8 +11,9 @@ the commit the README names.
 
 import hashlib
 import re
-import subprocess
 from pathlib import Path
+
+from rectune.core.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = (
@@ -43,12 +44,8 @@ def inputs_hash() -> str:
 
 
 def line() -> str:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=ROOT, check=True).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    return f"demo measured at commit {commit}, demo inputs {inputs_hash()}"
+    """The commit as run configs record it (``-dirty`` with uncommitted changes), and the inputs' hash."""
+    return f"demo measured at commit {git_commit()}, demo inputs {inputs_hash()}"
 
 
 if __name__ == "__main__":

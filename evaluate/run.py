@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
-from rectune.core.cli import ArgumentParser, run
+from rectune.core.cli import ArgumentParser, positive_int, run
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
@@ -83,8 +83,8 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help="put the user's history in the prompt (default: as the training files)",
     )
-    parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--k", type=positive_int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument(
         "--max-new-tokens",
         type=int,
@@ -97,9 +97,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
-    parser.add_argument("--limit", type=int, default=None, help="first N queries only")
+    parser.add_argument("--limit", type=positive_int, default=None, help="first N queries only")
     parser.add_argument(
-        "--sample", type=int, default=None, help="N queries drawn at random (--seed), stratified by task"
+        "--sample", type=positive_int, default=None, help="N queries drawn at random (--seed), stratified by task"
     )
     parser.add_argument("--task", nargs="+", default=None, help="only the queries of these tasks")
     parser.add_argument(
@@ -180,7 +180,8 @@ def main() -> None:
             answered_tasks = [t for t in fitted.baseline.tasks if t in present and t in wanted]
             if not answered_tasks:
                 answered = ", ".join(fitted.baseline.tasks)
-                raise RecTuneError(f"{args.model} answers {answered} queries: {args.data} has none")
+                chosen = f" of the tasks chosen (--task {' '.join(args.task)})" if args.task else ""
+                raise RecTuneError(f"{args.model} answers {answered} queries: {args.data} has none{chosen}")
 
         def generate_batches(rows):
             answered = fitted.answer(rows)
@@ -196,6 +197,8 @@ def main() -> None:
                 variant,
                 settings,
                 limit=args.limit,
+                sample=args.sample,
+                tasks=args.task,
                 overwrite=args.overwrite,
                 commit=git_commit(),
             )

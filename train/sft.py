@@ -23,6 +23,7 @@ from rectune.models.hub import check_model_available
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
     announce_setup,
+    check_examples_fit,
     check_kernels,
     early_stopping,
     finish,
@@ -75,6 +76,7 @@ def main() -> None:
         peft_config=get_peft_config(model_args),
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
+    check_examples_fit(trainer, dataset, training_args.max_length)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
     trainer.accelerator.print(peak_memory())

@@ -66,6 +66,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1 (a count of queries, candidates, titles)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
 def finite(text: str) -> float:
     """argparse type: a finite number (no nan or inf)."""
     try:

@@ -56,9 +56,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
             yield handle
         os.replace(tmp, path)
         fault_point(f"wrote:{path.name}")
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # a full disk fails a write, which names no file: name the output
         raise
 
 

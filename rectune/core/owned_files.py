@@ -29,9 +29,23 @@ def file_outputs(paths: list[Path], *, overwrite: bool) -> Iterator[None]:
             stack.enter_context(output_lock(folder / MANIFEST))
         for path in paths:
             check_file_output(path, overwrite=overwrite)
-        yield
-        for folder in folders:
-            _record(folder, [path for path in paths if path.parent == folder and path.is_file()])
+        before = {path: _stamp(path) for path in paths}
+        try:
+            yield
+        finally:  # also when the block fails half-way: what it wrote is ours, so a rerun may replace it
+            for folder in folders:
+                written = [p for p in paths if p.parent == folder and p.is_file() and _stamp(p) != before[p]]
+                if written:
+                    _record(folder, written)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file rewritten (renamed over) from the one that was there."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
 
 
 def check_file_output(path: Path, *, overwrite: bool) -> None:

@@ -8,10 +8,12 @@ it in the run file that ``wandb sync`` uploads; :func:`argv_redacted` hides the 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 # scheme, then userinfo up to the last "@" before the host's end ("/", "?", "#"), the host and path, the query
 _URL = re.compile(r"\b([a-zA-Z][\w+.-]*://)([^\s/?#]*@)?([^\s?#]*)(\?[^\s#]*)?")
@@ -31,6 +33,30 @@ def redact_url(text: str) -> str:
         return f"{scheme}{'***@' if userinfo else ''}{rest}{query or ''}"
 
     return _URL.sub(hide, text)
+
+
+_AUTHORIZATION = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its userinfo (``user:password``), the password, every query value, and
+    the Basic ``Authorization`` form of the userinfo (a server may echo any of them)."""
+    parts = urlsplit(url)
+    found = [value for _, value in parse_qsl(parts.query, keep_blank_values=False)]
+    userinfo = parts.netloc.rpartition("@")[0]
+    if userinfo:
+        found += [userinfo, unquote(userinfo), base64.b64encode(unquote(userinfo).encode()).decode()]
+        found += [unquote(parts.password)] if parts.password else []
+    return [secret for secret in found if len(secret) >= 4]  # a 1-3 character value would hide ordinary text
+
+
+def redact_secrets(text: str, secrets: Iterable[str]) -> str:
+    """A server's text (an error message, a reason) as RecTune may print or store it: URLs redacted
+    (:func:`redact_url`), every ``Bearer``/``Basic`` credential and each of ``secrets`` (the API key, the
+    URL's credentials: :func:`url_secrets`) replaced by ``***``."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):  # longest first: no half-hidden keys
+        text = text.replace(secret, "***")
+    return _AUTHORIZATION.sub(lambda match: f"{match.group(1)} ***", redact_url(text))
 
 
 def redacted_args(args: list[str]) -> list[str]:

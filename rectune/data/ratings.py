@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rectune import movielens
 from rectune.core.cli import add_output_arguments
-from rectune.core.io import DataError
+from rectune.core.io import CONTROL, DataError
 from rectune.data.titles import CatalogItem
 
 
@@ -234,7 +234,8 @@ def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
 
 
 def _item(item_id: str, title: str, categories: list[str], description: str) -> CatalogItem:
-    return CatalogItem(item_id, title, {"categories": categories, "description": description})
+    one_line = " ".join(CONTROL.sub(" ", title).split())  # rows take titles of one line: a stray tab or break goes
+    return CatalogItem(item_id, one_line, {"categories": categories, "description": description})
 
 
 def read_users(path: str | os.PathLike) -> dict[str, dict]:

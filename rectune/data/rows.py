@@ -9,9 +9,14 @@ the benchmark in the registry, is :func:`rectune.benchmarks.load_rows`.
 
 from __future__ import annotations
 
+import math
 import os
 
-from rectune.core.io import DataError
+from rectune.core.io import CONTROL, DataError
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class RowChecker:
@@ -42,9 +47,17 @@ class RowChecker:
         value = self.raw.get(name)
         if value is None and optional:
             return None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise self.fail(name, f"must be a number, got {value!r}")
+        if not _is_finite_number(value):
+            raise self.fail(name, f"must be a finite number, got {value!r}")
         return value
+
+    def numbers_in(self, name: str, entries: list[dict], keys: tuple[str, ...], where: str = "entry") -> None:
+        """Each of ``keys`` that an entry of ``entries`` (this field's objects) holds is a finite number (a rating
+        of ``"five"`` or NaN would move every score computed from it)."""
+        for index, entry in enumerate(entries):
+            for key in keys:
+                if key in entry and not _is_finite_number(entry[key]):
+                    raise self.fail(name, f"{where} {index}: {key!r} must be a finite number, got {entry[key]!r}")
 
     def count(self, name: str, default: int) -> int:
         value = self.raw.get(name, default)
@@ -52,11 +65,20 @@ class RowChecker:
             raise self.fail(name, f"must be a non-negative integer, got {value!r}")
         return value
 
-    def strings(self, name: str, optional: bool = True) -> list[str]:
+    def strings(self, name: str, optional: bool = True, one_line: bool = False) -> list[str]:
+        """A list of strings; with ``one_line`` (titles, ids) none may hold a line break or control character."""
         value = self.raw.get(name, [] if optional else None)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(name, "missing" if value is None else "must be a list of strings")
+        if one_line:
+            self._one_line(name, value)
         return value
+
+    def _one_line(self, name: str, values: list[object], key: str | None = None) -> None:
+        for index, text in enumerate(values):
+            if isinstance(text, str) and (bad := CONTROL.search(text)):
+                where = f"entry {index}" + (f" {key!r}" if key else "")
+                raise self.fail(name, f"{where} holds a control character ({bad.group()!r})")
 
     def pairs(self, name: str) -> list[list[str]]:
         value = self.raw.get(name, [])
@@ -67,6 +89,7 @@ class RowChecker:
         return value
 
     def objects(self, name: str, required_keys: tuple[str, ...] = (), optional: bool = False) -> list[dict] | None:
+        """A list of objects each holding ``required_keys``; an ``id`` or ``title`` among them is one line."""
         value = self.raw.get(name)
         if value is None and optional:
             return None
@@ -76,6 +99,8 @@ class RowChecker:
             for key in required_keys:
                 if key not in entry:
                     raise self.fail(name, f"entry {index} has no {key!r}")
+        for key in ("id", "title"):
+            self._one_line(name, [entry.get(key) for entry in value], key)
         return value
 
     def scale(self, name: str = "scale") -> list[float] | None:
@@ -101,4 +126,7 @@ class RowChecker:
         for key in required_keys:
             if key not in value:
                 raise self.fail(name, f"has no {key!r}")
+        for key in ("id", "title"):
+            if isinstance(value.get(key), str) and (bad := CONTROL.search(value[key])):
+                raise self.fail(name, f"{key!r} holds a control character ({bad.group()!r})")
         return value

@@ -40,7 +40,8 @@ def _objects(path: Path) -> list[tuple[int, object]]:
     if text.lstrip().startswith("["):
         return list(enumerate(parse_json(text, path), start=1))
     objects = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    # JSONL lines end at "\n" alone: str.splitlines() would also cut at U+2028, U+0085, ... inside a JSON string
+    for line_no, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             objects.append((line_no, parse_json(line, path, line_no)))
     return objects

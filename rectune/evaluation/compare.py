@@ -138,6 +138,8 @@ def comparison_rows(
         tasks += [t for t in report["by_task"] if t not in tasks]
     if baseline is not None and baseline not in reports:
         raise DataError(baseline, f"no report of that name to compare with (reports: {', '.join(reports)})")
+    if baseline is not None:
+        _check_same_data(reports, baseline)
     differences = {
         name: paired_differences(report, reports[baseline], tasks, samples, seed)
         for name, report in reports.items()
@@ -157,8 +159,32 @@ def comparison_rows(
     return rows
 
 
+def _data_hash(report: dict) -> str | None:
+    key = (report.get("config") or {}).get("predictions_key") if isinstance(report.get("config"), dict) else None
+    return key.get("data_sha256") if isinstance(key, dict) else None
+
+
+def _check_same_data(reports: dict[str, dict], baseline: str) -> None:
+    """Paired intervals pair queries by id: refuse reports scored on other data than the baseline's (a
+    closed-book and a grounded build of one release share their ids, not their questions)."""
+    expected = _data_hash(reports[baseline])
+    for name, report in reports.items():
+        found = _data_hash(report)
+        if expected and found and found != expected:
+            raise DataError(
+                name, f"was scored on other data than {baseline} (data_sha256 {found[:12]} vs {expected[:12]}): "
+                "paired intervals would pair different queries; compare reports of one data file"
+            )  # fmt: skip
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _cell(value: object) -> str:
-    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"  # a metric that is undefined (NaN) or overflowed (inf) shows as missing
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _metrics(rows: list[dict]) -> list[str]:
@@ -265,12 +291,12 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     width = 0.8 / len(names)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         spec = specs.get(metric, MetricSpec(metric))
-        present = [r[metric] for r in rows if r[metric] is not None]
+        present = [r[metric] for r in rows if _finite(r[metric])]
         for j, name in enumerate(names):
             values = [(by_key.get((t, name)) or {}).get(metric) for t in tasks]
             bars = ax.bar(
                 [i + j * width for i in range(len(tasks))],
-                [math.nan if v is None else v for v in values],
+                [v if _finite(v) else math.nan for v in values],
                 width,
                 label=name,
                 yerr=_error_bars(by_key, tasks, name, metric),
@@ -286,8 +312,8 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
         ax.axis("off")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with atomic_write(path, "wb") as handle:  # a tagged, exclusive temporary file: no link is followed
+            fig.savefig(handle, format="png", dpi=110)
+    finally:
+        plt.close(fig)

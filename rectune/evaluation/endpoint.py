@@ -20,12 +20,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse, urlsplit, urlunsplit
 
 from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
-from rectune.core.secrets import redact_url
+from rectune.core.secrets import redact_secrets, redact_url, url_secrets
 from rectune.evaluation.endpoint_request import (
     TryCounter,
     UnusableAnswer,
@@ -56,6 +56,16 @@ class Endpoint:
 
     def describe(self) -> str:
         return f"{self.model} at {redact_url(self.base_url)}"
+
+    def secrets(self) -> list[str]:
+        """What a server must not get to echo into RecTune's output: the API key and the URL's credentials."""
+        return [os.environ.get(self.api_key_env) or "", *url_secrets(self.base_url)]
+
+    def url_and_query(self) -> tuple[str, dict[str, str]]:
+        """The base URL without its query, and the query's parameters (sent with every request, as the client's
+        default query: the client appends request paths to the base URL, which a query would cut)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
 HTTP_LOGGERS = ("httpx", "httpx2", "openai")
@@ -95,8 +105,10 @@ def open_client(endpoint: Endpoint):
                 "variable with --api-key-env)"
             )
         key = "EMPTY"  # vLLM, SGLang and transformers serve accept any key unless started with one
+    base_url, query = endpoint.url_and_query()
     return openai.OpenAI(
-        base_url=endpoint.base_url,
+        base_url=base_url,
+        default_query=query or None,
         api_key=key,
         timeout=endpoint.timeout,
         max_retries=endpoint.max_retries,
@@ -188,34 +200,38 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
         except openai.APIStatusError as err:
             tries = tries_text(endpoint.counter.tries)
             if err.status_code in _REFUSED:
-                return "", {"error": f"{err.status_code}: {_message(err)}"}
+                return "", {"error": f"{err.status_code}: {_message(err, endpoint)}"}
             if err.status_code in (401, 403):
                 raise RecTuneError(
-                    f"{redact_url(endpoint.base_url)}: {err.status_code} {_message(err)} (check the key in "
+                    f"{redact_url(endpoint.base_url)}: {err.status_code} {_message(err, endpoint)} (check the key in "
                     f"{endpoint.api_key_env})"
                 ) from None
             if err.status_code == 404:
-                raise RecTuneError(f"{endpoint.describe()}: 404 {_message(err)} (is the model name right?)") from None
+                raise RecTuneError(
+                    f"{endpoint.describe()}: 404 {_message(err, endpoint)} (is the model name right?)"
+                ) from None
             raise RecTuneError(
-                f"{endpoint.describe()}: {err.status_code} {_message(err)} after {tries}; "
+                f"{endpoint.describe()}: {err.status_code} {_message(err, endpoint)} after {tries}; "
                 "the answers so far are kept: rerun to resume"
             ) from None
         except (openai.APITimeoutError, openai.APIConnectionError, httpx.TransportError) as err:
             # an error's body read past the deadline or the cap surfaces as httpx's own error, unwrapped
             cause = err.__cause__ if isinstance(err, openai.APIError) else err
-            detail = f" ({' '.join(str(cause).split())[:200]})" if isinstance(cause, httpx.TransportError) else ""
+            text = redact_secrets(" ".join(str(cause).split()), endpoint.secrets())
+            detail = f" ({text[:200]})" if isinstance(cause, httpx.TransportError) else ""
             raise RecTuneError(
                 f"{endpoint.describe()}: {err.__class__.__name__.removeprefix('API')}{detail} after "
                 f"{tries_text(endpoint.counter.tries)}; the answers so far are kept: rerun to resume"
             ) from None
 
 
-def _message(err) -> str:
-    """The server's own error message (OpenAI's ``{"error": {"message"}}`` or a bare ``{"message"}``), one line."""
+def _message(err, endpoint: Endpoint) -> str:
+    """The server's own error message (OpenAI's ``{"error": {"message"}}`` or a bare ``{"message"}``), one line,
+    with any credential it echoes hidden."""
     body = err.body if isinstance(err.body, dict) else {}
     nested = body.get("error") if isinstance(body.get("error"), dict) else {}
     message = body.get("message") or nested.get("message") or err.message
-    return " ".join(str(message).split())[:300]
+    return redact_secrets(" ".join(str(message).split()), endpoint.secrets())[:300]
 
 
 def endpoint_usage(predictions: Path, ids: set[str]) -> dict | None:

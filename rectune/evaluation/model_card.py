@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from rectune.benchmarks import get_benchmark
+from rectune.core.escaping import markdown_cell
 from rectune.core.io import RecTuneError, atomic_write, read_json, write_json
 from rectune.core.outputs import changed_files, lock_output, read_marker, write_marker
 
@@ -43,6 +44,10 @@ def _row(report: dict, data: str, report_dir: str) -> dict:
     }
 
 
+def _is_row(value: object) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("metrics"), dict) and {"data", "n"} <= value.keys()
+
+
 def results_section(rows: list[dict]) -> str:
     """The card's Evaluation section for ``rows`` (one table per set of metric labels)."""
     lines = [START, "## Evaluation", "", "Scored with `evaluate/run.py` (`report.json` in each report folder):", ""]
@@ -51,8 +56,9 @@ def results_section(rows: list[dict]) -> str:
                   "|---|---|---|" + "---|" * len(labels) + "---|---|"]  # fmt: skip
         for row in (r for r in rows if tuple(r["metrics"]) == labels):
             values = " | ".join("-" if v is None else f"{v:.3f}" for v in row["metrics"].values())
-            where = f"`{row['report']}` | {(row['commit'] or '-')[:7]}"
-            lines.append(f"| `{row['data']}` | {row['convention']} | {row['n']} | {values} | {where} |")
+            where = f"{markdown_cell(row['report'])} | {markdown_cell((row['commit'] or '-')[:7])}"
+            data, convention = markdown_cell(row["data"]), markdown_cell(row["convention"])
+            lines.append(f"| {data} | {convention} | {row['n']} | {values} | {where} |")
         lines.append("")
     return "\n".join([*lines, END]) + "\n"
 
@@ -64,13 +70,18 @@ def record_results(checkpoint_dir: str | os.PathLike, report: dict, data: str, r
     card = folder / CARD
     if marker is None or marker.get("kind") != TRAINING_KIND or CARD not in (marker.get("files") or {}):
         return f"model card: {folder} is not a finished RecTune training folder; its card is left as it is"
+    if card.is_symlink() or not card.is_file():
+        return f"model card: {card} is missing or not a plain file; it is left as it is"
     if changed_files(folder, marker):
         return f"model card: files in {folder} changed since RecTune wrote them; its card is left as it is"
     try:
         lock_output(folder)
     except RecTuneError:
         return f"model card: another process holds {folder}; its card is left as it is"
-    stored = read_json(folder / RESULTS) if (folder / RESULTS).is_file() else {}
+    results = folder / RESULTS
+    stored = read_json(results) if results.is_file() and not results.is_symlink() else {}
+    if results.is_symlink() or not (isinstance(stored, dict) and all(_is_row(v) for v in stored.values())):
+        return f"model card: {results} is not the results RecTune keeps there; the card is left as it is"
     row = _row(report, data, report_dir)
     stored[f"{data} {row['convention']} {row['n']}"] = row  # a rescore replaces its row; a subset has its own
     text = card.read_text(encoding="utf-8")

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rectune.benchmarks import Resources, get_benchmark, load_rows
+from rectune.core.escaping import markdown_text
 from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
@@ -44,6 +45,23 @@ def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | 
         "with_history": recorded.get("with_history", False) if with_history is None else with_history,
         "k": recorded.get("k") if k is None else k,
     }
+
+
+def selected_rows(
+    data_rows: list, data: str | os.PathLike, tasks: list[str] | None, limit: int | None, sample: int | None, seed: int
+) -> tuple[list, list]:
+    """The rows of ``tasks`` (all when None), and of those the ones scored: the first ``limit``, then ``sample``
+    of them drawn stratified by task (:mod:`rectune.evaluation.sampling`, seeded)."""
+    if tasks is not None:
+        unknown = sorted(set(tasks) - {r.task for r in data_rows})
+        if unknown:
+            raise DataError(data, f"no rows of task {', '.join(unknown)} (tasks here: "
+                            f"{', '.join(sorted({r.task for r in data_rows}))})")  # fmt: skip
+        data_rows = [r for r in data_rows if r.task in tasks]
+    rows = data_rows[:limit] if limit is not None else data_rows
+    if sample is not None:
+        rows = stratified_sample(rows, sample, seed)
+    return data_rows, rows
 
 
 def evaluate_checkpoint(
@@ -84,17 +102,9 @@ def evaluate_checkpoint(
     baseline's fitting record, kept in the report; ``from_rows``: see :func:`run_generation`.
     """
     out = Path(out)
-    data_rows = all_rows = load_rows(data)
-    known = {r.id for r in all_rows}
-    if tasks is not None:
-        unknown = sorted(set(tasks) - {r.task for r in all_rows})
-        if unknown:
-            raise DataError(data, f"no rows of task {', '.join(unknown)} (tasks here: "
-                            f"{', '.join(sorted({r.task for r in all_rows}))})")  # fmt: skip
-        all_rows = [r for r in all_rows if r.task in tasks]
-    rows = all_rows[:limit] if limit is not None else all_rows
-    if sample is not None:
-        rows = stratified_sample(rows, sample, settings.seed)
+    data_rows = load_rows(data)
+    known = {r.id for r in data_rows}
+    all_rows, rows = selected_rows(data_rows, data, tasks, limit, sample, settings.seed)
     if answered_tasks is not None:
         rows = [r for r in rows if r.task in answered_tasks]
         if not rows:
@@ -124,7 +134,8 @@ def evaluate_checkpoint(
     write_json(out / "report.json", report, line_per_item=("per_query",))
     write_jsonl(out / "details.jsonl", table)  # per query: what was asked, answered, resolved and scored
     with atomic_write(out / "report.md") as handle:
-        handle.write(f"# {out.name}\n\ncheckpoint `{checkpoint.path}` on `{data}` ({len(rows)} queries)\n\n")
+        heading, path, source = (markdown_text(x) for x in (out.name, checkpoint.path, data))
+        handle.write(f"# {heading}\n\ncheckpoint {path} on {source} ({len(rows)} queries)\n\n")
         handle.write(report["table"] + "\n")
     seal_report_folder(out)
     return report, table
@@ -180,12 +191,15 @@ def write_batch_file(
     settings,
     *,
     limit: int | None = None,
+    sample: int | None = None,
+    tasks: list[str] | None = None,
     overwrite: bool = False,
     commit: str = "unknown",
 ) -> Path:
-    """The OpenAI Batch requests for the rows, in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
+    """The OpenAI Batch requests for the rows :func:`selected_rows` chooses (the queries a local evaluation
+    with the same arguments scores), in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
     out = Path(out)
-    rows = load_rows(data)[:limit] if limit is not None else load_rows(data)
+    _, rows = selected_rows(load_rows(data), data, tasks, limit, sample, settings.seed)
     start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
     requests = [

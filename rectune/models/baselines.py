@@ -81,6 +81,10 @@ def fit_baseline(spec: str, data: str | os.PathLike, k: int, seed: int = 0, **re
     benchmark = benchmark_of(data)
     baseline = get_baseline(spec, benchmark.name)
     train = load_rows(train_path)
+    other = sorted({row.benchmark for row in train} - {benchmark.name})
+    if other:
+        raise DataError(train_path, f"holds {', '.join(other)} rows, but --data is {benchmark.name}: a baseline fits "
+                        "on the training split of the same benchmark")  # fmt: skip
     context = Context(Resources(data, **resource_args), k, seed)
     combos = [dict(zip(baseline.grid, values, strict=True)) for values in itertools.product(*baseline.grid.values())]
     tried = []

@@ -85,9 +85,29 @@ def save_stage(
     trainer.save_model(output_dir)
     if trainer.accelerator.is_main_process:
         write_files()
-        mark_finished(output_dir, trainer, metadata)
+        short = stopped_short(trainer)
+        if short:  # a data order that ran dry: the stage is not done, and a rerun must resume it
+            trainer.accelerator.print(f"{output_dir}: {short}; saved, not marked finished: rerun to resume")
+        else:
+            mark_finished(output_dir, trainer, metadata)
         make_shareable(output_dir, written_since_ns=claimed_at)
-        seal_output_dir(output_dir)
+        if not short:
+            seal_output_dir(output_dir)
+
+
+def stopped_short(trainer: Any) -> str | None:
+    """Why the run ended before ``max_steps`` without early stopping telling it to (None: it did not)."""
+    from transformers import EarlyStoppingCallback
+
+    wanted, reached = trainer.args.max_steps, trainer.state.global_step
+    early = any(
+        isinstance(callback, EarlyStoppingCallback)
+        and callback.early_stopping_patience_counter >= callback.early_stopping_patience
+        for callback in trainer.callback_handler.callbacks
+    )
+    if wanted > 0 and reached < wanted and not early:
+        return f"training stopped at step {reached} of max_steps {wanted} (the data ran out)"
+    return None
 
 
 def check_kernels(training_args: Any) -> None:
@@ -96,6 +116,20 @@ def check_kernels(training_args: Any) -> None:
 
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
+
+
+def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> None:
+    """Stop in one line when ``max_length`` cut every example before its answer: TRL drops those (they carry no
+    loss), and an empty training set would fail later in its sampler, naming neither key nor length."""
+    if max_length is None or len(trainer.train_dataset) > 0:
+        return
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    texts = (tokenizer.apply_chat_template(e["prompt"] + e["completion"], tokenize=False) for e in examples)
+    shortest = min(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
+    raise RecTuneError(
+        f"max_length {max_length}: every training example is cut before its answer (the shortest is {shortest} "
+        "tokens with its answer); raise max_length"
+    )
 
 
 def describe_setup(trainer: Any) -> str:

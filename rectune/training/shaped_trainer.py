@@ -9,13 +9,15 @@ per completion token where lines name a wrong pick (TRL's loss takes ``(B, T)`` 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl.trainer.utils import RepeatSampler, nanstd
 
 from rectune.benchmarks import Benchmark, Resources
-from rectune.core.io import RecTuneError
+from rectune.core.io import RecTuneError, read_json, write_json
 from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.shaping import (
     OVERLENGTH,
@@ -29,6 +31,7 @@ from rectune.training.shaping import (
 )
 
 log = logging.getLogger(__name__)
+CURRICULUM_STATE = "curriculum.json"  # in each checkpoint folder: the difficulties the next epochs follow
 
 
 class CurriculumSampler(RepeatSampler):
@@ -40,7 +43,7 @@ class CurriculumSampler(RepeatSampler):
         self._order: list[int] | None = None
 
     def __iter__(self):
-        self._order = self.curriculum.order(self.ids)
+        self._order = self.curriculum.order(self.ids, minimum=self.batch_size)
         if self._order is None:
             yield from super().__iter__()
             return
@@ -97,6 +100,19 @@ class ShapedGRPOTrainer(RecTuneGRPOTrainer):
             ids=[str(prompt_id) for prompt_id in dataset["id"]],
             curriculum=self.curriculum,
         )
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.curriculum is not None and self.args.should_save:
+            folder = Path(self._get_output_dir(trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            write_json(folder / CURRICULUM_STATE, self.curriculum.state())
+
+    def _load_rng_state(self, checkpoint):
+        # transformers' hook for what a checkpoint restores besides the weights and the optimizer
+        super()._load_rng_state(checkpoint)
+        saved = Path(checkpoint or "", CURRICULUM_STATE)
+        if self.curriculum is not None and checkpoint and saved.is_file():
+            self.curriculum.load(read_json(saved))
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         self._rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)

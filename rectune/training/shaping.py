@@ -23,6 +23,7 @@ into TRL's GRPOTrainer.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 
@@ -108,10 +109,11 @@ class Curriculum:
             if value is not None and value == value:  # a reward that does not apply (None, NaN) says nothing
                 self._epoch.setdefault(prompt_id, []).append(float(value))
 
-    def order(self, ids: list[str]) -> list[int] | None:
+    def order(self, ids: list[str], minimum: int = 1) -> list[int] | None:
         """Indexes into ``ids`` for the next epoch (None before anything was recorded): difficulty at least the
-        cutoff, easiest first (ties and unseen prompts in their order); all of them if every prompt is easy.
-        Difficulties 0.05, 0.6, unseen, 0.3 with cutoff 0.1 -> ``[3, 1, 2]``."""
+        cutoff, easiest first (ties and unseen prompts in their order), all of them if every prompt is easy; at
+        least ``minimum`` (a batch: an epoch of none would end training), topped up with the hardest easy ones.
+        Difficulties 0.05, 0.6, unseen, 0.3 with cutoff 0.1 -> ``[3, 1, 2]``; with minimum 4 -> ``[0, 3, 1, 2]``."""
         for prompt_id, values in self._epoch.items():
             self.difficulty[prompt_id] = 1.0 - sum(values) / len(values)
         self._epoch = {}
@@ -122,21 +124,34 @@ class Curriculum:
         unseen = [i for i, prompt_id in enumerate(ids) if prompt_id not in self.difficulty]
         if not kept and not unseen:
             kept = seen
+        easy = sorted(set(seen) - set(kept), key=lambda i: (-self.difficulty[ids[i]], i))
+        kept += easy[: max(0, minimum - len(kept) - len(unseen))]
         return sorted(kept, key=lambda i: (self.difficulty[ids[i]], i)) + unseen
+
+    def state(self) -> dict:
+        """What a checkpoint keeps, so a resumed run orders its epochs as this one would."""
+        return {"difficulty": self.difficulty, "epoch": self._epoch}
+
+    def load(self, state: dict) -> None:
+        self.difficulty = {str(k): float(v) for k, v in state["difficulty"].items()}
+        self._epoch = {str(k): [float(x) for x in v] for k, v in state["epoch"].items()}
 
 
 OVERLENGTH = -0.1  # Rank-GRPO's advantage for each token of an item past K
 
 
 def rank_advantages(gains: list[list[float]], group: int, k: int) -> list[list[float]]:
-    """Per completion, per rank below ``k``: the reward-to-go (the sum of its gain and the later ones), minus the
-    mean over the completion's group (``group`` consecutive completions) at that rank, over their standard
-    deviation (unbiased, as TRL's, + 1e-4; 0 where the group agrees). Group of two, K 2, gains [0.6, 0.4] and
-    [0, 0]: reward-to-go [1.0, 0.4] and [0, 0] -> ``[[0.707, 0.707], [-0.707, -0.707]]``."""
+    """Per completion, per rank below ``k`` and below the longest answer's length: the reward-to-go (the sum of
+    its gain and the later ones), minus the mean over the completion's group (``group`` consecutive completions)
+    at that rank, over their standard deviation (unbiased, as TRL's, + 1e-4; 0 where the group agrees). Group of
+    two, K 2, gains [0.6, 0.4] and [0, 0]: reward-to-go [1.0, 0.4] and [0, 0] ->
+    ``[[0.707, 0.707], [-0.707, -0.707]]``."""
+    k = min(k, max((len(values) for values in gains), default=0))  # past every answer's end all agree: 0
     to_go = []
     for values in gains:
         padded = [*values[:k], *[0.0] * (k - len(values[:k]))]
-        to_go.append([sum(padded[rank:]) for rank in range(k)])
+        sums = list(itertools.accumulate(reversed(padded)))  # linear in K, however large a data's K is
+        to_go.append(sums[::-1])
     advantages = [[0.0] * k for _ in gains]
     for start in range(0, len(gains), group):
         members = range(start, min(start + group, len(gains)))

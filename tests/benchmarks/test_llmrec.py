@@ -305,3 +305,11 @@ def test_corpus_bleu_over_sentences_with_a_brevity_penalty_by_hand():
     hypotheses = ["the cat sat on the mat", "a dog ran"]
     references = ["the cat sat on the mat today", "a dog ran fast in the park"]
     assert scoring.text_scores(hypotheses, references)["bleu4"] == pytest.approx(100 * math.exp(1 - 14 / 9))
+
+
+def test_a_rating_baseline_on_other_tasks_says_the_filter_left_none(prepared, tmp_path):
+    from test_hostile import one_line
+
+    result = run_script("evaluate/run.py", "--model", "baseline:bias", "--data", prepared / "test.jsonl", "--out",
+                        tmp_path / "bias", "--task", "direct", "--no-wandb", check=False)  # fmt: skip
+    one_line(result, "baseline:bias answers rating queries", "has none of the tasks chosen (--task direct)")

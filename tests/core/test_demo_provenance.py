@@ -40,3 +40,9 @@ def test_the_hash_follows_the_inputs(tmp_path, monkeypatch):
     recipe = copy / "recipes/smollm2_movie_cpu_grpo.yaml"
     recipe.write_text(recipe.read_text().replace("max_steps: 16", "max_steps: 17"))
     assert module.inputs_hash() != before
+
+
+def test_the_line_names_a_dirty_tree_as_run_configs_do(monkeypatch):
+    module = provenance()
+    monkeypatch.setattr(module, "git_commit", lambda: "abc1234-dirty")
+    assert module.line() == f"demo measured at commit abc1234-dirty, demo inputs {module.inputs_hash()}"

@@ -387,3 +387,60 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     lines.append("wandb_tags: *a8")  # 8**9 = 134 million strings once expanded
     recipe.write_text("\n".join(lines) + "\n")
     one_line(run_script("train/sft.py", recipe, check=False), f"{recipe}:3: YAML alias *a0")
+
+
+class EchoingServer:
+    """A server that refuses every request with a 400 whose message echoes the credentials it was sent."""
+
+    def __init__(self):
+        server = self
+        self.paths: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                server.paths.append(self.path)
+                message = f"bad request from {self.headers.get('Authorization')} at {self.path}"
+                data = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                """Quiet."""
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_credentials_a_server_echoes_never_reach_files_or_the_terminal(tmp_path, movie_data, monkeypatch):
+    import base64
+
+    server = EchoingServer()
+    try:
+        key, second, third = PLANTED_KEY, PLANTED_KEY[::-1], "KEY2" + PLANTED_KEY[:8]
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        for url in (f"http://{server.host}/v1", f"http://us:p@ss{second}@{server.host}/v1?code={third}"):
+            out = tmp_path / str(len(server.paths))
+            result = evaluate(out, movie_data, url, "--limit", "2", "--score-failures-as-empty")
+            assert result.returncode == 0, result.stderr[-2000:]
+            shown = result.stdout + result.stderr
+            basic = base64.b64encode(f"us:p@ss{second}".encode()).decode()
+            for secret in (key, second, third, basic):
+                assert secret not in shown
+                for path in (p for p in out.rglob("*") if p.is_file()):
+                    assert secret.encode() not in path.read_bytes(), path
+            errors = [row["error"] for row in read_jsonl(out / "predictions.jsonl")]
+            assert len(errors) == 2 and all(e.startswith("400: bad request from ") for e in errors)
+            assert "Bearer ***" in errors[0] or "Basic ***" in errors[0]
+        # the URL's query goes with every request, after the path (not cut into it)
+        assert server.paths[-1] == f"/v1/chat/completions?code={third}"
+    finally:
+        server.close()

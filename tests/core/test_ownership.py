@@ -1,6 +1,7 @@
 """Ownership and locks: RecTune replaces only what its marker or manifest says it wrote, refuses
 outputs that cannot be swapped in whole, and lets one process at a time own an output."""
 
+import errno
 import json
 import os
 import shlex
@@ -240,3 +241,23 @@ def test_training_on_a_full_disk_gets_one_line(tmp_path, tiny_model, train_data)
         f"error: {small / 'run'}: no space left on the device while saving a checkpoint; free some and rerun: it "
         "resumes from the last complete checkpoint"
     )
+
+
+def test_a_comparison_that_fails_half_way_can_be_rerun_and_a_full_disk_names_the_file(tmp_path):
+    from rectune.core.io import atomic_write
+    from rectune.core.owned_files import file_outputs
+
+    paths = [tmp_path / "cmp.md", tmp_path / "cmp.csv", tmp_path / "cmp.png"]
+    with pytest.raises(RuntimeError), file_outputs(paths, overwrite=False):
+        for path in paths[:2]:
+            with atomic_write(path) as handle:
+                handle.write("table\n")
+        raise RuntimeError("the chart failed")
+    with file_outputs(paths, overwrite=False):  # what the failed run wrote is RecTune's: replaced, not refused
+        for path in paths:
+            with atomic_write(path) as handle:
+                handle.write("again\n")
+
+    with pytest.raises(OSError) as caught, atomic_write(tmp_path / "big.md"):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write to a full disk fails: no file named
+    assert caught.value.filename == str(tmp_path / "big.md") and not (tmp_path / "big.md").exists()

@@ -93,3 +93,20 @@ def test_a_baseline_of_some_tasks_scores_the_queries_of_the_models_sample(tmp_pa
     evaluate(data, tmp_path / "mean", "--model", "baseline:global-mean", "--sample", "10")
     scored = {r["id"] for r in read_jsonl(tmp_path / "mean" / "predictions.jsonl")}
     assert len(drawn) == 2 and scored == drawn
+
+
+def test_a_baseline_on_foreign_rows_stops_in_one_line(tmp_path):
+    from conftest import ROOT
+    from test_hostile import one_line
+
+    data = tmp_path / "data"
+    prepare(data, "--candidates", "3", "--test-size", "0.5")
+    rows = read_jsonl(data / "test.jsonl")
+    rows[0]["candidates"][0]["id"] = "99999"  # an id the catalog does not hold
+    (data / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for name in ("bm25", "popularity"):
+        result = evaluate(data, tmp_path / name, "--model", f"baseline:{name}", check=False)
+        one_line(result, f"row {rows[0]['id']!r}: candidate '99999' is not in the catalog")
+    (data / "train.jsonl").write_bytes((ROOT / "tests/fixtures/prepared_v2/perrec/train.jsonl").read_bytes())
+    result = evaluate(data, tmp_path / "other", "--model", "baseline:popularity", check=False)
+    one_line(result, "train.jsonl: holds perrecbench rows, but --data is recbench+")

@@ -185,3 +185,41 @@ def test_chart_axes_fit_the_values_within_the_scale():
     assert axis_limits(MetricSpec("τ", "signed"), [-0.2, 0.1]) == (-1.0, pytest.approx(0.115))
     assert axis_limits(MetricSpec("RMSE", "error"), [1.2, 1.6]) == (0.0, pytest.approx(1.84))
     assert axis_limits(MetricSpec("P"), [0.0, 0.0]) == (0.0, 1.0)  # nothing above 0: the whole scale
+
+
+def test_reports_scored_on_other_data_are_not_paired():
+    base, other = recbench_report([0.1, 0.2, 0.3]), recbench_report([0.2, 0.3, 0.4])
+    base["config"] = {"predictions_key": {"data_sha256": "a" * 64}}
+    other["config"] = {"predictions_key": {"data_sha256": "b" * 64}}  # a closed-book build: same ids, other prompts
+    with pytest.raises(DataError, match="sft: was scored on other data than base .data_sha256 bbbbbbbbbbbb vs aaaa"):
+        comparison_rows({"base": base, "sft": other}, baseline="base")
+    other["config"]["predictions_key"]["data_sha256"] = "a" * 64
+    assert comparison_rows({"base": base, "sft": other}, baseline="base")
+
+
+def test_undefined_metrics_show_as_missing_and_the_chart_is_drawn(tmp_path):
+    from rectune.evaluation.compare import write_outputs
+
+    reports = {"base": recbench_report([0.1, 0.2, 0.3]), "sft": recbench_report([0.2, 0.3, 0.4])}
+    reports["sft"]["overall"]["precision"] = float("nan")
+    reports["sft"]["by_task"] = {"explicit": {**reports["sft"]["overall"], "recall": float("inf")}}
+    rows = comparison_rows(reports)
+    paths = [tmp_path / f"comparison{s}" for s in (".md", ".csv", ".png")]
+    write_outputs(rows, metric_specs(reports), paths)
+    assert "| explicit | sft | 3 | - | - |" in paths[0].read_text()
+    assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_chart_never_writes_through_a_planted_link(tmp_path):
+    from rectune.evaluation.compare import write_outputs
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file")
+    (tmp_path / "out").mkdir()
+    for name in (".comparison.png.tmp.png", ".comparison.png.tmp"):  # the names a fixed temporary file had
+        (tmp_path / "out" / name).symlink_to(victim)
+    reports = {"base": recbench_report([0.1, 0.2, 0.3])}
+    paths = [tmp_path / "out" / f"comparison{s}" for s in (".md", ".csv", ".png")]
+    write_outputs(comparison_rows(reports), metric_specs(reports), paths)
+    assert victim.read_text() == "the user's own file"
+    assert paths[2].read_bytes()[:4] == b"\x89PNG" and not paths[2].is_symlink()

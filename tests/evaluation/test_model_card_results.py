@@ -36,7 +36,7 @@ def test_scores_land_in_the_card_and_the_folder_stays_sealed(tmp_path, tiny_mode
     section = card[card.index("<!-- rectune:evaluation -->") :]
     assert "| data | metrics | n | P@5 | R@5 | NDCG@5 | P | R | NDCG | report | commit |" in section  # K: 5
     recall = report["overall"]["recall"]
-    row = next(line for line in section.splitlines() if line.startswith(f"| `{movie_data / 'test.jsonl'}`"))
+    row = next(line for line in section.splitlines() if line.startswith(f"| {movie_data / 'test.jsonl'} |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[1:3] == ["default", "9"] and cells[7] == f"{recall:.3f}"
     assert cells[-1] == report["config"]["git_commit"][:7]
@@ -44,7 +44,7 @@ def test_scores_land_in_the_card_and_the_folder_stays_sealed(tmp_path, tiny_mode
     score(adapter, movie_data / "test.jsonl", tmp_path / "reports" / "three", "--limit", "3")
     score(adapter, movie_data / "test.jsonl", tmp_path / "reports" / "again")
     card = (adapter / "README.md").read_text()
-    rows = [line for line in card.splitlines() if line.startswith(f"| `{movie_data / 'test.jsonl'}`")]
+    rows = [line for line in card.splitlines() if line.startswith(f"| {movie_data / 'test.jsonl'} |")]
     assert len(rows) == 2 and "reports/again" in card and "reports/full" not in card
     assert card.count("## Evaluation") == 1
     # RecTune vouches for the edited card: nothing looks changed, and rerunning the training stage is a no-op
@@ -62,3 +62,29 @@ def test_a_card_edited_by_someone_else_is_left_alone(tmp_path, tiny_model, train
     assert left in result.stdout
     assert (adapter / "README.md").read_text() == "# my own notes\n"
     assert not (adapter / "evaluations.json").exists()
+
+
+def test_hostile_names_are_escaped_and_odd_cards_left_alone(tmp_path, tiny_model, train_data, movie_data):
+    from rectune.evaluation.model_card import record_results
+
+    adapter, _ = train(tmp_path, tiny_model, train_data)
+    (adapter / "evaluations.json").write_text("[1, 2]")  # not RecTune's: a user's file of another shape
+    out = tmp_path / "reports" / "x`y|z<script>alert(1)"
+    result = score(adapter, movie_data / "test.jsonl", out)
+    assert f"model card: {adapter / 'evaluations.json'} is not the results RecTune keeps there" in result.stdout
+    assert (adapter / "evaluations.json").read_text() == "[1, 2]"
+    heading = (out / "report.md").read_text().splitlines()[0]
+    assert heading == "# x\\`y|z&lt;script&gt;alert(1)"
+    report = json.loads((out / "report.json").read_text())
+    (adapter / "evaluations.json").unlink()
+    print(record_results(adapter, report, "d`a|t<b>\na", str(out)))
+    card = (adapter / "README.md").read_text()
+    row = next(line for line in card.splitlines() if line.startswith("| d"))
+    assert row.startswith("| d\\`a\\|t&lt;b&gt; a | default |") and "<script>" not in card and "<b>" not in card
+    # a card that is a link, or is gone: left as it is, in one line
+    (tmp_path / "elsewhere.md").write_text(card)
+    (adapter / "README.md").unlink()
+    assert "is missing or not a plain file" in record_results(adapter, report, "d", str(out))
+    (adapter / "README.md").symlink_to(tmp_path / "elsewhere.md")
+    assert "is missing or not a plain file" in record_results(adapter, report, "d", str(out))
+    assert (adapter / "README.md").is_symlink()

@@ -124,3 +124,15 @@ def test_catalog_must_exist(tmp_path):
         "evaluate/score.py", "--data", data, "--predictions", preds, "--out", tmp_path / "r.json", check=False
     )
     assert "catalog.jsonl: file not found" in result.stderr
+
+
+def test_answers_holding_unicode_line_separators_are_read_whole(movie_data, tmp_path):
+    # written as RecTune writes answers (ensure_ascii=False): U+2028, U+2029 and U+0085 stay raw inside the strings
+    answers = {**PREDICTIONS, "movie/explicit/1": "Taxi Driver\u2028Goodfellas\u2029Casino\u0085"}
+    preds = tmp_path / "p.jsonl"
+    preds.write_text("".join(json.dumps({"id": k, "completion": v}, ensure_ascii=False) + "\n"
+                             for k, v in answers.items()), encoding="utf-8")  # fmt: skip
+    assert "\u2028" in preds.read_text(encoding="utf-8")
+    out = tmp_path / "report.json"
+    run_script("evaluate/score.py", "--data", movie_data / "test.jsonl", "--predictions", preds, "--out", out)
+    assert json.loads(out.read_text())["overall"]["n"] == 9

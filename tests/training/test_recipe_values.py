@@ -101,3 +101,14 @@ def test_weights_that_cannot_be_loaded_safely_or_whole_are_one_line(tmp_path):
     )
     with pytest.raises(DataError, match="no readable safetensors header"):
         check_weights(adapter)
+
+
+def test_a_max_length_that_cuts_every_answer_is_one_line(tmp_path, tiny_model, train_data):
+    recipe = write_recipe(
+        tmp_path / "r.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"], output_dir=str(tmp_path / "sft"), max_steps=1, report_to=["none"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}], max_length=20,
+    )  # fmt: skip
+    last = one_line(run_script("train/sft.py", recipe, check=False), "max_length 20: every training example is cut")
+    shortest = int(last.split("the shortest is ")[1].split()[0])
+    assert shortest > 20

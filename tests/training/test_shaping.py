@@ -1,6 +1,7 @@
 """ReRec's reasoning-aware advantage and online curriculum: the arithmetic by hand, then a GRPO run with both."""
 
 import ast
+import json
 import math
 
 import pytest
@@ -52,6 +53,36 @@ def test_curriculum_order_by_hand():
     assert every_one_easy.order(["a", "b"]) == [0, 1]  # never an empty epoch
 
 
+def test_the_curriculum_keeps_a_batch_and_its_state_goes_with_checkpoints():
+    curriculum = Curriculum(easy_cutoff=0.1)
+    ids = ["a", "b", "c", "d"]
+    curriculum.record(["a", "b", "d"], [0.95, 0.4, 0.7])  # difficulties 0.05 (easy), 0.6, 0.3; c unseen
+    state = {key: dict(value) for key, value in curriculum.state().items()}
+    # a batch of 4 prompts: the easy one comes back rather than an epoch too short for one batch
+    assert curriculum.order(ids, minimum=4) == [0, 3, 1, 2]
+    resumed = Curriculum(easy_cutoff=0.1)
+    resumed.load(json.loads(json.dumps(state)))  # as a checkpoint's curriculum.json holds it
+    assert resumed.order(ids, minimum=4) == [0, 3, 1, 2] and resumed.difficulty == curriculum.difficulty
+
+
+def test_a_run_that_ran_out_of_data_before_max_steps_is_not_finished():
+    from types import SimpleNamespace
+
+    from transformers import EarlyStoppingCallback
+
+    from rectune.training.setup import stopped_short
+
+    def trainer(step, callbacks=()):
+        return SimpleNamespace(args=SimpleNamespace(max_steps=6), state=SimpleNamespace(global_step=step),
+                               callback_handler=SimpleNamespace(callbacks=list(callbacks)))  # fmt: skip
+
+    assert stopped_short(trainer(2)) == "training stopped at step 2 of max_steps 6 (the data ran out)"
+    assert stopped_short(trainer(6)) is None
+    patient = EarlyStoppingCallback(early_stopping_patience=2)
+    patient.early_stopping_patience_counter = 2  # early stopping ended it: that is finished
+    assert stopped_short(trainer(2, [patient])) is None
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -74,9 +105,12 @@ def test_grpo_with_reasoning_aware_rank_advantages_and_curriculum(tmp_path, tiny
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, data / "train_rft.jsonl", tmp_path / "rft", max_steps=prompts + 2,
         temperature=1.0, reward_funcs=["ndcg_at_k", "boxed_format", "item_alignment"],
-        reasoning_aware_scale=0.7, curriculum_reward="ndcg_at_k", rank_advantage=True, save_strategy="no",
+        reasoning_aware_scale=0.7, curriculum_reward="ndcg_at_k", rank_advantage=True, save_strategy="steps",
+        save_steps=prompts + 1,
     )  # fmt: skip
     result = run_script("train/grpo.py", recipe)
+    saved = json.loads((tmp_path / "rft" / f"checkpoint-{prompts + 1}" / "curriculum.json").read_text())
+    assert len(saved["difficulty"]) == prompts  # every prompt of the first epoch, for a resumed run's order
     assert f"curriculum: {prompts} of {prompts} prompts this epoch, easiest first" in result.stderr
     resolved = (tmp_path / "rft" / "recipe.yaml").read_text()
     assert "reasoning_aware_scale: 0.7" in resolved and "curriculum_reward: ndcg_at_k" in resolved
@@ -143,7 +177,9 @@ def test_rank_advantages_by_hand():
     # group of two, K 2: reward-to-go [1.0, 0.4] and [0, 0]; per rank: mean 0.5 and 0.2, std 0.7071 and 0.2828
     values = rank_advantages([[0.6, 0.4], [0.0, 0.0]], group=2, k=2)
     assert values == [pytest.approx([0.5 / 0.7072, 0.2 / 0.2829], abs=1e-3), pytest.approx([-0.707, -0.707], abs=1e-3)]
-    assert rank_advantages([[0.5], [0.5]], group=2, k=2) == [[0.0, 0.0], [0.0, 0.0]]  # the group agrees: no signal
+    assert rank_advantages([[0.5], [0.5]], group=2, k=2) == [[0.0], [0.0]]  # the group agrees: no signal; ranks
+    # past every answer's end are left out, so a data's K of 100,000 costs what its answers' lengths cost
+    assert rank_advantages([[0.6, 0.4], [0.0, 0.0]], group=2, k=100_000) == values
     assert rank_advantages([[0.0, 1.0, 9.0]], group=1, k=2) == [[0.0, 0.0]]  # past K: ignored; a lone completion
     assert token_items(["Heat", " [SEP]", " Jaws", "\n"], [4, 15]) == [0, 1, 1, 2]
 

@@ -1,5 +1,7 @@
 """Each group's prompt encoded once: the same log-probabilities, losses, gradients and samples as TRL's rows."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -63,7 +65,8 @@ def grpo_trainer(model, data, out, **config):
     settings = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=24, temperature=1.0,
                     use_cpu=True, bf16=False, report_to=[], beta=0.0, seed=3, scale_rewards="group")  # fmt: skip
     trainer = ShapedGRPOTrainer(
-        model=str(model), reward_funcs=rewards, train_dataset=Dataset.from_list(view_examples(data / "train_rft.jsonl")),
+        model=str(model), reward_funcs=rewards,
+        train_dataset=Dataset.from_list(view_examples(data / "train_rft.jsonl")),
         args=GRPOConfig(output_dir=str(out), **{**settings, **config}),
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0),
         shaping=ShapingArguments(reasoning_aware_scale=0.7, rank_advantage=True), benchmark=benchmark,
@@ -75,8 +78,12 @@ def grpo_trainer(model, data, out, **config):
 
 
 def batch_of(trainer):
+    """A generated batch whose prompts differ in length (so some are left-padded), as TRL hands it to the loss."""
     torch.manual_seed(0)
-    inputs = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    for batch in itertools.islice(trainer.get_train_dataloader(), 20):
+        inputs = trainer._prepare_inputs(batch)
+        if inputs["prompt_mask"].sum(1).unique().numel() > 1:
+            break
     assert inputs["advantages"].dim() == 2 and inputs["advantages"].abs().sum() > 0  # per-token, not all zero
     return inputs
 
@@ -91,6 +98,9 @@ def loss_and_gradients(trainer, inputs, shared: bool):
 
 
 def assert_same_loss_and_gradients(trainer, inputs):
+    packed = pack_shared_prefixes(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
+                                  inputs["completion_mask"], 0)  # fmt: skip
+    assert packed is not None and len(packed.input_ids) < len(inputs["prompt_ids"])  # prompts are shared
     loss, grads = loss_and_gradients(trainer, inputs, shared=False)
     shared_loss, shared_grads = loss_and_gradients(trainer, inputs, shared=True)
     torch.testing.assert_close(shared_loss, loss, rtol=1e-5, atol=1e-7)
@@ -111,6 +121,7 @@ def test_the_shared_forward_gives_the_rows_log_probabilities_and_entropies(train
     mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
     width = inputs["completion_ids"].shape[1]
     assert inputs["prompt_mask"].sum(1).unique().numel() > 1  # prompts of different lengths, left-padded
+    assert (inputs["prompt_mask"] == 0).any()
     results = {}
     for shared in (False, True):
         trainer.shared_prefix = shared
@@ -158,8 +169,11 @@ def test_shared_prefill_samples_the_same_completions(tiny_model):
     outputs, calls = {}, {}
     for share in (False, True):
         calls[share] = []
-        hook = model.register_forward_pre_hook(lambda _, args, kwargs, s=share: calls[s].append(kwargs["input_ids"].shape),
-                                               with_kwargs=True)  # fmt: skip
+
+        def record(_, args, kwargs, share=share):
+            calls[share].append(tuple(kwargs["input_ids"].shape))
+
+        hook = model.register_forward_pre_hook(record, with_kwargs=True)
         torch.manual_seed(11)
         with generating_with(model, model, share_prompts=share):
             outputs[share] = model.generate(**batch, generation_config=config, output_logits=True,
@@ -171,3 +185,12 @@ def test_shared_prefill_samples_the_same_completions(tiny_model):
     width = batch["input_ids"].shape[1]
     assert calls[False][0] == (8, width)  # every row prefilled
     assert calls[True][:2] == [(2, width - 1), (8, 1)]  # each prompt once, then every row's last prompt token
+
+
+@pytest.mark.slow
+def test_the_embedded_models_loss_and_gradients_equal_the_unshared_paths(tmp_path, grounded_data):
+    from rectune.models.embedded import resolve_model_name
+
+    trainer = grpo_trainer(resolve_model_name("embedded:smollm2"), grounded_data, tmp_path)
+    inputs = batch_of(trainer)
+    assert_same_loss_and_gradients(trainer, inputs)

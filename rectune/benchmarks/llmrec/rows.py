@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 
@@ -70,9 +71,12 @@ class LLMRecRow:
             scale=check.scale(),
             feedback=check.string("feedback", FEEDBACK, optional=True),
         )
+        check.numbers_in("history", row.history, ("rating",))
         if row.task == "rating":
             try:
-                float(row.target)
+                rating = float(row.target)
             except ValueError:
-                raise check.fail("target", f"a rating task needs a numeric target, got {row.target!r}") from None
+                rating = math.nan
+            if not math.isfinite(rating):
+                raise check.fail("target", f"a rating task needs a finite numeric target, got {row.target!r}")
         return row

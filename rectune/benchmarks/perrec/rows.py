@@ -68,6 +68,7 @@ class PerRecRow:
         users = check.objects("users", USER_KEYS)
         if not users:
             raise check.fail("users", "must not be empty")
+        _check_ratings(check, users)
         size = check.number("group_size")
         if not isinstance(size, int) or size < 2:
             raise check.fail("group_size", f"must be an integer >= 2, got {size!r}")
@@ -84,6 +85,15 @@ class PerRecRow:
             answer=check.string("answer"),
             scale=check.scale(),
         )
+
+
+def _check_ratings(check: RowChecker, users: list[dict]) -> None:
+    """Every rating a group's users carry is a finite number (NaN or "five" would move every tau silently)."""
+    check.numbers_in("users", users, ("mean_rating", "rating", "relative_rating"), where="user")
+    for index, user in enumerate(users):
+        if not isinstance(user["history"], list) or not all(isinstance(h, dict) for h in user["history"]):
+            raise check.fail("users", f"user {index}: 'history' must be a list of objects")
+        check.numbers_in("users", user["history"], ("rating",), where=f"user {index}: history entry")
 
 
 @dataclass
@@ -105,6 +115,7 @@ class PerRecGroup:
     def from_dict(cls, raw: dict, *, path: str | os.PathLike = "<row>", line: int | None = None) -> PerRecGroup:
         check = RowChecker(raw, cls, path, line)
         users = check.objects("users", USER_KEYS)
+        _check_ratings(check, users)
         labels = [u["label"] for u in users]
         if not 2 <= len(users) <= len(LABELS) or labels != list(LABELS[: len(users)]):
             raise check.fail("users", f"must be 2 to {len(LABELS)} users labelled A, B, ... in order, got {labels}")

@@ -70,8 +70,17 @@ def training_interactions(train: list[RecBenchRow], rows: list[RecBenchRow], con
 def pool(row: RecBenchRow, context: Context) -> list[str]:
     """The items a baseline may recommend: the row's candidates when it has some, else the whole catalog."""
     if row.candidates:
-        return [candidate["id"] for candidate in row.candidates]
+        return [candidate["id"] for candidate in checked_candidates(row, context)]
     return list(context.resources.matcher().items)
+
+
+def checked_candidates(row: RecBenchRow, context: Context) -> list[dict]:
+    """The row's candidates, each in the catalog (a baseline answers with catalog titles: an unknown id has none)."""
+    items = context.resources.matcher().items
+    missing = next((c["id"] for c in row.candidates or [] if c["id"] not in items), None)
+    if missing is not None:
+        raise DataError(context.resources.data, f"row {row.id!r}: candidate {missing!r} is not in the catalog")
+    return row.candidates or []
 
 
 def answer_text(item_ids: list[str], context: Context) -> str:
@@ -97,7 +106,7 @@ class BM25(Baseline):
         answers = {}
         for row in rows:
             if row.candidates:
-                if any("rank" not in candidate for candidate in row.candidates):
+                if any("rank" not in candidate for candidate in checked_candidates(row, context)):
                     raise DataError(
                         row.id, "candidates carry no retriever rank: rebuild the data with data_prep/recbench.py"
                     )

@@ -67,7 +67,7 @@ class RecBenchRow:
     def from_dict(cls, raw: dict, *, path: str | os.PathLike = "<row>", line: int | None = None) -> RecBenchRow:
         """Validate ``raw`` and build a row; errors name ``path``, ``line`` and the field."""
         check = RowChecker({"benchmark": NAME, **raw}, cls, path, line)
-        ground_truth = check.strings("ground_truth", optional=False)
+        ground_truth = check.strings("ground_truth", optional=False, one_line=True)
         if not ground_truth:
             raise check.fail("ground_truth", "must not be empty")
         conditions = check.pairs("conditions")
@@ -78,10 +78,10 @@ class RecBenchRow:
             task=check.string("task", TASKS),
             query=check.string("query"),
             ground_truth=ground_truth,
-            ground_truth_ids=check.strings("ground_truth_ids"),
+            ground_truth_ids=check.strings("ground_truth_ids", one_line=True),
             conditions=conditions,
             condition_num=check.count("condition_num", len(conditions)),
-            history=check.strings("history"),
+            history=check.strings("history", one_line=True),
             misinformation=check.objects("misinformation", optional=True),
             multihop=check.objects("multihop", optional=True),
             source_user=check.string("source_user", optional=True),
