@@ -310,6 +310,6 @@ def test_corpus_bleu_over_sentences_with_a_brevity_penalty_by_hand():
 def test_a_rating_baseline_on_other_tasks_says_the_filter_left_none(prepared, tmp_path):
     from test_hostile import one_line
 
-    result = run_script("evaluate/run.py", "--model", "baseline:bias", "--data", prepared / "test.jsonl", "--out",
-                        tmp_path / "bias", "--task", "direct", "--no-wandb", check=False)  # fmt: skip
-    one_line(result, "baseline:bias answers rating queries", "has none of the tasks chosen (--task direct)")
+    result = run_script("evaluate/run.py", "--model", "baseline:global-mean", "--data", prepared / "test.jsonl",
+                        "--out", tmp_path / "bias", "--task", "direct", "--no-wandb", check=False)  # fmt: skip
+    one_line(result, "baseline:global-mean answers rating queries", "has none of the tasks chosen (--task direct)")

@@ -24,8 +24,8 @@ def written(tmp_path, row):
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"target": "nan"}, "field 'target': a rating task needs a finite numeric target, got 'nan'"),
-     ({"target": "inf"}, "field 'target': a rating task needs a finite numeric target, got 'inf'"),
+    [({"target": "nan"}, "field 'target': a rating task needs a numeric target .a finite number., got 'nan'"),
+     ({"target": "inf"}, "field 'target': a rating task needs a numeric target .a finite number., got 'inf'"),
      ({"history": [{"id": "I1", "title": "Rose Face Cream", "rating": "five"}]},
       "field 'history': entry 0: 'rating' must be a finite number, got 'five'")],
 )  # fmt: skip

@@ -79,7 +79,7 @@ def test_hostile_names_are_escaped_and_odd_cards_left_alone(tmp_path, tiny_model
     (adapter / "evaluations.json").unlink()
     print(record_results(adapter, report, "d`a|t<b>\na", str(out)))
     card = (adapter / "README.md").read_text()
-    row = next(line for line in card.splitlines() if line.startswith("| d"))
+    row = next(line for line in card.splitlines() if line.startswith("| d\\`"))
     assert row.startswith("| d\\`a\\|t&lt;b&gt; a | default |") and "<script>" not in card and "<b>" not in card
     # a card that is a link, or is gone: left as it is, in one line
     (tmp_path / "elsewhere.md").write_text(card)

@@ -78,5 +78,6 @@ class LLMRecRow:
             except ValueError:
                 rating = math.nan
             if not math.isfinite(rating):
-                raise check.fail("target", f"a rating task needs a finite numeric target, got {row.target!r}")
+                needs = "a rating task needs a numeric target (a finite number)"
+                raise check.fail("target", f"{needs}, got {row.target!r}")
         return row
