@@ -137,6 +137,15 @@ def pack_shared_prefixes(
     return PackedGroups(input_ids, position_ids, allowed, shift_labels, source, rows, completion_length)
 
 
+def _slides(config) -> bool:
+    """Whether some attention layer sees a sliding window only: one 4-D mask cannot say that to it."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types is not None:
+        return "sliding_attention" in layer_types
+    return bool(getattr(text, "sliding_window", None)) and getattr(text, "use_sliding_window", True) is not False
+
+
 class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     """TRL's GRPOTrainer whose policy (and reference) forward packs each chunk's rows by prompt
     (:func:`pack_shared_prefixes`) when ``shared_prefix`` is on and the model's attention takes a 4-D mask;
@@ -146,11 +155,16 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def __init__(self, *args, shared_prefix: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
-        implementation = getattr(self.accelerator.unwrap_model(self.model).config, "_attn_implementation", None)
-        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS
+        config = self.accelerator.unwrap_model(self.model).config
+        implementation = getattr(config, "_attn_implementation", None)
+        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not _slides(config)
         if shared_prefix and not self.shared_prefix:
-            log.info("shared_prefix: off, %s attention takes no 4-D mask (it needs %s)", implementation,
-                     " or ".join(ATTENTION_WITH_MASKS))  # fmt: skip
+            why = (
+                "sliding-window layers need masks of their own"
+                if _slides(config)
+                else (f"{implementation} attention takes no 4-D mask (it needs {' or '.join(ATTENTION_WITH_MASKS)})")
+            )
+            log.info("shared_prefix: the loss keeps TRL's rows: %s", why)
 
     def _get_per_token_logps_and_entropies(
         self,
