@@ -22,7 +22,7 @@ from rectune.benchmarks.recbench.grounding import ORDERS, attach_candidates, ret
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rerec import NEGATIVES, PROTOCOL, attach_rerec_candidates
 from rectune.benchmarks.recbench.rows import TASKS
-from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, positive_int, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows, kg_rows
@@ -52,7 +52,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
-    parser.add_argument("--k", type=int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument("--k", type=positive_int, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument(
         "--candidates",
         type=int,
@@ -112,6 +112,10 @@ def main() -> None:
             raise RecTuneError(f"--rerec: no query in {args.src} has a true item in the catalog")
         if len(rows) < before:
             print(f"--rerec: {before - len(rows)} queries without a true item in the catalog left out")
+    ceiling, among = (args.candidates, "candidates") if args.candidates else (len(release.catalog), "catalog items")
+    if args.k is not None and args.k > ceiling:  # an answer cannot name more items than it may choose from
+        print(f"--k {args.k}: capped at the {ceiling} {among}")
+        args.k = ceiling
     train, test = split_rows(rows, args.test_size, args.seed)
     train, valid = split_rows(train, args.valid_size, args.seed + 1)  # by query text, as the test split
     variant = {

@@ -1,19 +1,33 @@
 """Counts on the command line (K, --sample, --limit) are checked, and every backend scores the queries chosen."""
 
+import json
+
 import pytest
-from conftest import read_jsonl, run_script
+from conftest import RELEASE, read_jsonl, run_script
 
 
 @pytest.mark.parametrize(
     ("script", "flag", "value"),
     [("evaluate/run.py", "--k", "-1"), ("evaluate/run.py", "--sample", "-100"), ("evaluate/run.py", "--sample", "0"),
-     ("evaluate/run.py", "--limit", "-1"), ("evaluate/score.py", "--k", "0")],
+     ("evaluate/run.py", "--limit", "-1"), ("evaluate/score.py", "--k", "0"), ("data_prep/recbench.py", "--k", "0"),
+     ("data_prep/recbench.py", "--k", "-3")],
 )  # fmt: skip
 def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, value):
     result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"argument {flag}: expected a number of at least 1, got {value}" in result.stderr.splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_k_beyond_the_candidates_or_the_catalog_is_capped(tmp_path):
+    out = tmp_path / "data"
+    result = run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out,
+                        "--candidates", "10", "--k", "1000000000")  # fmt: skip
+    assert "--k 1000000000: capped at the 10 candidates" in result.stdout
+    assert json.loads((out / "stats.json").read_text())["prompt"]["k"] == 10
+    closed = run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", tmp_path / "closed",
+                        "--k", "1000000000")  # fmt: skip
+    assert "--k 1000000000: capped at the" in closed.stdout and "catalog items" in closed.stdout
 
 
 def test_the_batch_backend_writes_the_requests_of_the_queries_chosen(tmp_path, movie_data):
