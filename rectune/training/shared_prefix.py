@@ -49,7 +49,8 @@ class PackedGroups:
         """The mask in the form ``implementation`` takes: boolean for SDPA, additive for eager attention."""
         if implementation == "sdpa":
             return self.allowed
-        return torch.zeros(self.allowed.shape, dtype=dtype).masked_fill(~self.allowed, torch.finfo(dtype).min)
+        additive = torch.zeros(self.allowed.shape, dtype=dtype, device=self.allowed.device)
+        return additive.masked_fill(~self.allowed, torch.finfo(dtype).min)
 
     def unpack(self, packed: torch.Tensor) -> torch.Tensor:
         """Per-position values of the packed sequences as ``(rows, completion length)``, 0 where a row has no
@@ -159,12 +160,8 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         implementation = getattr(config, "_attn_implementation", None)
         self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not _slides(config)
         if shared_prefix and not self.shared_prefix:
-            why = (
-                "sliding-window layers need masks of their own"
-                if _slides(config)
-                else (f"{implementation} attention takes no 4-D mask (it needs {' or '.join(ATTENTION_WITH_MASKS)})")
-            )
-            log.info("shared_prefix: the loss keeps TRL's rows: %s", why)
+            needs = f"SDPA or eager attention without sliding windows, not {implementation}"
+            log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -207,7 +204,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         with self.accelerator.autocast():
             outputs = model(
                 input_ids=packed.input_ids,
-                attention_mask=packed.attention_mask(implementation, dtype).to(packed.input_ids.device),
+                attention_mask=packed.attention_mask(implementation, dtype),
                 position_ids=packed.position_ids,
                 shift_labels=packed.shift_labels,
                 fused_lm_head=True,
