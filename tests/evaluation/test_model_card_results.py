@@ -81,6 +81,9 @@ def test_hostile_names_are_escaped_and_odd_cards_left_alone(tmp_path, tiny_model
     card = (adapter / "README.md").read_text()
     row = next(line for line in card.splitlines() if line.startswith("| d\\`"))
     assert row.startswith("| d\\`a\\|t&lt;b&gt; a | default |") and "<script>" not in card and "<b>" not in card
+    (adapter / "evaluations.json").write_text('{"x": 5}')
+    assert "left as it is" in record_results(adapter, report, "d", str(out))
+    assert (adapter / "evaluations.json").read_text() == '{"x": 5}'
     # a card that is a link, or is gone: left as it is, in one line
     (tmp_path / "elsewhere.md").write_text(card)
     (adapter / "README.md").unlink()

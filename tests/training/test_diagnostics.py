@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import one_step_grpo_recipe, run_script
 
-from rectune.training.diagnostics import DIAGNOSTICS, group_statistics, reward_curve, summary
+from rectune.training.diagnostics import DIAGNOSTICS, STEP_PARTS, group_statistics, reward_curve, summary
 
 NAN = math.nan
 
@@ -66,6 +66,16 @@ def test_the_reward_curve_averages_consecutive_steps():
     assert reward_curve(history[:3]) == "1 0, 2 1, 3 2"
 
 
+def test_the_summary_averages_the_seconds_of_each_part():
+    parts = {"generate": 2.0, "prefill": 1.0, "rewards": 0.5, "forward": 3.0, "backward": 4.0, "optimizer": 0.25,
+             "other": 0.125}  # fmt: skip
+    history = [{**entry(0.5, 0.25, step), **{f"seconds/{k}": v * step for k, v in parts.items()}} for step in (1, 2)]
+    line = next(line for line in summary(history, ["recall", "format"]).splitlines() if "seconds" in line)
+    # steps 1 and 2 log each part once and twice over: the averages are 1.5 times the values
+    assert line == ("  seconds a step: generate 3, rewards 0.75, forward 4.5, backward 6, optimizer 0.375, "
+                    "other 0.188 (prefill 1.5 of generate)")  # fmt: skip
+
+
 def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_model, train_data):
     out = tmp_path / "rft"
     recipe = one_step_grpo_recipe(
@@ -84,6 +94,9 @@ def test_a_tiny_grpo_run_logs_and_summarises_the_diagnostics(tmp_path, tiny_mode
         assert step["rewards/constant/positive_share"] == 1.0
         assert step["rewards/length/positive_share"] > 0
         assert "kl" in step
+        parts = {part: step[f"seconds/{part}"] for part in STEP_PARTS}
+        assert parts["generate"] >= parts["prefill"] > 0 and parts["forward"] > 0 and parts["backward"] > 0
+        assert min(parts.values()) >= 0 and sum(parts.values()) - parts["prefill"] <= step["step_time"] + 1.0
     report = (out / DIAGNOSTICS).read_text()
     assert "warning: constant never varied within a group in 2 steps" in report
     assert "length never" not in report
