@@ -212,9 +212,10 @@ def test_the_card_and_base_record_are_written_before_a_push(tmp_path, tiny_model
     pushed = {}
 
     class Trainer:
-        args = SimpleNamespace(output_dir=str(tmp_path / "sft"))
+        args = SimpleNamespace(output_dir=str(tmp_path / "sft"), max_steps=3)
         accelerator = SimpleNamespace(is_main_process=True)
         state = SimpleNamespace(global_step=3)
+        callback_handler = SimpleNamespace(callbacks=[])
 
         def save_model(self, output_dir):  # what Trainer.save_model does with push_to_hub: save, card, upload
             os.makedirs(output_dir, exist_ok=True)

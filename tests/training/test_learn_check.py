@@ -46,7 +46,7 @@ def test_the_curve_is_read_from_the_trainer_state(tmp_path):
 @pytest.mark.slow
 def test_a_short_learn_check_shows_grpo_learning(tmp_path):
     """The learn check at 10 steps on the embedded model, with larger steps (learning rate 1e-3) than the
-    recipe's 40 steps at 3e-4: the script exits 1 unless the saved adapter's greedy answers to 8 held-out
+    recipe's 40 steps at 3e-4: the script exits 1 unless the saved adapter's greedy answers to 16 held-out
     prompts earn more reward than the base model's, beyond noise."""
     world, release, data = tmp_path / "world", tmp_path / "release", tmp_path / "movie"
     run_script("data_prep/demo_world.py", "--out", world)
@@ -60,7 +60,7 @@ def test_a_short_learn_check_shows_grpo_learning(tmp_path):
     )  # fmt: skip
     result = run_script(
         "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "10", "--window", "3",
-        "--prompts", "8", "--learning_rate", "1e-3", "--save_steps", "10", check=False,
+        "--prompts", "16", "--learning_rate", "1e-3", "--save_steps", "10", check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     base, tuned = map(float, re.search(r"base ([\d.]+), saved adapter ([\d.]+)", result.stdout).groups())
