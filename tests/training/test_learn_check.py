@@ -60,7 +60,11 @@ def test_a_short_learn_check_shows_grpo_learning(tmp_path):
     )  # fmt: skip
     result = run_script(
         "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "10", "--window", "3",
-        "--prompts", "16", "--learning_rate", "1e-3", "--save_steps", "10", check=False,
+        "--prompts", "16", "--learning_rate", "1e-3", "--save_steps", "10",
+        # TRL's one-row-per-completion forward: this seeded 10-step run at a large learning rate is a knife
+        # edge, and the shared-prefix path's float rounding sends it elsewhere (+0.231, 2.4 standard errors,
+        # against +0.457 here); that path's loss and gradients are pinned in test_shared_prefix.py
+        "--shared_prefix", "false", check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     base, tuned = map(float, re.search(r"base ([\d.]+), saved adapter ([\d.]+)", result.stdout).groups())
