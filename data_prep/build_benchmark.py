@@ -24,12 +24,12 @@ import json
 import logging
 from pathlib import Path
 
-from rectune import movielens
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
 from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, run
 from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
+from rectune.data import movielens
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import Review, read_reviews, read_users
 from rectune.data.sampling import sample_users

@@ -11,6 +11,7 @@ here only keeps commas and colons that belong to catalog titles.
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Protocol
 
 
@@ -22,13 +23,14 @@ class TitleMatcher(Protocol):
 
 SEP = "[SEP]"
 SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
-_LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|\(\d{1,3}\)|[a-z][.)](?=\s))\s*")
+_LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|[(\[]\d{1,3}[)\]]|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
 _MARKDOWN_CHARS = frozenset("*_`~")
 _INTRO = re.compile(r"^(.{3,80}?):\s+(\S.*)$")
 _LIST_SEPARATORS = re.compile(r"[;,]")
 _QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
 _TITLE_WITH_YEAR = re.compile(r"^(.+?\(\s*\d{4}\s*\))")
+_YEAR_FIRST = re.compile(r"^((?:18|19|20)\d\d)\s*[:–—-]\s+(\S.*)$")  # "1985: The Shining"
 _DESCRIPTION_CUTS = (" - ", " – ", " — ", ": ", " | ", " by ", " directed by ", " starring ")
 _PROSE_STARTS = re.compile(
     r"^(?:here|sure|certainly|of course|i\b|i'm|i'd|sorry|unfortunately|based on|these|this|note|as an|"
@@ -57,9 +59,14 @@ def _clean(segment: str) -> str:
 
 def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
     """``Heat (1995) - a heist thriller`` -> ``Heat (1995)``; keeps colons that belong to titles, and a
-    whole catalog title such as ``Boat, The (Das Boot) (1981)``."""
+    whole catalog title such as ``Boat, The (Das Boot) (1981)``; ``1985: The Shining`` -> ``The Shining (1985)``
+    unless the whole names a catalog title (``2001: A Space Odyssey``)."""
     if matcher is not None and matcher.resolve(segment, fuzzy=False) is not None:
         return segment
+    year_first = _YEAR_FIRST.match(segment)
+    if year_first:
+        title = _clean(_cut_description(year_first.group(2), matcher))
+        return title if _TITLE_WITH_YEAR.match(title) else f"{title} ({year_first.group(1)})"
     with_year = _TITLE_WITH_YEAR.match(segment)
     if with_year:
         return with_year.group(1)
@@ -111,8 +118,31 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     if len(listed) < 2:
         listed = _title_lines(lines)
     chosen = listed if len(listed) >= 2 else lines
-    mentions = [m for item, line in chosen for m in _line_mentions(line, item, matcher)]
+    memo = _line_memo(matcher)
+    mentions = []
+    for item, line in chosen:
+        found = memo.get((line, item)) if memo is not None else None
+        if found is None:
+            found = tuple(_line_mentions(line, item, matcher))
+            if memo is not None and len(memo) < _MEMO_LINES:
+                memo[(line, item)] = found
+        mentions.extend(found)
     return [m for m in mentions if m]
+
+
+# A line's mentions depend only on the line and the matcher's exact lookups; answers repeat the same
+# titles a lot (300k lines of a 30k-answer file hold ~140k distinct ones), so each matcher keeps them.
+_MEMO_LINES = 1 << 20
+_LINE_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _line_memo(matcher: TitleMatcher | None) -> dict | None:
+    if matcher is None:
+        return None
+    try:
+        return _LINE_MEMOS.setdefault(matcher, {})
+    except TypeError:  # a matcher that takes no weak reference is not memoised
+        return None
 
 
 def _sep_pieces(text: str) -> list[str]:

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rectune import movielens
 from rectune.core.cli import add_output_arguments
 from rectune.core.io import CONTROL, DataError
+from rectune.data import movielens
 from rectune.data.titles import CatalogItem
 
 

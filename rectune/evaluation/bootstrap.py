@@ -7,7 +7,8 @@ id; a task only one of them scores (a baseline answering some tasks only) has no
 computes each metric on both (the mean of the units' values, then the benchmark's transform, e.g.
 RMSE's square root) and keeps the difference. The interval is the 2.5th and 97.5th percentile of
 those differences; the point estimate is the difference on the full set. Seeded: the same reports
-and seed give the same interval.
+and seed give the same interval. Over fewer than ``MIN_UNITS`` units the resamples repeat a handful of
+values (over one, every resample is the one difference), so such an interval settles nothing.
 """
 
 from __future__ import annotations
@@ -19,18 +20,26 @@ import numpy as np
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError
 
+MIN_UNITS = 10
+
 
 @dataclass(frozen=True)
 class Difference:
-    """``value`` minus the baseline's, with its 95 % interval; ``excludes_zero``: the sign is settled."""
+    """``value`` minus the baseline's, with its 95 % interval over ``n`` units."""
 
     delta: float
     low: float
     high: float
+    n: int
 
     @property
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
+
+    @property
+    def settled(self) -> bool:
+        """The interval excludes 0 and rests on at least ``MIN_UNITS`` units."""
+        return self.excludes_zero and self.n >= MIN_UNITS
 
 
 def units(report: dict) -> dict[str, dict]:
@@ -77,7 +86,7 @@ def paired_differences(
             delta = _metric(a, transform) - _metric(b, transform)
             resampled = _metric(a[draws], transform) - _metric(b[draws], transform)
             low, high = np.nanpercentile(resampled, [2.5, 97.5])
-            result[task][metric] = Difference(float(delta), float(low), float(high))
+            result[task][metric] = Difference(float(delta), float(low), float(high), len(chosen))
     return result
 
 

@@ -16,7 +16,7 @@ from rectune.benchmarks import MetricSpec, get_benchmark
 from rectune.core.escaping import csv_cell, markdown_cell
 from rectune.core.io import DataError, atomic_write, read_json
 from rectune.evaluation.answer_files import load_answers
-from rectune.evaluation.bootstrap import paired_differences
+from rectune.evaluation.bootstrap import MIN_UNITS, paired_differences
 
 
 def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
@@ -193,13 +193,14 @@ def _metrics(rows: list[dict]) -> list[str]:
 
 def _with_difference(row: dict, metric: str) -> str:
     """``0.412 (+0.050 [+0.020, +0.080])*``: the value, its difference to the baseline and the 95 % interval;
-    ``*`` when the interval excludes 0."""
+    ``*`` when the interval settles the sign; ``n 3 < 10`` inside the brackets when too few units were scored."""
     cell = _cell(row[metric])
     diff = row.get("diff", {}).get(metric)
     if diff is None:
         return cell
-    mark = "*" if diff.excludes_zero else ""
-    return f"{cell} ({diff.delta:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]){mark}"
+    mark = "*" if diff.settled else ""
+    few = f", n {diff.n} < {MIN_UNITS}" if diff.n < MIN_UNITS else ""
+    return f"{cell} ({diff.delta:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]{few}){mark}"
 
 
 def _label(metric: str, specs: dict[str, MetricSpec]) -> str:
@@ -221,7 +222,8 @@ def markdown(rows: list[dict], specs: dict[str, MetricSpec]) -> str:
 
 DIFFERENCE_NOTE = (
     "In brackets: the difference to the baseline and its paired bootstrap 95 % interval over queries "
-    "(PerRecBench: groups); * marks an interval that excludes 0."
+    f"(PerRecBench: groups); * marks an interval that excludes 0 over at least {MIN_UNITS} of them; "
+    f"one over fewer says n < {MIN_UNITS} and settles nothing."
 )
 
 

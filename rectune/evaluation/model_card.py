@@ -17,6 +17,7 @@ from rectune.benchmarks import get_benchmark
 from rectune.core.escaping import markdown_cell
 from rectune.core.io import RecTuneError, atomic_write, read_json, write_json
 from rectune.core.outputs import changed_files, lock_output, read_marker, write_marker
+from rectune.evaluation.sampling import selection_text
 
 RESULTS = "evaluations.json"
 CARD = "README.md"
@@ -38,6 +39,7 @@ def _row(report: dict, data: str, report_dir: str) -> dict:
         "data": data,
         "convention": report.get("convention", "default").split(":")[0],
         "n": report["overall"].get("n"),
+        "selection": selection_text((report.get("config") or {}).get("selection")),
         "metrics": metrics,
         "report": report_dir,
         "commit": (report.get("config") or {}).get("git_commit"),
@@ -58,7 +60,8 @@ def results_section(rows: list[dict]) -> str:
             values = " | ".join("-" if v is None else f"{v:.3f}" for v in row["metrics"].values())
             where = f"{markdown_cell(row['report'])} | {markdown_cell((row['commit'] or '-')[:7])}"
             data, convention = markdown_cell(row["data"]), markdown_cell(row["convention"])
-            lines.append(f"| {data} | {convention} | {row['n']} | {values} | {where} |")
+            chosen = f" ({markdown_cell(row['selection'])})" if row.get("selection") else ""
+            lines.append(f"| {data} | {convention} | {row['n']}{chosen} | {values} | {where} |")
         lines.append("")
     return "\n".join([*lines, END]) + "\n"
 

@@ -27,7 +27,7 @@ from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.evaluation.answer_files import batch_request, check_failures, resolve_ids, write_batch_requests
 from rectune.evaluation.endpoint import endpoint_usage
 from rectune.evaluation.predictions import failed_requests, run_generation
-from rectune.evaluation.sampling import stratified_sample
+from rectune.evaluation.sampling import selection_record, selection_text, stratified_sample
 from rectune.evaluation.scoring import check_coverage, score_benchmark
 from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_record
 from rectune.models.generation import GenerationSettings
@@ -110,7 +110,8 @@ def evaluate_checkpoint(
         if not rows:
             answered = ", ".join(answered_tasks)
             raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
-    config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
+    selection = selection_record(tasks, limit, sample, settings.seed)
+    config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
     failed: dict[str, str] = {}
     if answers is None:
         predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
@@ -135,22 +136,33 @@ def evaluate_checkpoint(
     write_jsonl(out / "details.jsonl", table)  # per query: what was asked, answered, resolved and scored
     with atomic_write(out / "report.md") as handle:
         heading, path, source = (markdown_text(x) for x in (out.name, checkpoint.path, data))
-        handle.write(f"# {heading}\n\ncheckpoint {path} on {source} ({len(rows)} queries)\n\n")
+        chosen = markdown_text(f": {selection_text(selection)}") if selection_text(selection) else ""
+        handle.write(f"# {heading}\n\ncheckpoint {path} on {source} ({len(rows)} queries{chosen})\n\n")
         handle.write(report["table"] + "\n")
     seal_report_folder(out)
     return report, table
 
 
 def start_report_folder(
-    out: Path, checkpoint: Checkpoint, data, queries: int, variant: dict, settings, commit: str, overwrite: bool
+    out: Path,
+    checkpoint: Checkpoint,
+    data,
+    queries: int,
+    variant: dict,
+    settings,
+    commit: str,
+    overwrite: bool,
+    selection: dict,
 ) -> dict:
-    """Claim ``out`` for this run and write its ``config.json``; returns the config."""
+    """Claim ``out`` for this run and write its ``config.json`` (``selection``: :func:`selection_record`);
+    returns the config."""
     key = predictions_key(checkpoint, data, variant, settings)
     claim_report_folder(out, key, overwrite)
     config = {
         **checkpoint.describe(),
         "data": str(data),
         "queries": queries,
+        "selection": selection,
         "prompt": variant,
         "generation": asdict(settings),
         "predictions_key": key,
@@ -200,7 +212,8 @@ def write_batch_file(
     with the same arguments scores), in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
     out = Path(out)
     _, rows = selected_rows(load_rows(data), data, tasks, limit, sample, settings.seed)
-    start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite)
+    selection = selection_record(tasks, limit, sample, settings.seed)
+    start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
     requests = [
         batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)

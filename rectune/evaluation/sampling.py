@@ -2,9 +2,10 @@
 by task.
 
 A sample draws whole units (a PerRecBench group's rows go together, as they are scored together), from
-each task in proportion to its share of the units (largest remainders first, ties to the earlier task),
-and keeps the rows in their file order, so ``--sample 50`` from a file sorted by task still holds every
-task, where ``--limit 50`` takes the first 50 rows.
+each task in proportion to its share of the units (largest remainders first, ties to the earlier task;
+when there are at least as many units as tasks, a task rounded to none takes one from the largest), and
+keeps the rows in their file order, so ``--sample 50`` from a file sorted by task holds every task,
+where ``--limit 50`` takes the first 50 rows.
 """
 
 from __future__ import annotations
@@ -34,6 +35,29 @@ def stratified_sample(rows: list, n: int, seed: int = 0) -> list:
     by_remainder = sorted(units, key=lambda t: (-(shares[t] - counts[t]), list(units).index(t)))
     for task in by_remainder[: n - sum(counts.values())]:
         counts[task] += 1
+    if n >= len(units):  # every task keeps a unit: the largest give theirs to those the rounding left out
+        for task in [t for t in units if counts[t] == 0]:
+            donor = max(counts, key=lambda t: (counts[t], -list(units).index(t)))
+            counts[donor] -= 1
+            counts[task] += 1
     rng = random.Random(seed)
     chosen = {unit for task, u in units.items() for unit in rng.sample(u, counts[task])}
     return [row for row in rows if unit_of(row) in chosen]
+
+
+def selection_record(tasks: list[str] | None, limit: int | None, sample: int | None, seed: int) -> dict:
+    """How the scored queries were chosen (config.json's ``selection``): a rerun with these draws the same."""
+    return {"tasks": tasks, "limit": limit, "sample": sample, "sample_seed": seed if sample is not None else None}
+
+
+def selection_text(selection: dict | None) -> str:
+    """``a sample of 10 (seed 0) of the first 50 of tasks explicit``; empty for every query."""
+    selection = selection or {}
+    parts = []
+    if selection.get("sample") is not None:
+        parts.append(f"a sample of {selection['sample']} (seed {selection.get('sample_seed')})")
+    if selection.get("limit") is not None:
+        parts.append(f"the first {selection['limit']}")
+    if selection.get("tasks"):
+        parts.append(f"tasks {', '.join(selection['tasks'])}")
+    return " of ".join(parts)

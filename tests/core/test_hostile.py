@@ -15,7 +15,7 @@ import pytest
 from conftest import RELEASE, read_jsonl, run_script, write_recipe
 from test_endpoint import ANSWER, PROMPT, ScriptedEndpoint
 
-from rectune import locks
+from rectune.core import locks
 from rectune.core.io import RecTuneError
 from rectune.core.locks import hold_output_lock, lock_path, release_output_lock
 from rectune.core.secrets import redact_url

@@ -2,8 +2,8 @@
 
     core < data < benchmarks < models < training, evaluation
 
-Every import counts, inside functions too; training and evaluation never import each other. Old
-top-level module paths (``rectune.titles``, ``rectune.schema``) still import from their new homes.
+Every import counts, inside functions too (``from rectune import x`` as ``rectune.x``); training and
+evaluation never import each other. The top level holds the layers and nothing else.
 """
 
 import ast
@@ -24,7 +24,9 @@ def layer_of(module: str) -> str | None:
 def imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if isinstance(node, ast.ImportFrom) and node.module == "rectune":
+            found.update(f"rectune.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -41,7 +43,7 @@ def test_no_module_imports_a_layer_above_its_own():
     for path in (ROOT / "rectune").rglob("*.py"):
         parts = path.relative_to(ROOT / "rectune").parts
         if len(parts) == 1:
-            continue  # rectune/__init__.py: the old paths' table names modules, imports none
+            continue  # rectune/__init__.py: the version and a warnings filter
         own = parts[0]
         for module in imports(path):
             other = layer_of(module)
@@ -52,6 +54,16 @@ def test_no_module_imports_a_layer_above_its_own():
     assert checked > 50
 
 
+def test_scripts_and_tests_import_from_the_layers():
+    """The entry scripts, perf scripts and tests import RecTune's modules where they live."""
+    folders = ["data_prep", "train", "evaluate", "perf", "demo", "tests"]
+    paths = [path for folder in folders for path in (ROOT / folder).rglob("*.py")]
+    for path in paths:
+        for module in imports(path):
+            assert layer_of(module) is not None, f"{path}: {module} is in no layer"
+    assert len(paths) > 50
+
+
 def test_the_check_catches_an_upward_import(tmp_path):
     """The rule above is not vacuous: a data module importing training is flagged."""
     bad = tmp_path / "bad.py"
@@ -60,17 +72,15 @@ def test_the_check_catches_an_upward_import(tmp_path):
     assert LAYERS[layer_of(module)] > LAYERS["data"]
 
 
-@pytest.mark.parametrize(
-    ("old", "name", "home"),
-    [
-        ("rectune.titles", "TitleMatcher", "rectune.data.titles"),
-        ("rectune.schema", "load_rows", "rectune.benchmarks"),
-        ("rectune.schema", "RowChecker", "rectune.data.rows"),
-        ("rectune.rewards", "completion_text", "rectune.data.completions"),
-        ("rectune.evaluation", "evaluate_checkpoint", "rectune.evaluation.reports"),
-        ("rectune.models", "resolve_model_name", "rectune.models.embedded"),
-        ("rectune.training", "save_stage", "rectune.training.setup"),
-    ],
-)
-def test_old_import_paths_still_work(old, name, home):
-    assert getattr(importlib.import_module(old), name) is getattr(importlib.import_module(home), name)
+@pytest.mark.parametrize("old", ["rectune.titles", "rectune.schema", "rectune.locks", "rectune.movielens"])
+def test_the_top_level_has_no_old_module_paths(old):
+    """Modules live in their layer; the paths from before the layers are gone, not aliased."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+
+
+def test_the_check_reads_imports_from_the_package(tmp_path):
+    """``from rectune import movielens`` names the module it imports, so the layer check sees it."""
+    script = tmp_path / "script.py"
+    script.write_text("from rectune import movielens\n")
+    assert imports(script) == {"rectune.movielens"}

@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT, run_script, write_recipe
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
-from rectune import provenance
+from rectune.core import provenance
 from rectune.core.escaping import csv_cell, markdown_cell, markdown_text, shell_word
 from rectune.core.io import DataError
 from rectune.models.sharing import model_card

@@ -8,12 +8,12 @@ import pytest
 from conftest import read_jsonl, read_view, run_script
 
 from perf.movielens_world import LAYOUTS, World, synthetic, write
-from rectune import movielens
 from rectune.benchmarks import Resources, load_rows
 from rectune.benchmarks.perrec import groups as grouping
 from rectune.benchmarks.perrec.prompts import build_messages
 from rectune.benchmarks.perrec.rows import PerRecRow
 from rectune.core.io import DataError
+from rectune.data import movielens
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import RatingScale, Review, merged_ids, parse_rating, read_items, read_reviews, read_users
 from rectune.evaluation.scoring import score_benchmark

@@ -16,6 +16,8 @@ CATALOG = [
     CatalogItem("10", "Shawshank Redemption, The (1994)"),
     CatalogItem("11", "Airplane! (1980)"),
     CatalogItem("12", "Romeo & Juliet (1968)"),
+    CatalogItem("13", "Shining, The (1980)"),
+    CatalogItem("14", "2001: A Space Odyssey (1968)"),
 ]
 
 
@@ -73,6 +75,9 @@ def test_fuzzy_can_be_switched_off(matcher):
         ("<think>maybe Heat?</think>\nDas Boot", ["2"], []),
         ("<think>never finished thinking about Heat", [], []),
         ("Heat; Airplane!; Nowhere Film", ["3", "11"], ["nowhere film"]),
+        # bracketed numbers are list markers; a year before the title is its year (Psycho 1998, not 1960)
+        ("[1] 1985: The Shining\n[2] 1998 - Psycho\n[3] Heat", ["13", "5", "3"], []),
+        ("1. 2001: A Space Odyssey\n2. 1995: Heat: a heist film", ["14", "3"], []),  # a title's own year-colon
         ("", [], []),
         ("   \n\n  ", [], []),
         ("x" * 50_000, [], []),

@@ -31,6 +31,10 @@ def test_bm25_report_is_the_retrievers_top_k_resumes_and_refuses_other_training_
     assert report["config"]["kind"] == "baseline"
     details = read_jsonl(out / "details.jsonl")  # per query: answer, resolved titles and ground truth side by side
     assert [d["id"] for d in details] == list(rows) and {"completion", "resolved", "ground_truth"} <= set(details[0])
+    by_id = {record["id"]: record for record in report["per_query"]}
+    for detail in details:  # the headline @K scores beside each answer, as report.json has them
+        for metric in ("ndcg_at_k", "precision_at_k", "recall_at_k", "repeated", "distinct"):
+            assert detail[metric] == by_id[detail["id"]][metric]
 
     again = evaluate(data, out, "--model", "baseline:bm25", "--k", "2")
     assert f"resuming: {len(rows)} of {len(rows)} queries already done" in again.stderr
@@ -110,3 +114,15 @@ def test_a_baseline_on_foreign_rows_stops_in_one_line(tmp_path):
     (data / "train.jsonl").write_bytes((ROOT / "tests/fixtures/prepared_v2/perrec/train.jsonl").read_bytes())
     result = evaluate(data, tmp_path / "other", "--model", "baseline:popularity", check=False)
     one_line(result, "train.jsonl: holds perrecbench rows, but --data is recbench+")
+
+
+def test_a_sample_is_recorded_where_its_scores_are(tmp_path):
+    """--sample and its seed (the generation seed) reach config.json, report.json and report.md."""
+    data = tmp_path / "data"
+    prepare(data, "--candidates", "3", "--test-size", "0.5")
+    out = tmp_path / "popularity"
+    evaluate(data, out, "--model", "baseline:popularity", "--sample", "2", "--seed", "5")
+    selection = {"tasks": None, "limit": None, "sample": 2, "sample_seed": 5}
+    assert json.loads((out / "config.json").read_text())["selection"] == selection
+    assert json.loads((out / "report.json").read_text())["config"]["selection"] == selection
+    assert "(2 queries: a sample of 2 (seed 5))" in (out / "report.md").read_text()

@@ -131,13 +131,24 @@ def test_reports_on_different_queries_are_refused():
 
 
 def test_compare_shows_differences_and_marks_settled_ones():
-    reports = {"base": recbench_report([0.1, 0.2, 0.3]), "sft": recbench_report([0.2, 0.3, 0.4])}
+    # ten queries each 0.1 above the base's: every resample's difference is exactly 0.1
+    base = [i / 20 for i in range(10)]
+    reports = {"base": recbench_report(base), "sft": recbench_report([r + 0.1 for r in base])}
     rows = comparison_rows(reports, baseline="base")
     table = markdown(rows, metric_specs(reports))
-    assert "0.300 (+0.100 [+0.100, +0.100])*" in table  # sft's overall recall, 0.1 above the base's
-    assert "| overall | base | 3 | 0.200 |" in table  # the baseline's own row has no difference
+    assert "0.325 (+0.100 [+0.100, +0.100])*" in table  # sft's overall recall, 0.1 above the base's 0.225
+    assert "| overall | base | 10 | 0.225 |" in table  # the baseline's own row has no difference
     with pytest.raises(DataError, match="no report of that name"):
         comparison_rows(reports, baseline="nope")
+
+
+def test_an_interval_over_too_few_queries_says_so_and_carries_no_star():
+    # one query: every resample is the one difference, +0.4, so [+0.4, +0.4] "excludes 0" yet settles nothing
+    reports = {"base": recbench_report([0.0]), "sft": recbench_report([0.4])}
+    rows = comparison_rows(reports, baseline="base")
+    diff = next(r for r in rows if r["checkpoint"] == "sft" and r["task"] == "overall")["diff"]["recall"]
+    assert diff.excludes_zero and diff.n == 1 and not diff.settled
+    assert "0.400 (+0.400 [+0.400, +0.400], n 1 < 10) |" in markdown(rows, metric_specs(reports))
 
 
 def test_compare_files_carry_the_intervals(tmp_path):

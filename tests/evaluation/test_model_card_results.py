@@ -46,6 +46,7 @@ def test_scores_land_in_the_card_and_the_folder_stays_sealed(tmp_path, tiny_mode
     card = (adapter / "README.md").read_text()
     rows = [line for line in card.splitlines() if line.startswith(f"| {movie_data / 'test.jsonl'} |")]
     assert len(rows) == 2 and "reports/again" in card and "reports/full" not in card
+    assert any("| default | 3 (the first 3) |" in line for line in rows)  # how the subset was chosen
     assert card.count("## Evaluation") == 1
     # RecTune vouches for the edited card: nothing looks changed, and rerunning the training stage is a no-op
     marker = read_marker(adapter)

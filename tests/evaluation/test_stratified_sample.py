@@ -22,6 +22,16 @@ def test_each_task_gets_its_share_by_largest_remainder():
     assert stratified_sample(data, 1000) == data
 
 
+def test_a_task_rounded_to_none_takes_a_unit_from_the_largest():
+    # ml-100k's share: 362 interest queries, 9 demographics; of 10, shares 9.76 and 0.24 -> 9 + 1 by
+    # remainder = 10 and 0; demographics then takes one from interest: 9 and 1
+    data = rows({"interest": 362, "demographics": 9})
+    chosen = stratified_sample(data, 10, seed=0)
+    assert [sum(r.task == t for r in chosen) for t in ("interest", "demographics")] == [9, 1]
+    # fewer units than tasks: no task can be promised one
+    assert len(stratified_sample(rows({"a": 5, "b": 1, "c": 1}), 2, seed=0)) == 2
+
+
 def test_a_perrec_group_is_drawn_whole():
     group_rows = [SimpleNamespace(id=f"g{g}/pairwise/{p}", task="pairwise", group=f"g{g}") for g in range(4)
                   for p in ("AB", "AC", "BC")]  # fmt: skip

@@ -161,6 +161,11 @@ def score_all(
                 "ndcg": score.ndcg,
                 "cmr": score.cmr,
                 "ftr": score.ftr,
+                "precision_at_k": score.precision_at_k,
+                "recall_at_k": score.recall_at_k,
+                "ndcg_at_k": score.ndcg_at_k,
+                "repeated": score.repeated,
+                "distinct": score.distinct,
             }
         )
     return scores, table
