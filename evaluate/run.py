@@ -53,7 +53,7 @@ from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
 from rectune.evaluation.model_card import record_results
 from rectune.evaluation.reports import evaluate_checkpoint, prompt_variant, write_batch_file
-from rectune.evaluation.tracking import log_to_wandb
+from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_of
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, generate_vllm
@@ -144,6 +144,7 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     lock_output(args.out)  # one run at a time per report folder, before any model is loaded
+    logged = None if args.no_wandb else logged_scores(args.out)
     batch = args.backend == "openai-batch"
     if args.batch_output and not batch:
         raise RecTuneError("--batch-output goes with --backend openai-batch")
@@ -251,7 +252,9 @@ def main() -> None:
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")
     if checkpoint.kind in ("adapter", "run"):  # a RecTune training folder's card lists its scores
         print(record_results(checkpoint.adapter, report, str(args.data), str(args.out)))
-    if not args.no_wandb:
+    if not args.no_wandb and logged == scores_of(report):
+        print(f"W&B: the same scores were logged from {args.out} before; no new run")
+    elif not args.no_wandb:
         log_to_wandb(args.out, report, table_rows, args.wandb_project)
 
 

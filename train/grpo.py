@@ -33,6 +33,7 @@ from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.setup import (
     announce_setup,
+    card_while_training,
     check_kernels,
     early_stopping,
     finish,
@@ -109,6 +110,7 @@ def main() -> None:
         benchmark=benchmark,
         resources=resources,
     )
+    card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
     trainer.accelerator.print(peak_memory())

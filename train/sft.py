@@ -23,6 +23,7 @@ from rectune.models.hub import check_model_available
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
     announce_setup,
+    card_while_training,
     check_examples_fit,
     check_kernels,
     early_stopping,
@@ -77,6 +78,7 @@ def main() -> None:
         callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
     )
     check_examples_fit(trainer, dataset, training_args.max_length)
+    card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))
     trainer.accelerator.print(peak_memory())

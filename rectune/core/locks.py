@@ -2,7 +2,9 @@
 
 The kernel releases a ``flock`` when its process ends, however it ends (a kill, an OOM, a power
 cut's reboot), so a lock file left behind by a dead process is simply taken over by the next run.
-The file ``.<folder>.lock`` names the process holding it and is removed when the lock is released.
+The file ``.<folder>.lock`` names the process holding it and is removed when the lock is released,
+with the folders made to hold it when nothing else came into them (a run that fails on its input
+leaves no empty ``reports/`` behind).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from rectune.core.io import RecTuneError, fault_point
 
 _HELD: dict[Path, int] = {}  # lock file -> open descriptor, for the locks this process holds
+_MADE: dict[Path, list[Path]] = {}  # lock file -> the folders made for it, deepest first
 
 
 def lock_path(target: str | os.PathLike) -> Path:
@@ -35,8 +38,16 @@ def hold_output_lock(target: str | os.PathLike) -> None:
     path = lock_path(target)
     if path in _HELD:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = _locked_descriptor(path, target)
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            descriptor = _locked_descriptor(path, target)
+            break
+        except FileNotFoundError:  # another run removed the empty folder it had made between the two calls
+            if attempt == 2:
+                raise
+    _MADE[path] = made
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -90,6 +101,11 @@ def _release(path: Path) -> None:
     if descriptor is not None:
         path.unlink(missing_ok=True)  # while still holding it, so no one locks a file about to vanish
         os.close(descriptor)  # closing the only descriptor releases the flock
+    for folder in _MADE.pop(path, []):
+        try:
+            folder.rmdir()  # only an empty folder goes: one something was written into stays
+        except OSError:
+            break
 
 
 @atexit.register

@@ -23,3 +23,18 @@ def offline_unless_logged_in() -> None:
 def has_wandb_key() -> bool:
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+
+
+def quiet_settings():
+    """``wandb.init`` settings that keep W&B's banner, summary and sync hints (about 20 lines a run) out of
+    the terminal; :func:`where_logged` says in one line where the run went."""
+    import wandb
+
+    return wandb.Settings(silent=True)
+
+
+def where_logged(run) -> str:
+    """``W&B: run NAME at URL``, or where an offline run was saved and how to upload it."""
+    if run.offline:
+        return f"W&B: run {run.name} saved offline in {run.settings.sync_dir} (`wandb sync` it to upload)"
+    return f"W&B: run {run.name} at {run.url}"

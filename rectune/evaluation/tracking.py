@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rectune.core.io import RecTuneError, read_json
 from rectune.core.secrets import argv_redacted
-from rectune.core.wandb_mode import offline_unless_logged_in
+from rectune.core.wandb_mode import offline_unless_logged_in, quiet_settings, where_logged
 
 
 def eval_run_name(config: dict) -> str:
@@ -19,6 +20,25 @@ def eval_run_name(config: dict) -> str:
     if config.get("kind") == "openai":
         return f"{config['base_model']}-{data}"
     return f"{Path(config['checkpoint'].removeprefix('embedded:')).name}-{data}"
+
+
+def logged_scores(out: str | os.PathLike) -> dict | None:
+    """The scores of a report folder whose last evaluation was logged to W&B (``out/wandb`` holds its
+    run), read before this evaluation rewrites them; None when there is none."""
+    out = Path(out)
+    if not (out / "wandb").is_dir() or not (out / "report.json").is_file():
+        return None
+    try:
+        return scores_of(read_json(out / "report.json"))
+    except (RecTuneError, OSError):
+        return None
+
+
+def scores_of(report: dict) -> dict:
+    """What a W&B run of ``report`` shows: the predictions it scored and every summary."""
+    config = report.get("config") if isinstance(report.get("config"), dict) else {}
+    shown = ("benchmark", "metrics", "convention", "overall", "by_task", "baseline", "endpoint")
+    return {"predictions_key": config.get("predictions_key"), **{key: report.get(key) for key in shown}}
 
 
 def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:
@@ -41,6 +61,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
             config=config,
             tags=tags,
             dir=str(out),
+            settings=quiet_settings(),
         )
     for name, value in (report.get("endpoint") or {}).items():
         if isinstance(value, (int, float)):
@@ -54,3 +75,4 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in table_rows])
     run.log({"per_query": table})
     run.finish()
+    print(where_logged(run))

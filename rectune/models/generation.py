@@ -28,15 +28,15 @@ def generate(
     """Yield ``[(prompt index, completion), ...]`` batch by batch, longest prompts first.
 
     Sorting by length keeps padding small; the longest batch comes first so running out of
-    memory shows at once, not at the end. The progress bar's own estimate extrapolates from batches
-    whose answers may have ended early; beside it stands the most the rest can take
-    (:func:`time_left_bound`), measured on the batches so far.
+    memory shows at once, not at the end. The progress bar shows one estimate, the most the rest can
+    take (:func:`time_left_bound`, measured on the batches so far), not tqdm's, which extrapolates from
+    batches whose answers may have ended early.
     """
     texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     torch.manual_seed(settings.seed)
-    with tqdm(total=len(order), desc=desc, unit="query") as progress:
+    with tqdm(total=len(order), desc=desc, unit="query", bar_format=BAR_FORMAT) as progress:
         for start in range(0, len(order), settings.batch_size):
             indices = order[start : start + settings.batch_size]
             batch = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -61,6 +61,9 @@ def generate(
             )
             progress.update(len(indices))
             yield list(zip(indices, completions, strict=True))
+
+
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"  # tqdm's less its ETA
 
 
 def time_left_bound(seconds_per_step: float, queries_left: int, settings: GenerationSettings) -> float:

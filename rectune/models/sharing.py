@@ -83,8 +83,9 @@ def read_chain(adapter_dir: Path) -> dict:
     return {"base_model": base, "merged_adapters": []}
 
 
-def model_card(metadata: dict, base_model: str, wandb_url: str | None = None) -> str:
-    """A Hub model card: YAML metadata (base model, library, tags, datasets) and what produced the adapter."""
+def model_card(metadata: dict, base_model: str, wandb_url: str | None = None, *, training: bool = False) -> str:
+    """A Hub model card: YAML metadata (base model, library, tags, datasets) and what produced the adapter;
+    ``training``: the stage is still running (its folder holds checkpoints, not the adapter)."""
     stage = metadata["stage"]
     front = {
         "base_model": base_model,
@@ -103,6 +104,8 @@ def model_card(metadata: dict, base_model: str, wandb_url: str | None = None) ->
         f"A LoRA adapter for `{base_model}`, trained with RecTune ({_stage_words(stage)}).",
         "",
     ]
+    if training:
+        lines += ["**Still training**: this folder holds checkpoints; the adapter is saved when the stage ends.", ""]
     if base_model == EMBEDDED_HUB_ID:
         lines += [
             "Base model provenance: RecTune's embedded copy of SmolLM2-135M-Instruct, de-quantized from the",

@@ -268,4 +268,6 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
         for item in dataclasses.fields(config):
             if item.name in flags:
                 values[item.name] = _plain(getattr(config, item.name))
+    if values.get("train_data"):
+        values.pop("datasets", None)  # --train_data replaced them: the recipe names the data trained on
     return {key: value for key, value in values.items() if key not in SECRETS and key not in COMMAND_LINE_ONLY}

@@ -95,6 +95,19 @@ def save_stage(
             seal_output_dir(output_dir)
 
 
+def card_while_training(trainer: Any, metadata: dict, base_model: str) -> None:
+    """Each checkpoint TRL saves rewrites the stage folder's card (its own, naming the base model ``None``);
+    ours goes there instead, saying the stage is still training."""
+
+    def write_card(*args: Any, **kwargs: Any) -> None:
+        if trainer.accelerator.is_main_process:
+            card = model_card(metadata, portable_name(base_model), training=True)
+            with atomic_write(Path(trainer.args.output_dir) / "README.md") as handle:
+                handle.write(card)
+
+    trainer.create_model_card = write_card
+
+
 def stopped_short(trainer: Any) -> str | None:
     """Why the run ended before ``max_steps`` without early stopping telling it to (None: it did not)."""
     from transformers import EarlyStoppingCallback
@@ -142,8 +155,10 @@ def describe_setup(trainer: Any) -> str:
     model = trainer.model
     attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or "default"
     checkpointing = getattr(model, "is_activation_checkpointing", False)
+    kind = state.distributed_type.value
+    spread = "one process, not distributed" if kind == "NO" else f"{kind} on {state.num_processes} processes"
     line = (
-        f"training with {state.distributed_type.value} on {state.num_processes} process(es), "
+        f"training with {spread}, "
         f"device {trainer.accelerator.device}, {precision}, attention {attention}, "
         f"activation checkpointing {'on' if checkpointing else 'off'}, "
         f"Liger kernels {'on' if args.use_liger_kernel else 'off'}, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,11 @@ from typing import Any
 from rectune.core.io import write_json
 from rectune.core.provenance import git_commit
 from rectune.core.secrets import argv_redacted
-from rectune.core.wandb_mode import offline_unless_logged_in
+from rectune.core.wandb_mode import offline_unless_logged_in, quiet_settings, where_logged
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
 from rectune.training.arguments import RunArguments
+
+log = logging.getLogger(__name__)
 
 
 def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: list[Path], **extra: Any) -> dict:
@@ -56,5 +59,7 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
             dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
             id=earlier.get("id"),
             resume="allow" if earlier.get("id") else None,
+            settings=quiet_settings(),
         )
+    log.info(where_logged(run))
     write_json(out / WANDB_RUN, {"id": run.id, "project": run.project, "url": run.url})

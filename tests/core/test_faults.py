@@ -183,6 +183,8 @@ def test_training_skips_a_checkpoint_cut_while_saving(tmp_path, tiny_model, trai
     out = tmp_path / "sft"
     recipe = sft_recipe(tmp_path, tiny_model, train_data, out)
     assert run_script("train/sft.py", recipe, fault="saved:checkpoint-2", check=False).returncode == KILLED
+    card = (out / "README.md").read_text()  # a stopped stage's card is RecTune's, saying it is unfinished
+    assert "**Still training**" in card and f"base_model: {tiny_model}" in card and "None" not in card
     # What a kill during the save leaves: the weights half written and no trainer_state.json (written last).
     (out / "checkpoint-2" / "trainer_state.json").unlink()
     (out / "checkpoint-2" / "adapter_model.safetensors").write_bytes(b"cut")

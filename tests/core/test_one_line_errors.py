@@ -1,10 +1,13 @@
 """Malformed reports, weights and server JSON of any size are one line, never a traceback."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
-from conftest import run_script
+from conftest import ROOT, run_script, write_recipe
 from test_hostile import ask, one_line, raw, send  # noqa: F401 (raw: the fixture of hostile servers)
 
 from rectune.core.io import RecTuneError
@@ -53,3 +56,26 @@ def test_merging_a_cut_adapter_is_one_line(tmp_path, adapters):
     result = run_script("train/merge.py", "--adapters", adapters[0], cut, "--out", tmp_path / "merged", check=False)
     one_line(result, "cut: adapter_model.safetensors is cut short")
     assert not (tmp_path / "merged").exists()
+
+
+def test_a_movielens_folder_given_as_a_recbench_release_names_the_route(tmp_path):
+    release = tmp_path / "ml-1m"
+    release.mkdir()
+    for name in ("ratings.dat", "movies.dat"):
+        shutil.copy(ROOT / "tests" / "fixtures" / "ratings" / name, release / name)
+    result = run_script("data_prep/recbench.py", "--src", release, "--domain", "movies", "--out", tmp_path / "out",
+                        check=False)  # fmt: skip
+    one_line(result, "is a MovieLens release, not a RecBench+ one", f"build_benchmark.py --movielens {release}")
+
+
+def test_a_missing_model_under_accelerate_launch_q_is_one_line(tmp_path, train_data):
+    """The README's `accelerate launch -q`: RecTune's line ends the output, with no launcher traceback after it."""
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path=str(tmp_path / "no-such-model"),
+                          datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+                          output_dir=str(tmp_path / "sft"), report_to=["none"])  # fmt: skip
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "-q", "--num_processes", "1", "--cpu"]
+    result = subprocess.run([*launch, str(ROOT / "train" / "sft.py"), str(recipe)], capture_output=True, text=True,
+                            cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    last = result.stderr.splitlines()[-1]
+    assert last == f"error: {tmp_path / 'no-such-model'}: not a model folder here, nor a Hugging Face model id"

@@ -154,6 +154,15 @@ def holder():
         process.wait()
 
 
+def test_a_run_that_fails_on_its_input_leaves_no_folder_it_made(tmp_path):
+    (tmp_path / "kept").mkdir()  # a folder that was there before stays, empty or not
+    for out in (tmp_path / "reports" / "demo" / "base", tmp_path / "kept" / "base"):
+        result = run_script("evaluate/run.py", "--model", "baseline:popularity", "--data", tmp_path / "none.jsonl",
+                            "--out", out, "--no-wandb", check=False)  # fmt: skip
+        assert result.returncode != 0 and "none.jsonl: file not found" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
+
+
 def test_data_prep_stops_while_another_process_owns_its_folder_and_takes_over_a_dead_ones(tmp_path, holder):
     out = tmp_path / "data"
     process = holder(out)

@@ -90,7 +90,9 @@ def test_progress_states_the_most_the_rest_can_take(tiny_model, movie_data, caps
     model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
     list(generate(model, tokenizer, prompts, GenerationSettings(batch_size=4, max_new_tokens=8)))
-    assert re.search(r"at most \d\d:\d\d left at 8 tokens an answer", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(r"at most \d\d:\d\d left at 8 tokens an answer", err)
+    assert not re.search(r"generating:[^\r\n]*\d\d:\d\d<", err)  # no tqdm ETA ("00:01<00:02") beside it
 
 
 def test_time_left_bound_by_hand():

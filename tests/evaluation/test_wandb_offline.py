@@ -1,7 +1,9 @@
 """An evaluation logging to W&B with no key configured logs offline and says so, instead of failing after
 it has scored (as training does)."""
 
+from conftest import run_script
 from test_endpoint import ScriptedEndpoint
+from test_grounding import prepare
 from test_hostile import evaluate
 
 
@@ -18,3 +20,27 @@ def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, mo
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no W&B API key found: logging offline" in result.stderr
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
+
+
+def test_an_evaluation_that_changes_nothing_opens_no_new_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    prepare(tmp_path / "data", "--test-size", "0.5")
+    out = tmp_path / "popularity"
+    args = (
+        "evaluate/run.py",
+        "--model",
+        "baseline:popularity",
+        "--data",
+        tmp_path / "data" / "test.jsonl",
+        "--out",
+        out,
+    )
+    first = run_script(*args)
+    said = first.stdout + first.stderr
+    assert f"W&B: run baseline:popularity-data saved offline in {out / 'wandb'}/offline-run-" in said
+    assert "wandb:" not in said  # W&B's own banner, summary and sync hints stay out of the terminal
+    again = run_script(*args)  # every answer resumed, the same scores
+    assert f"W&B: the same scores were logged from {out} before; no new run" in again.stdout
+    assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 1
+    run_script(*args, "--metrics", "official")  # other scores of the same answers: a run of their own
+    assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 2

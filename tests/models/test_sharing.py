@@ -46,6 +46,12 @@ def shared_run(tmp_path_factory, tiny_model, train_data):
     return moved
 
 
+def test_a_stage_trained_on_train_data_saves_a_recipe_naming_that_data(shared_run, train_data):
+    for stage in ("sft", "sft_rft"):
+        saved = yaml.safe_load((shared_run / stage / "recipe.yaml").read_text())
+        assert saved["train_data"] == str(train_data) and "datasets" not in saved  # not the recipe's unused files
+
+
 def test_a_moved_run_folder_loads_every_stage_from_another_directory(tmp_path, shared_run, movie_data):
     assert json.loads((shared_run / "sft_rft" / "base_chain.json").read_text()) == {
         "base_model": json.loads((shared_run / "sft" / "adapter_config.json").read_text())["base_model_name_or_path"],

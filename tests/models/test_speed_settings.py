@@ -92,6 +92,7 @@ def test_each_speed_setting_reaches_the_trainer(tmp_path, tiny_shape, train_data
         datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
     )  # fmt: skip
     plain = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "plain", check=False)
+    assert setup_line(plain).startswith("training with one process, not distributed, device ")
     assert setup_line(plain).endswith(
         "attention sdpa, activation checkpointing on, Liger kernels off, torch.compile off"  # TRL's defaults
     )

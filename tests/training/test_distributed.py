@@ -82,7 +82,7 @@ def test_sft_under_each_config_matches_one_process(tmp_path, tiny_model, train_d
     result = launch(config, "train/sft.py", sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out, **COMMON))
     said = result.stdout + result.stderr
     # printed by the main process only: both workers joined one group of two
-    assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 process(es)") == 1, said[-3000:]
+    assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 processes") == 1, said[-3000:]
     if config == "fsdp":
         assert "asks for FSDP, which Accelerate does not run on this device" in said
     assert_same_adapter(single, out)
@@ -113,7 +113,7 @@ def test_grpo_under_each_config_saves_a_complete_adapter(tmp_path, tiny_model, t
     out = tmp_path / "rft"
     result = launch(config, "train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, out))
     said = result.stdout + result.stderr
-    assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 process(es)") == 1
+    assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 processes") == 1
     assert "rewards/recall/mean" in said
     adapter = load_file(out / "adapter_model.safetensors")
     assert adapter.keys() == single.keys()  # the same LoRA targets as the SFT reference

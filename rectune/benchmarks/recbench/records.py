@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rectune.benchmarks.recbench.rows import NAME
 from rectune.core.io import DataError, parse_json, read_text
+from rectune.data.movielens import release_file
 
 LAYOUTS = ("dataset", "data")  # current first
 QUERY_FILES = {
@@ -34,6 +35,13 @@ def domain_folder(root: str | Path, domain: str) -> Path:
         if folder.is_dir():
             return folder
     looked = " and ".join(str(c) for c in candidates)
+    if Path(root).is_dir() and release_file(root, "ratings") is not None:
+        raise DataError(
+            root,
+            "is a MovieLens release, not a RecBench+ one: build RecBench+-style queries from it first "
+            f"(python data_prep/build_benchmark.py --movielens {root} --out data/ml_release), then use --src "
+            "data/ml_release (docs/movielens-amazon.md)",
+        )
     raise DataError(root, f"not a RecBench+ release: no {domain} folder (looked in {looked})")
 
 
