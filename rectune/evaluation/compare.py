@@ -276,6 +276,14 @@ def _error_bars(by_key: dict, tasks: list[str], name: str, metric: str) -> list[
     return [low, high]
 
 
+def charted_metrics(rows: list[dict]) -> list[str]:
+    """The metrics that get a panel: those with a value somewhere (closed-book data has no candidate recall)."""
+    return [metric for metric in _metrics(rows) if any(_finite(row.get(metric)) for row in rows)]
+
+
+MAX_LABELLED_BARS = 16  # beyond this a panel's value labels run into each other; the table has the values
+
+
 def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     import matplotlib
 
@@ -285,15 +293,22 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     names = list(dict.fromkeys(r["checkpoint"] for r in rows))
     by_key = {(r["task"], r["checkpoint"]): r for r in rows}
-    metrics = _metrics(rows)
+    metrics = charted_metrics(rows) or _metrics(rows)[:1]
     columns = min(len(metrics), 4)  # a grid, so a benchmark with many metrics stays readable
     grid_rows = math.ceil(len(metrics) / columns)
     width_per_panel = max(4.0, 0.5 * len(tasks) * len(names) ** 0.5)
-    fig, axes = plt.subplots(grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows), squeeze=False)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(width_per_panel * columns, 3.8 * grid_rows + 0.6),
+                             squeeze=False)  # fmt: skip
     width = 0.8 / len(names)
+    labelled = len(tasks) * len(names) <= MAX_LABELLED_BARS
     for ax, metric in zip(axes.flat, metrics, strict=False):
         spec = specs.get(metric, MetricSpec(metric))
         present = [r[metric] for r in rows if _finite(r[metric])]
+        present += [  # the error bars' tops fit too
+            r[metric] + r["diff"][metric].high - r["diff"][metric].delta
+            for r in rows
+            if _finite(r[metric]) and metric in r.get("diff", {})
+        ]
         for j, name in enumerate(names):
             values = [(by_key.get((t, name)) or {}).get(metric) for t in tasks]
             bars = ax.bar(
@@ -304,16 +319,21 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
                 yerr=_error_bars(by_key, tasks, name, metric),
                 capsize=2,
             )
-            ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=1)
+            if labelled:  # upright, so neighbouring bars' labels never overlap
+                ax.bar_label(bars, fmt="%.2f" if spec.scale != "percent" else "%.1f", fontsize=6, padding=2,
+                             rotation=90)  # fmt: skip
         arrow = "↑" if spec.higher_is_better else "↓"
-        exception = "; ↑ on misinformed" if metric == "ftr" and "misinformed" in tasks else ""  # refusing is right
-        ax.set_title(f"{spec.label} ({arrow} better{exception})")
+        exception = "\n(↑ on misinformed: refusing is right)" if metric == "ftr" and "misinformed" in tasks else ""
+        ax.set_title(f"{spec.label} ({arrow} better){exception}", fontsize=9)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks, rotation=30, ha="right")
-        ax.set_ylim(*axis_limits(spec, present))
+        low, high = axis_limits(spec, present)
+        ax.set_ylim(low, high + (high - low) * (0.25 if labelled else 0.0))  # room for the upright labels
     for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    # one legend above the panels, where no bar is
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(names), 6), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
     try:
         with atomic_write(path, "wb") as handle:  # a tagged, exclusive temporary file: no link is followed
             fig.savefig(handle, format="png", dpi=110)

@@ -234,3 +234,27 @@ def test_the_chart_never_writes_through_a_planted_link(tmp_path):
     write_outputs(comparison_rows(reports), metric_specs(reports), paths)
     assert victim.read_text() == "the user's own file"
     assert paths[2].read_bytes()[:4] == b"\x89PNG" and not paths[2].is_symlink()
+
+
+def test_a_metric_without_a_value_gets_no_panel_and_crowded_panels_no_labels(tmp_path, monkeypatch):
+    from matplotlib import pyplot
+
+    from rectune.evaluation.compare import MAX_LABELLED_BARS, charted_metrics, write_outputs
+
+    # closed-book data: no query has a candidate recall, so the chart has no empty "Cand. R" panel
+    reports = {"base": recbench_report([0.1] * 10), "sft": recbench_report([0.3] * 10)}
+    rows = comparison_rows(reports, baseline="base")
+    for row in rows:
+        row["candidate_recall"] = None
+    assert "candidate_recall" not in charted_metrics(rows) and "recall" in charted_metrics(rows)
+    drawn = []
+    original = pyplot.Figure.savefig
+    monkeypatch.setattr(pyplot.Figure, "savefig", lambda fig, *a, **k: drawn.append(fig) or original(fig, *a, **k))
+    write_outputs(rows, metric_specs(reports), [tmp_path / f"c{s}" for s in (".md", ".csv", ".png")])
+    (figure,) = drawn
+    titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+    assert not any(title.startswith("Cand. R") for title in titles) and any(t.startswith("R ") for t in titles)
+    # 2 tasks (explicit, overall) x 2 checkpoints = 4 bars: each labelled upright, no legend inside a panel
+    panel = next(ax for ax in figure.axes if ax.get_title().startswith("R "))
+    assert 4 <= MAX_LABELLED_BARS and [t.get_rotation() for t in panel.texts] == [90.0] * 4
+    assert all(ax.get_legend() is None for ax in figure.axes) and len(figure.legends) == 1
