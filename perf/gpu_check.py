@@ -5,7 +5,9 @@ Steps, each a real run of the project's scripts, timed:
 1. the device's matmul peak, measured (bf16 8192^3 products on a GPU), the denominator of MFU;
 2. LoRA SFT once per speed setting (``--settings``: baseline = SDPA with activation checkpointing, TRL's
    defaults; no-checkpointing; liger; flash = flash_attention_2; compile = torch.compile), each with
-   tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py;
+   tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py
+   and its first and last loss; then the plain PyTorch loop of perf/plain_loop.py at the same shape,
+   batch and length, in this process, and each setting's tokens/s as a multiple of the loop's;
 3. GRPO with plain ``generate`` and with transformers' continuous batching
    (``use_transformers_continuous_batching``), tokens/s of each (generation included), and the rollouts
    alone (perf/bench_rollouts.py) at the recipe's batch;
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from perf.flops import Shape, generation_flops_per_token, lora_training_flops_per_token, mfu
 from perf.memory_estimate import GIB, training_step_bytes
+from perf.plain_loop import plain_loop
 
 ROOT = Path(__file__).resolve().parent.parent
 SFT_RECIPE = ROOT / "recipes/smollm2_movie_cpu.yaml"
@@ -81,6 +84,12 @@ def run(command: list[str], log: Path, env: dict | None = None) -> float:
     if result.returncode != 0:
         sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
     return time.perf_counter() - start
+
+
+def training_losses(output_dir: Path) -> list[float]:
+    """The loss logged at each step of a finished run (its last checkpoint's trainer_state.json)."""
+    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    return [entry["loss"] for entry in json.loads(states[-1].read_text())["log_history"] if "loss" in entry]
 
 
 def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
@@ -173,6 +182,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=20)
     parser.add_argument("--max-length", type=int, default=4096, help="packed sequence length")
     parser.add_argument("--batch-size", type=int, default=4, help="packed sequences per SFT step")
+    parser.add_argument("--plain-steps", type=int, default=5, help="timed steps of the plain loop (its median)")
     parser.add_argument("--grpo-steps", type=int, default=4)
     parser.add_argument("--grpo-batch", type=int, default=8, help="prompts per GRPO step, x8 completions each")
     parser.add_argument("--grpo-micro-batch", type=int, default=16, help="completions per GRPO forward/backward")
@@ -223,12 +233,14 @@ def main() -> None:
             "--gradient_accumulation_steps", "1", "--logging_steps", "1",
             "--activation_checkpointing", "true"]  # fmt: skip
     print(
-        "\n| SFT setting | tokens/s | MFU (LoRA count) | peak memory | estimate | seconds |\n|---|---|---|---|---|---|"
+        "\n| SFT setting | tokens/s | MFU (LoRA count) | peak memory | estimate | seconds | loss, first → last |"
+        "\n|---|---|---|---|---|---|---|"
     )
+    measured_settings: dict[str, float] = {}
     for setting in args.settings.split(","):
         flags, package = SETTINGS[setting]
         if package and importlib.util.find_spec(package) is None:
-            print(f"| {setting} | skipped: {package} not installed | | | | |")
+            print(f"| {setting} | skipped: {package} not installed | | | | | |")
             continue
         folder = out / f"sft-{setting}"
         launcher = [python, *ZERO2] if setting == "zero2" else [python]
@@ -242,8 +254,18 @@ def main() -> None:
             checkpointing=checkpointing, fused_loss=setting == "liger",
         ) / GIB  # fmt: skip
         shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
+        losses = training_losses(folder)  # 0 throughout: no token was an answer's (sequences cut too short)
         print(f"| {setting} | {tokens_per_s:,.0f} | {mfu(flops_per_token, tokens_per_s, peak):.1%} | {shown} "
-              f"| {estimate:.1f} GiB | {seconds:.0f} |")  # fmt: skip
+              f"| {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
+        measured_settings[setting] = tokens_per_s
+    # the anchor: the same shape, batch and length through a lean loop, in this process (perf/plain_loop.py)
+    loop = plain_loop(model, args.device, args.batch_size, args.max_length, steps=args.plain_steps,
+                      warmup=2 if gpu else 1)  # fmt: skip
+    print(f"| plain PyTorch loop (reference) | {loop.tokens_per_second:,.0f} | "
+          f"{mfu(flops_per_token, loop.tokens_per_second, peak):.1%} | {loop.peak_gib:.1f} GiB | | "
+          f"{loop.seconds_per_step * (args.plain_steps + 2):.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
+    for setting, tokens_per_s in measured_settings.items():
+        print(f"{setting}: {tokens_per_s / loop.tokens_per_second:.2f}x the plain loop's tokens/s")
 
     # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
     # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.

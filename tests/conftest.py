@@ -18,9 +18,14 @@ INTEGRATION_FIXTURES = {
 STARTS_PROCESSES = ("run_script(", "subprocess.", "launch(")
 
 
-def pytest_collection_modifyitems(items):
+# tier -> tests collected, when this session collected the whole suite (before -m or -k deselect any)
+TIER_COUNTS: dict[str, int] = {}
+
+
+def pytest_collection_modifyitems(config, items):
     """Tiers: ``slow`` (marked: the embedded model), ``integration`` (subprocesses or the tiny model),
-    ``unit`` (everything else: pure Python, the whole tier in seconds)."""
+    ``unit`` (everything else: pure Python, the whole tier in seconds). Runs before pytest's own
+    ``-m``/``-k`` deselection (a conftest's hooks come first), so it sees every test collected."""
     import inspect
 
     for item in items:
@@ -30,6 +35,10 @@ def pytest_collection_modifyitems(items):
         uses = set(getattr(item, "fixturenames", ()))
         heavy = uses & INTEGRATION_FIXTURES or any(call in source for call in STARTS_PROCESSES)
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
+    whole = {Path(config.rootpath, arg).resolve() for arg in config.args} <= {ROOT, ROOT / "tests"}
+    if whole:
+        for tier in ("unit", "integration", "slow"):
+            TIER_COUNTS[tier] = sum(1 for item in items if item.get_closest_marker(tier))
 
 
 def read_view(path) -> list[dict]:

@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 from tqdm import tqdm
 
@@ -46,6 +45,8 @@ class RatingStore:
         memory_limit: str = MEMORY_LIMIT,
     ):
         self.folder = tempfile.TemporaryDirectory(prefix="rectune-ratings-")
+        import duckdb  # here, not at import: only the rating store needs it, and a GPU kit can leave it out
+
         self.db = duckdb.connect(
             str(Path(self.folder.name) / "ratings.duckdb"),
             config={"memory_limit": memory_limit, "temp_directory": str(Path(self.folder.name) / "spill")},

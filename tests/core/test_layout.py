@@ -84,3 +84,16 @@ def test_the_check_reads_imports_from_the_package(tmp_path):
     script = tmp_path / "script.py"
     script.write_text("from rectune import movielens\n")
     assert imports(script) == {"rectune.movielens"}
+
+
+def test_packages_one_path_needs_are_imported_on_that_path_only():
+    """duckdb (the rating store) and the openai stack (endpoints) load when used, so an install without them
+    (a GPU kit) still builds the demo data, trains and evaluates locally."""
+    import subprocess
+    import sys
+
+    modules = ["rectune.data.rating_store", "rectune.benchmarks.recbench.builder", "rectune.evaluation.endpoint",
+               "rectune.evaluation.reports", "rectune.training.setup", "rectune.models.generation"]  # fmt: skip
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted({{'duckdb', 'openai'}} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "[]"

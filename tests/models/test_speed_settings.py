@@ -125,8 +125,8 @@ def test_the_gpu_check_runs_every_step_at_a_toy_size_on_the_cpu(tmp_path):
     out = tmp_path / "gpu_check"
     result = subprocess.run(
         [sys.executable, "-m", "perf.gpu_check", "--device", "cpu", "--model-shape", "smollm2-135m",
-         "--shape-layers", "2", "--settings", "baseline,liger", "--sft-steps", "2", "--max-length", "512",
-         "--batch-size", "2", "--grpo-steps", "1", "--grpo-batch", "1", "--completion-length", "8", "--queries", "2",
+         "--shape-layers", "2", "--settings", "baseline,liger", "--sft-steps", "2", "--max-length", "1024",
+         "--batch-size", "1", "--grpo-steps", "1", "--grpo-batch", "1", "--completion-length", "8", "--queries", "2",
          "--out", str(out)],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
@@ -134,6 +134,12 @@ def test_the_gpu_check_runs_every_step_at_a_toy_size_on_the_cpu(tmp_path):
     rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     named = {row[0].strip("| "): row for row in rows}
     assert float(named["baseline"][1].replace(",", "")) > 0 and named["baseline"][2].endswith("%")
+    # the toy trains on something: 1,024-token sequences hold whole demo examples (~870 tokens), answers included
+    first, last = map(float, named["baseline"][6].strip(" |").split(" → "))
+    assert first > 0 and last > 0
+    # the anchor row: a plain PyTorch loop at the same shape and batch, and the baseline as a multiple of it
+    assert float(named["plain PyTorch loop (reference)"][1].replace(",", "")) > 0
+    assert "baseline: " in result.stdout and "x the plain loop's tokens/s" in result.stdout
     assert "liger_kernel not installed" in named["liger"][1] or float(named["liger"][1].replace(",", "")) > 0
     assert {
         "generate",
