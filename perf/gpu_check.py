@@ -149,7 +149,8 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    serve = [str(Path(sys.executable).parent / "transformers"), "serve", model, "--host", "127.0.0.1", "--port",
+    # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
+    serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
              str(port), "--device", device, "--continuous-batching"]  # fmt: skip
     log = (out / "serve.log").open("w")
     server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -187,6 +188,7 @@ def main() -> None:
     parser.add_argument("--grpo-batch", type=int, default=8, help="prompts per GRPO step, x8 completions each")
     parser.add_argument("--grpo-micro-batch", type=int, default=16, help="completions per GRPO forward/backward")
     parser.add_argument("--completion-length", type=int, default=256)
+    parser.add_argument("--rollout-rounds", type=int, default=3, help="rounds of perf/bench_rollouts.py")
     parser.add_argument("--queries", type=int, default=64)
     args = parser.parse_args()
 
@@ -286,7 +288,8 @@ def main() -> None:
         print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} |")
     rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
                 str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
-                "--short-max-new-tokens", str(args.completion_length // 2)]  # fmt: skip
+                "--short-max-new-tokens", str(args.completion_length // 2),
+                "--rounds", str(args.rollout_rounds)]  # fmt: skip
     run(rollouts, out / "rollouts.log", env)
     print("\n" + "\n".join(line for line in (out / "rollouts.log").read_text().splitlines() if line.startswith("|")))
 

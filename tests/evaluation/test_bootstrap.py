@@ -258,3 +258,9 @@ def test_a_metric_without_a_value_gets_no_panel_and_crowded_panels_no_labels(tmp
     panel = next(ax for ax in figure.axes if ax.get_title().startswith("R "))
     assert MAX_LABELLED_BARS >= 4 and [t.get_rotation() for t in panel.texts] == [90.0] * 4
     assert all(ax.get_legend() is None for ax in figure.axes) and len(figure.legends) == 1
+    # 9 checkpoints x 2 tasks = 18 bars, above MAX_LABELLED_BARS: no value labels (the table has the values)
+    crowded = {f"c{i}": recbench_report([0.1 * (i % 5)] * 10) for i in range(9)}
+    drawn.clear()
+    rows = comparison_rows(crowded, baseline="c0")
+    write_outputs(rows, metric_specs(crowded), [tmp_path / f"d{s}" for s in (".md", ".csv", ".png")])
+    assert all(not ax.texts for ax in drawn[0].axes)

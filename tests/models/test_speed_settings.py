@@ -112,38 +112,3 @@ def test_each_speed_setting_reaches_the_trainer(tmp_path, tiny_shape, train_data
     assert liger.returncode == 2 and liger.stderr.splitlines()[-1] == (
         "error: use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)"
     )
-
-
-def test_the_gpu_check_runs_every_step_at_a_toy_size_on_the_cpu(tmp_path):
-    """The script a GPU run depends on, run end to end here: shape built, SFT, GRPO both ways, rollouts,
-    evaluation through HF and `transformers serve`; every table printed with figures."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    out = tmp_path / "gpu_check"
-    result = subprocess.run(
-        [sys.executable, "-m", "perf.gpu_check", "--device", "cpu", "--model-shape", "smollm2-135m",
-         "--shape-layers", "2", "--settings", "baseline,liger", "--sft-steps", "2", "--max-length", "1024",
-         "--batch-size", "1", "--grpo-steps", "1", "--grpo-batch", "1", "--completion-length", "8", "--queries", "2",
-         "--out", str(out)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    named = {row[0].strip("| "): row for row in rows}
-    assert float(named["baseline"][1].replace(",", "")) > 0 and named["baseline"][2].endswith("%")
-    # the toy trains on something: 1,024-token sequences hold whole demo examples (~870 tokens), answers included
-    first, last = map(float, named["baseline"][6].strip(" |").split(" → "))
-    assert first > 0 and last > 0
-    # the anchor row: a plain PyTorch loop at the same shape and batch, and the baseline as a multiple of it
-    assert float(named["plain PyTorch loop (reference)"][1].replace(",", "")) > 0
-    assert "baseline: " in result.stdout and "x the plain loop's tokens/s" in result.stdout
-    assert "liger_kernel not installed" in named["liger"][1] or float(named["liger"][1].replace(",", "")) > 0
-    assert {
-        "generate",
-        "continuous batching",
-        "HF generate, batched",
-        "transformers serve, continuous batching",
-    } <= set(named)

@@ -1,0 +1,75 @@
+"""`make gpu-kit` on the CPU: the kit installs into a clean environment holding only torch and the packages
+of the lent machines' image, and its script runs the GPU check at a toy size there, end to end.
+
+The image is simulated by linking those packages (the names in ``perf.gpu_kit.IMAGE``) from this
+checkout's environment into a new virtual environment; everything else the check imports must come from
+the kit. The kit is built for this machine's Python (3.11: the only one here with torch); the lent
+machines take ``--python 3.12``, the default.
+"""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from packaging.utils import canonicalize_name
+
+from perf.gpu_kit import LIMIT_MIB, image_packages
+
+TOY = ["--device", "cpu", "--model-shape", "smollm2-135m", "--shape-layers", "2", "--settings", "baseline",
+       "--sft-steps", "2", "--max-length", "1024", "--batch-size", "1", "--plain-steps", "2", "--grpo-steps", "1",
+       "--grpo-batch", "1", "--completion-length", "8", "--rollout-rounds", "1", "--queries", "2"]  # fmt: skip
+
+
+def image_environment(folder: Path) -> Path:
+    """A virtual environment that sees torch and the image's packages only (linked from this one)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    (site,) = (folder / "lib").glob("python3.*/site-packages")
+    image = folder / "image"
+    image.mkdir()
+    wanted = image_packages()
+    for distribution in importlib.metadata.distributions():
+        if canonicalize_name(distribution.metadata["Name"]) not in wanted:
+            continue
+        for top in {Path(f).parts[0] for f in distribution.files or [] if Path(f).parts[0] != ".."}:
+            source = Path(distribution.locate_file(top))
+            if source.exists() and not top.endswith(".pth") and not (image / top).exists():
+                (image / top).symlink_to(source)
+    (site / "image.pth").write_text(f"{image}\n")
+    return folder / "bin" / "python"
+
+
+def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
+    kit = tmp_path / "kit"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    built = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--python", python, "--out", str(kit)],
+                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    size = sum(path.stat().st_size for path in kit.rglob("*") if path.is_file())
+    assert size <= LIMIT_MIB * 2**20 and f"(limit {LIMIT_MIB})" in built.stdout
+    bare = image_environment(tmp_path / "image-env")
+    lacking = subprocess.run([bare, "-c", "import trl"], capture_output=True, text=True)
+    assert "No module named 'trl'" in lacking.stderr  # the environment is bare of what the kit brings
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    result = subprocess.run(["bash", str(kit / "run_gpu_check.sh"), str(tmp_path / "run"), "900", *TOY],
+                            capture_output=True, text=True, cwd=tmp_path, env={**env, "PYTHON": str(bare)})  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "gpu-kit: the" in result.stdout and "requirements on the image are met" in result.stdout
+    log = (tmp_path / "run" / "gpu_check.log").read_text()
+    rows = [line.split(" | ") for line in log.splitlines() if line.startswith("| ") and "---" not in line]
+    named = {row[0].strip("| "): row for row in rows}
+    assert float(named["baseline"][1].replace(",", "")) > 0 and named["baseline"][2].endswith("%")
+    # the toy trains on something: 1,024-token sequences hold whole demo examples (~870 tokens), answers included
+    first, last = map(float, named["baseline"][6].strip(" |").split(" → "))
+    assert first > 0 and last > 0
+    # the anchor row: a plain PyTorch loop at the same shape and batch, and the baseline as a multiple of it
+    assert float(named["plain PyTorch loop (reference)"][1].replace(",", "")) > 0
+    assert "baseline: " in log and "x the plain loop's tokens/s" in log
+    assert {
+        "generate",
+        "continuous batching",
+        "HF generate, batched",
+        "transformers serve, continuous batching",
+    } <= set(named)
