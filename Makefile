@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: bench-grpo-step experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: gpu-kit bench-grpo-step experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -113,6 +113,12 @@ bench-large: install
 MODEL_SHAPE ?=
 gpu-check: install
 	$(PY) -m perf.gpu_check $(if $(MODEL_SHAPE),--model-shape $(MODEL_SHAPE)) $(GPU_CHECK_ARGS)
+
+# The GPU check for a machine with no network (docs/scaling-and-gpus.md): outputs/gpu_kit holds the wheels the
+# lent machines' image lacks (for KIT_PYTHON), this checkout with its demo data, and run_gpu_check.sh.
+KIT_PYTHON ?= 3.12
+gpu-kit: install
+	$(PY) -m perf.gpu_kit build --python $(KIT_PYTHON) --out outputs/gpu_kit
 
 # GRPO prompts per minute, each group's prompt encoded once against once per completion (experiment recipe, its data).
 bench-grpo-step: install

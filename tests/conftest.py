@@ -26,19 +26,37 @@ def pytest_collection_modifyitems(config, items):
     """Tiers: ``slow`` (marked: the embedded model), ``integration`` (subprocesses or the tiny model),
     ``unit`` (everything else: pure Python, the whole tier in seconds). Runs before pytest's own
     ``-m``/``-k`` deselection (a conftest's hooks come first), so it sees every test collected."""
-    import inspect
 
     for item in items:
         if item.get_closest_marker("slow") or item.get_closest_marker("integration"):
             continue
-        source = inspect.getsource(item.function) if hasattr(item, "function") else ""
         uses = set(getattr(item, "fixturenames", ()))
-        heavy = uses & INTEGRATION_FIXTURES or any(call in source for call in STARTS_PROCESSES)
+        heavy = uses & INTEGRATION_FIXTURES or (hasattr(item, "function") and starts_processes(item.function))
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
     whole = {Path(config.rootpath, arg).resolve() for arg in config.args} <= {ROOT, ROOT / "tests"}
     if whole:
         for tier in ("unit", "integration", "slow"):
             TIER_COUNTS[tier] = sum(1 for item in items if item.get_closest_marker(tier))
+
+
+def starts_processes(function, seen: frozenset = frozenset()) -> bool:
+    """Whether ``function`` starts a process, itself or through a test helper it calls (``evaluate(...)``
+    running a script), followed through the helpers of any test module."""
+    import inspect
+
+    source = inspect.getsource(function)
+    if any(call in source for call in STARTS_PROCESSES):
+        return True
+    for name, value in vars(inspect.getmodule(function)).items():
+        if (
+            inspect.isfunction(value)
+            and name not in seen
+            and f"{name}(" in source
+            and str(ROOT / "tests") in (inspect.getsourcefile(value) or "")
+            and starts_processes(value, seen | {name})
+        ):
+            return True
+    return False
 
 
 def read_view(path) -> list[dict]:
