@@ -61,7 +61,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: install
-	WANDB_MODE=offline $(PY) -m pytest -q
+	WANDB_MODE=offline $(PY) -m pytest -q --durations=30
 
 test-fast: install
 	WANDB_MODE=offline $(PY) -m pytest -q -m "not slow"

@@ -28,6 +28,7 @@ from rectune.training.setup import (
     check_kernels,
     early_stopping,
     finish,
+    one_packed_sequence_a_forward,
     peak_memory,
     save_stage,
     set_model_init,
@@ -65,6 +66,7 @@ def main() -> None:
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
     set_model_init(training_args, model_args)
+    one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch
     check_kernels(training_args)
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))

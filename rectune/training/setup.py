@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
 import warnings
@@ -19,6 +20,8 @@ from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
 from rectune.training.stages import mark_finished, seal_output_dir
+
+log = logging.getLogger(__name__)
 
 # PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
@@ -121,6 +124,28 @@ def stopped_short(trainer: Any) -> str | None:
     if wanted > 0 and reached < wanted and not early:
         return f"training stopped at step {reached} of max_steps {wanted} (the data ran out)"
     return None
+
+
+def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | None:
+    """TRL's padding-free packing flattens a device's batch of packed sequences into one row. Flash attention
+    keeps the sequences apart at no cost; SDPA and eager attention run over the whole row under a
+    block-diagonal mask, so B sequences of L tokens cost the attention of one of B x L (8 x 1,024 tokens:
+    8 times what the batch needs). Without flash attention the batch is trained one packed sequence a
+    forward with B times the gradient accumulation: the same tokens per optimizer step and the same loss,
+    which TRL averages over the accumulated tokens. Returns the log line, or None when nothing changed."""
+    batch = training_args.per_device_train_batch_size
+    attention = str(model_args.attn_implementation or "sdpa")
+    if not training_args.packing or training_args.packing_strategy == "wrapped" or batch == 1 or "flash" in attention:
+        return None
+    training_args.gradient_accumulation_steps *= batch
+    training_args.per_device_train_batch_size = 1
+    line = (
+        f"packed sequences with {attention} attention: 1 a forward, gradient_accumulation_steps "
+        f"{training_args.gradient_accumulation_steps} (was {batch} flattened into one row, attending over "
+        f"{batch} x max_length tokens)"
+    )
+    log.info(line)
+    return line
 
 
 def check_kernels(training_args: Any) -> None:

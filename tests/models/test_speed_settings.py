@@ -112,3 +112,28 @@ def test_each_speed_setting_reaches_the_trainer(tmp_path, tiny_shape, train_data
     assert liger.returncode == 2 and liger.stderr.splitlines()[-1] == (
         "error: use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)"
     )
+
+
+def test_a_packed_batch_goes_one_sequence_a_forward_without_flash_attention():
+    from types import SimpleNamespace
+
+    from rectune.training.setup import one_packed_sequence_a_forward
+
+    def settings(batch=8, accumulation=4, packing=True, strategy="bfd"):
+        return SimpleNamespace(per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                               packing=packing, packing_strategy=strategy)  # fmt: skip
+
+    # SDPA: 8 packed rows flattened into one would attend over 8,192 tokens; 1 a forward x 32 instead
+    args = settings()
+    line = one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation="sdpa"))
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (1, 32)
+    assert line.startswith("packed sequences with sdpa attention: 1 a forward, gradient_accumulation_steps 32")
+    args = settings(batch=2, accumulation=1)
+    one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation=None))  # transformers' default: SDPA
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (1, 2)
+    # left alone: flash attention keeps packed sequences apart; no packing, one row, or wrapped rows (no flattening)
+    for args, attention in ((settings(), "flash_attention_2"), (settings(packing=False), "sdpa"),
+                            (settings(batch=1), "eager"), (settings(strategy="wrapped"), "sdpa")):  # fmt: skip
+        before = vars(args).copy()
+        assert one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation=attention)) is None
+        assert vars(args) == before
