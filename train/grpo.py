@@ -41,7 +41,7 @@ from rectune.training.setup import (
     save_stage,
     set_model_init,
 )
-from rectune.training.sft_base import merged_model
+from rectune.training.sft_base import drop_merged_model, merged_model
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
@@ -118,6 +118,8 @@ def main() -> None:
     configs = (training_args, model_args, mixture, run_args, rft_args, shaping)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter, claimed_at)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
+    if rft_args.init_adapter and trainer.accelerator.is_main_process and drop_merged_model(rft_args.init_adapter):
+        trainer.accelerator.print(f"removed the merged SFT base {model_name} (train/sft_base.py builds it again)")
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
     report = summary(trainer.state.log_history, trainer.reward_func_names)
     if trainer.accelerator.is_main_process:

@@ -72,6 +72,10 @@ def test_a_moved_run_folder_loads_every_stage_from_another_directory(tmp_path, s
 
 
 def test_plain_peft_loads_the_moved_stages(shared_run):
+    # the merged SFT base went once the SFT->RFT stage was saved; train/sft_base.py builds it again
+    assert not (shared_run / "sft" / "merged").exists()
+    run_script("train/sft_base.py", shared_run / "sft")
+    assert (shared_run / "sft" / "merged" / "config.json").is_file()
     code = (
         "from peft import AutoPeftModelForCausalLM, PeftModel\n"
         "sft = AutoPeftModelForCausalLM.from_pretrained('{sft}').merge_and_unload()\n"

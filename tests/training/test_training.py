@@ -176,6 +176,9 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
     assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"]}
+    # the merged SFT base is gone once the stage is saved (a copy of the whole model); the script builds it again
+    assert not (sft / "merged").exists()
+    run_script("train/sft_base.py", sft)
     base = load_file(tiny_model / "model.safetensors")
     merged = load_file(sft / "merged" / "model.safetensors")
     key = "model.layers.0.self_attn.q_proj.weight"
@@ -183,7 +186,7 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     lora_a = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_A" in k)
     lora_b = next(v for k, v in adapter.items() if "layers.0.self_attn.q_proj.lora_B" in k)
     scale = LORA["lora_alpha"] / LORA["lora_r"]
-    # the RFT stage starts from base + the SFT delta, exactly
+    # the RFT stage starts from base + the SFT delta, exactly (the merge is deterministic: the one it trained on)
     assert torch.allclose(merged[key], base[key] + scale * lora_b @ lora_a, atol=1e-6)
     assert not torch.allclose(merged[key], base[key])
     assert "| stage | sft_rft |" in (chained / "README.md").read_text()

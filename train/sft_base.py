@@ -1,0 +1,22 @@
+"""The base model with an SFT adapter merged in, as SFT then RFT trained on it: ``<SFT folder>/merged``.
+
+    python train/sft_base.py outputs/smollm2_movie_cpu/sft
+
+RecTune builds it for the SFT->RFT stage and removes it once that stage is saved; evaluation merges the
+chain in memory and never needs it. Plain PEFT loading of an SFT->RFT adapter does
+(``AutoPeftModelForCausalLM.from_pretrained("outputs/RUN/sft_rft")`` finds its base at ``../sft/merged``).
+"""
+
+from rectune.core.cli import ArgumentParser, run
+from rectune.training.sft_base import merged_model
+
+
+def main() -> None:
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("sft", help="the SFT stage folder (a PEFT adapter)")
+    args = parser.parse_args()
+    print(f"the merged SFT base: {merged_model(args.sft)}")
+
+
+if __name__ == "__main__":
+    run(main)
