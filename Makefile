@@ -343,7 +343,7 @@ demo: install
 
 
 # The CPU experiment (docs/reproducing.md, "Does learning show?"): a larger demo world (374 test queries, EXP_SAMPLE
-# of them scored; 63 minutes on 2 CPU cores in a fresh clone, measured), SFT with the checkpoint chosen on
+# of them scored; about an hour on 2 CPU cores in a fresh clone, measured), SFT with the checkpoint chosen on
 # validation loss, GRPO with KG-shaped rewards from the base and from SFT, each scored on the test split, then
 # paired-bootstrap intervals against the base, SFT->RFT against SFT and every row against bm25.
 EXP_RUN := smollm2_movie_experiment
