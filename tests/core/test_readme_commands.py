@@ -74,3 +74,11 @@ def test_documented_commands_name_what_exists(page):
                     )
                     checked += 1
     assert checked > 0, f"{page}: no command checked"
+
+
+def test_the_demo_takes_one_measured_time_wherever_it_is_given():
+    """README, getting started and the Makefile give the same minutes for `make demo`."""
+    given = {re.search(r"make demo .*\(~(\d+) min\)", (ROOT / page).read_text())[1] for page in PAGES} | {
+        re.search(r"demo world, on CPU \((\d+) minutes", (ROOT / "Makefile").read_text())[1]
+    }
+    assert len(given) == 1, given
