@@ -44,9 +44,11 @@ class RatingStore:
         with_text: bool = False,
         memory_limit: str = MEMORY_LIMIT,
     ):
-        self.folder = tempfile.TemporaryDirectory(prefix="rectune-ratings-")
-        import duckdb  # here, not at import: only the rating store needs it, and a GPU kit can leave it out
+        # imported here, not with the module: only the rating store needs duckdb (a GPU kit leaves it out);
+        # before the scratch folder exists, so a termination never lands inside duckdb's own start-up
+        import duckdb
 
+        self.folder = tempfile.TemporaryDirectory(prefix="rectune-ratings-")
         self.db = duckdb.connect(
             str(Path(self.folder.name) / "ratings.duckdb"),
             config={"memory_limit": memory_limit, "temp_directory": str(Path(self.folder.name) / "spill")},
