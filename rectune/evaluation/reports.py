@@ -136,7 +136,8 @@ def evaluate_checkpoint(
     write_jsonl(out / "details.jsonl", table)  # per query: what was asked, answered, resolved and scored
     with atomic_write(out / "report.md") as handle:
         heading, path, source = (markdown_text(x) for x in (out.name, checkpoint.path, data))
-        chosen = markdown_text(f": {selection_text(selection)}") if selection_text(selection) else ""
+        chosen = selection_text(selection)
+        chosen = markdown_text(f": {chosen}") if chosen else ""
         handle.write(f"# {heading}\n\ncheckpoint {path} on {source} ({len(rows)} queries{chosen})\n\n")
         handle.write(report["table"] + "\n")
     seal_report_folder(out)

@@ -36,8 +36,9 @@ def stratified_sample(rows: list, n: int, seed: int = 0) -> list:
     for task in by_remainder[: n - sum(counts.values())]:
         counts[task] += 1
     if n >= len(units):  # every task keeps a unit: the largest give theirs to those the rounding left out
-        for task in [t for t in units if counts[t] == 0]:
-            donor = max(counts, key=lambda t: (counts[t], -list(units).index(t)))
+        order = list(units)
+        for task in [t for t in order if counts[t] == 0]:
+            donor = max(order, key=lambda t: (counts[t], -order.index(t)))
             counts[donor] -= 1
             counts[task] += 1
     rng = random.Random(seed)

@@ -29,9 +29,10 @@ def logged_scores(out: str | os.PathLike) -> dict | None:
     if not (out / "wandb").is_dir() or not (out / "report.json").is_file():
         return None
     try:
-        return scores_of(read_json(out / "report.json"))
+        report = read_json(out / "report.json")
     except (RecTuneError, OSError):
         return None
+    return scores_of(report) if isinstance(report, dict) else None  # another shape: no scores to match
 
 
 def scores_of(report: dict) -> dict:

@@ -44,3 +44,14 @@ def test_an_evaluation_that_changes_nothing_opens_no_new_run(tmp_path, monkeypat
     assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 1
     run_script(*args, "--metrics", "official")  # other scores of the same answers: a run of their own
     assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 2
+
+
+def test_a_report_json_of_another_shape_is_no_logged_run(tmp_path):
+    from rectune.evaluation.tracking import logged_scores
+
+    (tmp_path / "wandb").mkdir()
+    for text in ("[1, 2]", "not json", '"a string"'):
+        (tmp_path / "report.json").write_text(text)
+        assert logged_scores(tmp_path) is None
+    (tmp_path / "report.json").write_text('{"overall": {"n": 1}, "config": {"predictions_key": "k"}}')
+    assert logged_scores(tmp_path)["predictions_key"] == "k"
