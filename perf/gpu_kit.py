@@ -35,6 +35,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MIB = 60
+MARKER = ".gpu_kit"  # a folder holding it was written by this script, and only such a one is replaced
 # what the GPU check imports (train, GRPO, evaluation, `transformers serve`), as this checkout requires them
 # (LLMRec's text metrics, the embedded model's GGUF reader, duckdb and W&B load only where used: left out)
 ROOTS = ["transformers", "peft", "trl", "accelerate", "datasets", "rapidfuzz", "pyyaml", "tqdm", "matplotlib",
@@ -145,10 +146,11 @@ timeout --kill-after=20 "$limit" "$python" -m perf.gpu_check --out "$out/gpu_che
 
 def build(python: str, platform: str, out: Path) -> int:
     if out.exists():
-        if not (out / "requirements.txt").is_file() or not (out / "run_gpu_check.sh").is_file():
+        if not (out / MARKER).is_file():
             sys.exit(f"gpu-kit: {out} exists and is not a kit this script wrote; choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    (out / MARKER).write_text("written by perf/gpu_kit.py\n")
     carried, expected = kit_packages(python)
     download(carried, EXTRA_WHEELS, python, platform, out / "wheels")
     project_archive(out / "project.tar.gz")

@@ -73,3 +73,15 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
         "HF generate, batched",
         "transformers serve, continuous batching",
     } <= set(named)
+
+
+def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):
+    theirs = tmp_path / "kit"
+    theirs.mkdir()
+    (theirs / "requirements.txt").write_text("mine\n")  # a kit's file name, but no kit marker
+    result = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--out", str(theirs)],
+                            capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 1 and "is not a kit this script wrote" in result.stderr
+    assert [p.name for p in theirs.iterdir()] == ["requirements.txt"] and (
+        theirs / "requirements.txt"
+    ).read_text() == "mine\n"
