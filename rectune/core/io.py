@@ -93,12 +93,15 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False), one encoder
+
+
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     """Atomically write ``rows`` as JSON lines; returns the number written."""
     count = 0
     with atomic_write(path) as handle:
         for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.write(_encode(row) + "\n")
             count += 1
     return count
 
@@ -118,7 +121,7 @@ def write_json(path: str | os.PathLike, obj: Any, *, line_per_item: tuple[str, .
         for key, value in obj.items():
             name = json.dumps(key, ensure_ascii=False)
             if key in line_per_item and isinstance(value, list) and value:
-                items = ",\n".join("    " + json.dumps(item, ensure_ascii=False) for item in value)
+                items = ",\n".join("    " + _encode(item) for item in value)
                 entries.append(f"  {name}: [\n{items}\n  ]")
             else:
                 text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")

@@ -73,8 +73,15 @@ class KnowledgeGraph:
                 covered += not keyed
                 satisfied += not keyed
                 continue
-            covered += all(rel in facts for rel, _ in keyed)
-            satisfied += all(value in facts.get(rel, ()) for rel, value in keyed)
+            meets = True
+            for rel, value in keyed:
+                values = facts.get(rel)
+                if values is None:  # an uncovered relation: neither covered nor satisfied
+                    break
+                meets = meets and value in values
+            else:
+                covered += 1
+                satisfied += meets
         return satisfied, covered
 
     def items_meeting(self, conditions: list[list[str]]) -> set[str]:

@@ -25,7 +25,6 @@ SEP = "[SEP]"
 SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|[(\[]\d{1,3}[)\]]|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
-_MARKDOWN_CHARS = frozenset("*_`~")
 _INTRO = re.compile(r"^(.{3,80}?):\s+(\S.*)$")
 _LIST_SEPARATORS = re.compile(r"[;,]")
 _QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
@@ -63,14 +62,16 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
     unless the whole names a catalog title (``2001: A Space Odyssey``)."""
     if matcher is not None and matcher.resolve(segment, fuzzy=False) is not None:
         return segment
-    year_first = _YEAR_FIRST.match(segment)
+    year_first = _YEAR_FIRST.match(segment) if segment[:1].isdigit() else None
     if year_first:
         title = _clean(_cut_description(year_first.group(2), matcher))
         return title if _TITLE_WITH_YEAR.match(title) else f"{title} ({year_first.group(1)})"
-    with_year = _TITLE_WITH_YEAR.match(segment)
+    with_year = _TITLE_WITH_YEAR.match(segment) if "(" in segment else None
     if with_year:
         return with_year.group(1)
-    cuts = sorted({cut for cut in map(segment.find, _DESCRIPTION_CUTS) if cut > 0}, reverse=True)
+    cuts = [cut for cut in map(segment.find, _DESCRIPTION_CUTS) if cut > 0]
+    if len(cuts) > 1:
+        cuts = sorted(set(cuts), reverse=True)
     if matcher is not None:
         for end in cuts:  # the whole segment was looked up above
             if matcher.resolve(segment[:end], fuzzy=False) is not None:
@@ -118,14 +119,15 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     if len(listed) < 2:
         listed = _title_lines(lines)
     chosen = listed if len(listed) >= 2 else lines
-    memo = _line_memo(matcher)
+    memos = _line_memos(matcher)
     mentions = []
     for item, line in chosen:
-        found = memo.get((line, item)) if memo is not None else None
+        memo = memos[item] if memos is not None else None
+        found = memo.get(line) if memo is not None else None
         if found is None:
             found = tuple(_line_mentions(line, item, matcher))
             if memo is not None and len(memo) < _MEMO_LINES:
-                memo[(line, item)] = found
+                memo[line] = found
         mentions.extend(found)
     return [m for m in mentions if m]
 
@@ -136,11 +138,12 @@ _MEMO_LINES = 1 << 20
 _LINE_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _line_memo(matcher: TitleMatcher | None) -> dict | None:
+def _line_memos(matcher: TitleMatcher | None) -> tuple[dict, dict] | None:
+    """The matcher's memos of lines read as prose and as list items."""
     if matcher is None:
         return None
     try:
-        return _LINE_MEMOS.setdefault(matcher, {})
+        return _LINE_MEMOS.setdefault(matcher, ({}, {}))
     except TypeError:  # a matcher that takes no weak reference is not memoised
         return None
 
@@ -210,12 +213,12 @@ def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
     ]
 
 
-_QUOTE_CHARS = frozenset('"“”«»*')
+_QUOTE_CHAR = re.compile('["“”«»*]')
 
 
 def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
     """The mentions of one line (without its list marker)."""
-    if _MARKDOWN_CHARS.intersection(line):
+    if "*" in line or "_" in line or "`" in line or "~" in line:
         line = _MARKDOWN.sub("", line)
         if is_list_item:
             line = _EMPHASIS.sub("", line)  # *Title* as a list item is the title, emphasised
@@ -225,7 +228,7 @@ def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) 
     intro = _INTRO.match(line) if ":" in line else None
     if intro and _PROSE_STARTS.match(intro.group(1)):
         line = intro.group(2)
-    quoted = [q or i for q, i in _QUOTED.findall(line)] if _QUOTE_CHARS.intersection(line) else []
+    quoted = [q or i for q, i in _QUOTED.findall(line)] if _QUOTE_CHAR.search(line) else []
     if quoted and _is_prose(_QUOTED.sub("X", line)):
         return [_clean(q) for q in quoted]
     # A prose line (intro, refusal, explanation) contributes only titles that resolve exactly.
@@ -234,7 +237,7 @@ def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) 
     for segment in [line] if is_list_item else _split_commas(line, matcher):
         title = _clean(_cut_description(_clean(segment), matcher))
         if title and (
-            not (prose_line or _is_prose(title)) or (matcher is not None and matcher.resolve(title, fuzzy=False))
+            (matcher is not None and matcher.resolve(title, fuzzy=False)) or not (prose_line or _is_prose(title))
         ):
             mentions.append(title)
     return mentions

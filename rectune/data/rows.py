@@ -75,6 +75,8 @@ class RowChecker:
         return value
 
     def _one_line(self, name: str, values: list[object], key: str | None = None) -> None:
+        if not CONTROL.search("".join(text for text in values if isinstance(text, str))):
+            return  # one search for the whole list; the entry is named below when one fails
         for index, text in enumerate(values):
             if isinstance(text, str) and (bad := CONTROL.search(text)):
                 where = f"entry {index}" + (f" {key!r}" if key else "")

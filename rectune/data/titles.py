@@ -35,7 +35,6 @@ _LEADING_ARTICLE = re.compile(
 _YEAR = re.compile(r"\s*\(\s*(\d{4})\s*\)\s*$")
 _TRAILING_PAREN = re.compile(r"\s*\(([^()]*)\)\s*$")
 _NON_WORD = re.compile(r"[^\w\s]+")
-_SPACES = re.compile(r"\s+")
 _MOJIBAKE_MARKS = ("Ã", "Â", "â€", "Ã©")
 _MISSING = object()
 
@@ -52,22 +51,32 @@ def fix_mojibake(text: str) -> str:
     return text
 
 
+# ASCII: every byte that is neither a letter, a digit nor whitespace (and "_") as a space, what
+# _NON_WORD and the "_" replacement do, by one bytes.translate
+_ASCII_WORDS = bytes(c if chr(c).isalnum() or chr(c).isspace() else 32 for c in range(128)) + bytes(range(128, 256))
+
+
 @functools.lru_cache(maxsize=1 << 20)
 def title_key(title: str) -> str:
     """Normalised lookup key of a title without its year or parenthesised alternates."""
     if title.isascii():  # most titles: nothing to repair or strip of accents (the slow part)
-        text = title.casefold().strip()
-    else:
-        text = unicodedata.normalize("NFKD", fix_mojibake(title))
-        text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
-    text = text.replace("’", "'").replace("‘", "'")
-    moved = _TRAILING_ARTICLE.match(text)
+        text = _without_article(title.casefold().strip())
+        return " ".join(text.encode().translate(_ASCII_WORDS).decode().split())
+    text = unicodedata.normalize("NFKD", fix_mojibake(title))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
+    text = _without_article(text.replace("’", "'").replace("‘", "'"))
+    return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
+
+
+def _without_article(text: str) -> str:
+    """``usual suspects, the`` and ``the usual suspects`` -> ``usual suspects``; ``&`` spelled ``and``."""
+    moved = _TRAILING_ARTICLE.match(text) if "," in text else None
     if moved:
         text = f"{moved.group(2)} {moved.group(1)}"
-    text = _LEADING_ARTICLE.sub("", text, count=1)
-    text = text.replace("&", " and ")
-    text = _NON_WORD.sub(" ", text).replace("_", " ")
-    return _SPACES.sub(" ", text).strip()
+    leading = _LEADING_ARTICLE.match(text)
+    if leading:
+        text = text[leading.end() :]
+    return text.replace("&", " and ")
 
 
 def split_title(title: str) -> tuple[str, list[str], int | None]:
@@ -76,8 +85,14 @@ def split_title(title: str) -> tuple[str, list[str], int | None]:
     return main, list(alternates), year
 
 
-@functools.lru_cache(maxsize=1 << 20)
 def _split_title(title: str) -> tuple[str, tuple[str, ...], int | None]:
+    if "(" not in title:  # most mentions: no year, no alternates
+        return title.strip(), (), None
+    return _split_parenthesised(title)
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def _split_parenthesised(title: str) -> tuple[str, tuple[str, ...], int | None]:
     text = title.strip()
     year = None
     match = _YEAR.search(text)
@@ -175,7 +190,8 @@ class TitleMatcher:
         """Exact lookup, cached; a miss keeps its first key and year for the fuzzy pass."""
         main, alternates, year = _split_title(mention)
         first = ""
-        for name in (main, *alternates, mention):
+        # without parentheses the whole mention is the main title: one key
+        for name in (main, *alternates, mention) if alternates or year or main != mention else (main,):
             key = title_key(name)
             first = first or key
             candidates = self._by_key.get(key) if key else None
@@ -191,7 +207,7 @@ class TitleMatcher:
     def resolve_many(self, mentions: list[str], *, fuzzy: bool = True) -> list[str | None]:
         """Resolve many mentions at once: exact lookups, then one batched fuzzy pass over the misses."""
         misses: dict[str, tuple[str, int | None]] = {}
-        for mention in mentions:
+        for mention in dict.fromkeys(mentions):  # answers repeat titles: each distinct one once
             if mention in self._cache:
                 continue
             if mention not in self._exact_cache:

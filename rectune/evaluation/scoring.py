@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict
 
 from rectune.benchmarks import Resources, get_benchmark, load_rows
+from rectune.core.gc_pause import collection_paused
 from rectune.core.io import DataError, RecTuneError, write_json
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
 from rectune.evaluation.answer_files import check_failures, load_answers, resolve_ids
@@ -49,8 +50,9 @@ def score_benchmark(rows: list, predictions: dict[str, str], resources: Resource
         raise RecTuneError(
             f"{benchmark.name} has no {resources.convention!r} metrics; it has: {', '.join(benchmark.conventions)}"
         )
-    answers = {row_id: answer_text(text, resources.limits) for row_id, text in predictions.items()}
-    scored = benchmark.score(rows, {row_id: a.text for row_id, a in answers.items()}, resources)
+    with collection_paused():
+        answers = {row_id: answer_text(text, resources.limits) for row_id, text in predictions.items()}
+        scored = benchmark.score(rows, {row_id: a.text for row_id, a in answers.items()}, resources)
     report = {"benchmark": benchmark.name, **scored.report}
     report["completions"] = {
         "scored": len(rows),
@@ -63,6 +65,7 @@ def score_benchmark(rows: list, predictions: dict[str, str], resources: Resource
     return report, scored.table
 
 
+@collection_paused()  # a release's rows, answers and caches: the collector would walk them all again and again
 def score_files(
     data: str | os.PathLike,
     predictions_path: str | os.PathLike,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rectune.benchmarks.recbench.metrics import aggregate, format_table, score_query
+from rectune.benchmarks.recbench.metrics import aggregate, dcg, format_table, score_query
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.titles import CatalogItem, TitleMatcher
@@ -196,3 +196,9 @@ def test_counting_met_conditions_at_once_agrees_with_item_by_item():
     assert KG.count_met(items, conditions) == (2, 2)  # Heat and Ronin; Casino lacks "starring", 3 and 404 all
     assert [KG.satisfies(i, conditions) for i in items] == [True, True, False, False, False]
     assert KG.count_met(items, []) == (5, 5)  # no condition: every item meets it, known or not
+    assert KG.count_met(["1", "2", "13"], [["genre", "drama"]]) == (0, 3)  # covered, and none a drama
+
+
+def test_discounted_gain_counts_hits_by_rank():
+    assert dcg(["a", "x", "b"], {"a", "b"}) == pytest.approx(1 + 1 / 2)  # ranks 1 and 3: 1/log2(2) + 1/log2(4)
+    assert dcg([str(i) for i in range(100)], {"99"}) == pytest.approx(1 / math.log2(101))  # past the precomputed 64

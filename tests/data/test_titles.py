@@ -1,7 +1,15 @@
 import pytest
 
 from rectune.data.completions import CompletionLimits
-from rectune.data.titles import CatalogItem, TitleMatcher, display_title, fix_mojibake, parse_mentions, split_title
+from rectune.data.titles import (
+    CatalogItem,
+    TitleMatcher,
+    display_title,
+    fix_mojibake,
+    parse_mentions,
+    split_title,
+    title_key,
+)
 
 CATALOG = [
     CatalogItem("1", "Usual Suspects, The (1995)"),
@@ -135,3 +143,19 @@ def test_sep_answers_resolve_and_keep_their_order(matcher):
     extraction = matcher.extract("Heat [SEP] Usual Suspects, The [SEP] Invented Film [SEP] Heat (1995) [SEP]")
     assert extraction.item_ids == ["3", "1"]
     assert extraction.ranked == ["3", "1", "invented film"]  # the repeated Heat counts once
+
+
+@pytest.mark.parametrize(
+    ("title", "key"),
+    [
+        ("Don't_Look-Now! & Co.", "don t look now and co"),  # every ASCII mark a space, & spelled out
+        ("  Usual Suspects, The  ", "usual suspects"),  # trailing article moved, then dropped
+        ("L'Avventura", "avventura"),
+        ("M*A*S*H\t(TV)", "m a s h tv"),
+        ("Amélie & Co.", "amelie and co"),  # the accented path reads the same
+        ("Ã‰cole, L'", "ecole"),  # mojibake repaired, article dropped
+        ("The", "the"),  # an article alone is a title
+    ],
+)
+def test_title_keys(title, key):
+    assert title_key(title) == key

@@ -86,8 +86,18 @@ def condition_bucket(row: RecBenchRow) -> str | None:
     return "3-4" if row.condition_num >= 3 else str(row.condition_num)
 
 
+_DISCOUNTS = [1 / math.log2(i + 2) for i in range(64)]  # 1 / log2(rank + 1), extended on demand
+
+
+def discounts(n: int) -> list[float]:
+    """The first ``n`` rank discounts, 1 / log2(i + 2) for i < n."""
+    while len(_DISCOUNTS) < n:
+        _DISCOUNTS.append(1 / math.log2(len(_DISCOUNTS) + 2))
+    return _DISCOUNTS[:n]
+
+
 def dcg(ranked: list[str], truth: set[str]) -> float:
-    return sum(1 / math.log2(i + 2) for i, item in enumerate(ranked) if item in truth)
+    return sum(d for d, item in zip(discounts(len(ranked)), ranked, strict=True) if item in truth)
 
 
 def candidate_recall(row: RecBenchRow, truth: set[str]) -> float | None:
@@ -101,13 +111,13 @@ def score_query(
 ) -> QueryScore:
     truth = ground_truth_set(row, matcher)
     top_k = extraction.ranked[:k]
-    hits_at_k = sum(1 for item in top_k if item in truth)
-    ideal_at_k = sum(1 / math.log2(i + 2) for i in range(min(k, len(truth))))
+    hits_at_k = sum(item in truth for item in top_k)
+    ideal_at_k = sum(discounts(min(k, len(truth))))
     recommended = extraction.item_ids + extraction.unresolved
-    hits = sum(1 for item in recommended if item in truth)
+    hits = sum(item in truth for item in recommended)
     n_rec = len(recommended)
-    ideal = sum(1 / math.log2(i + 2) for i in range(len(truth)))
-    gain = sum(1 / math.log2(i + 2) for i, item in enumerate(extraction.ranked) if item in truth)
+    ideal = sum(discounts(len(truth)))
+    gain = dcg(extraction.ranked, truth)
     cmr = None
     covered = 0
     if row.is_condition_based:

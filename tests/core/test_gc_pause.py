@@ -1,0 +1,43 @@
+import gc
+import json
+
+import pytest
+
+from rectune.core.gc_pause import collection_paused
+from rectune.evaluation import scoring
+
+
+def test_the_collector_is_off_inside_and_back_after_errors_and_nesting():
+    assert gc.isenabled()
+    with pytest.raises(ValueError), collection_paused():
+        assert not gc.isenabled()
+        with collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause ends with the outer one
+        raise ValueError
+    assert gc.isenabled()
+
+
+def test_a_pause_leaves_a_collector_that_was_off_off():
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_scoring_runs_with_the_collector_paused(tmp_path, monkeypatch):
+    row = {"id": "q", "benchmark": "recbench+", "domain": "movie", "task": "explicit", "query": "q",
+           "ground_truth": ["Heat (1995)"], "ground_truth_ids": ["1"]}  # fmt: skip
+    (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "catalog.jsonl").write_text(json.dumps({"id": "1", "title": "Heat (1995)"}) + "\n")
+    (tmp_path / "kg.jsonl").write_text(json.dumps({"item_id": "1", "relation": "genre", "value": "Crime"}) + "\n")
+    (tmp_path / "predictions.jsonl").write_text(json.dumps({"id": "q", "completion": "Heat"}) + "\n")
+    seen = []
+    load_answers = scoring.load_answers
+    monkeypatch.setattr(scoring, "load_answers", lambda path: seen.append(gc.isenabled()) or load_answers(path))
+    report = scoring.score_files(tmp_path / "test.jsonl", tmp_path / "predictions.jsonl", None)
+    assert seen == [False] and gc.isenabled()
+    assert report["overall"]["recall"] == 1.0
