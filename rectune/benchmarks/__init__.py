@@ -13,6 +13,7 @@ Adding a benchmark: write a package with a :class:`Benchmark` subclass and add o
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from abc import ABC, abstractmethod
@@ -63,10 +64,15 @@ class MetricSpec:
 
 @dataclass
 class Scored:
-    """What scoring produces in one pass: the report and one table record per query (or group)."""
+    """What scoring produces in one pass: the report, and one table record per query (or group) given as
+    the records or as what builds them, built on first reading (``evaluate/score.py`` writes none)."""
 
     report: dict
-    table: list[dict]
+    table_records: list[dict] | Callable[[], list[dict]]
+
+    @functools.cached_property
+    def table(self) -> list[dict]:
+        return self.table_records() if callable(self.table_records) else self.table_records
 
 
 class Resources:

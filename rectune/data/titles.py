@@ -56,8 +56,7 @@ def fix_mojibake(text: str) -> str:
 _ASCII_WORDS = bytes(c if chr(c).isalnum() or chr(c).isspace() else 32 for c in range(128)) + bytes(range(128, 256))
 
 
-@functools.lru_cache(maxsize=1 << 20)
-def title_key(title: str) -> str:
+def normalised_key(title: str) -> str:
     """Normalised lookup key of a title without its year or parenthesised alternates."""
     if title.isascii():  # most titles: nothing to repair or strip of accents (the slow part)
         text = _without_article(title.casefold().strip())
@@ -66,6 +65,10 @@ def title_key(title: str) -> str:
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).casefold().strip()
     text = _without_article(text.replace("’", "'").replace("‘", "'"))
     return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
+
+
+# catalog titles, KG values and conditions repeat: their keys are kept (a mention is keyed once, uncached)
+title_key = functools.lru_cache(maxsize=1 << 20)(normalised_key)
 
 
 def _without_article(text: str) -> str:
@@ -188,6 +191,16 @@ class TitleMatcher:
 
     def _exact(self, mention: str) -> str | None:
         """Exact lookup, cached; a miss keeps its first key and year for the fuzzy pass."""
+        if "(" not in mention:  # most mentions: no year, no alternates, one key
+            key = normalised_key(mention)
+            candidates = self._by_key.get(key) if key else None
+            found = self._exact_cache[mention] = candidates[0][0] if candidates else None
+            if found is not None:
+                self._cache[mention] = found
+            else:
+                self._lookup_keys[mention] = (key, None)
+                self._unresolved_keys[mention] = key
+            return found
         main, alternates, year = _split_title(mention)
         first = ""
         # without parentheses the whole mention is the main title: one key

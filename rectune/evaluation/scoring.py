@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 
-from rectune.benchmarks import Resources, get_benchmark, load_rows
+from rectune.benchmarks import Resources, Scored, get_benchmark, load_rows
 from rectune.core.gc_pause import collection_paused
 from rectune.core.io import DataError, RecTuneError, write_json
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits, answer_text
@@ -39,7 +39,13 @@ def _preview(ids: list[str], limit: int = 10) -> str:
 
 
 def score_benchmark(rows: list, predictions: dict[str, str], resources: Resources) -> tuple[dict, list[dict]]:
-    """The report (with ``table`` and ``per_query``) and a per-query table for W&B.
+    """The report (with ``table`` and ``per_query``) and a per-query table for W&B and ``details.jsonl``."""
+    report, scored = _score(rows, predictions, resources)
+    return report, scored.table
+
+
+def _score(rows: list, predictions: dict[str, str], resources: Resources) -> tuple[dict, Scored]:
+    """The report (with ``table`` and ``per_query``) and what the benchmark scored, its table not yet built.
 
     Each completion is scored on its answer (:func:`~rectune.data.completions.answer_text`: clean text,
     reasoning blocks removed, capped at ``resources.limits``); ``report["completions"]`` counts how
@@ -62,7 +68,7 @@ def score_benchmark(rows: list, predictions: dict[str, str], resources: Resource
         **asdict(resources.limits),
     }
     report["table"] = benchmark.format_table(report)
-    return report, scored.table
+    return report, scored
 
 
 @collection_paused()  # a release's rows, answers and caches: the collector would walk them all again and again
@@ -98,7 +104,7 @@ def score_files(
     failed = resolve_ids(failures, rows, predictions_path, task)
     check_failures(failed, len(scored), "answers", as_empty=score_failures_as_empty, source=predictions_path)
     resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k, variant=variant)
-    report, _ = score_benchmark(scored, predictions, resources)
+    report, _ = _score(scored, predictions, resources)  # the per-query table is not written here
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
     report["failed_requests"] = len(failed)

@@ -239,3 +239,12 @@ def test_no_import_cycles():
     for name in graph:
         if name not in state:
             visit(name, [])
+
+
+def test_a_table_given_as_its_builder_is_built_once_on_first_reading():
+    built = []
+    scored = Scored({"overall": {}}, lambda: built.append("table") or [{"id": "a"}])
+    assert built == []  # scoring a file writes the report only: nothing built
+    assert scored.table == [{"id": "a"}] and scored.table is scored.table
+    assert built == ["table"]
+    assert Scored({}, [{"id": "b"}]).table == [{"id": "b"}]  # the records themselves

@@ -7,6 +7,7 @@ Modules: ``rows`` (the canonical row), ``build`` (5-core, leave-one-out, the fiv
 
 from __future__ import annotations
 
+import functools
 import math
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
@@ -75,7 +76,7 @@ class LLMRec(Benchmark):
         scores = scoring.score_queries(rows, predictions, matcher)
         report = {"metrics": list(self.metrics), **scoring.aggregate(scores, rows)}
         report["per_query"] = [vars(s).copy() for s in scores]
-        return Scored(report, scoring.query_table(rows, predictions, scores))
+        return Scored(report, functools.partial(scoring.query_table, rows, predictions, scores))
 
     def tuning_value(self, report: dict) -> float:
         """NDCG@10 for the ranking tasks, −RMSE for rating, averaged over the tasks a baseline answers."""

@@ -7,6 +7,7 @@ and prompts from ratings), ``prompts`` (the three formats and their answer parse
 
 from __future__ import annotations
 
+import functools
 import os
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
@@ -82,7 +83,7 @@ class PerRecBench(Benchmark):
         scores = scoring.score_groups(rows, predictions)
         report = {"metrics": list(self.metrics), **scoring.aggregate(scores)}
         report["per_query"] = [vars(s).copy() for s in scores]
-        return Scored(report, scoring.query_table(rows, predictions, scores))
+        return Scored(report, functools.partial(scoring.query_table, rows, predictions, scores))
 
     def format_table(self, report: dict) -> str:
         return scoring.format_table(report)

@@ -37,6 +37,7 @@ Aggregates are macro averages over queries: overall, per task and per condition 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,38 +148,44 @@ def score_query(
 
 def score_all(
     rows: list[RecBenchRow], predictions: dict[str, str], matcher: TitleMatcher, kg: KnowledgeGraph, k: int = DEFAULT_K
-) -> tuple[list[QueryScore], list[dict]]:
-    """Every row's score and its table record, from one parse of each completion.
-
-    A table record holds what the query asked, what came back, what it resolved to and how it scored.
-    """
+) -> tuple[list[QueryScore], Callable[[], list[dict]]]:
+    """Every row's score, from one parse of each completion, and what builds their table records (a
+    record holds what the query asked, what came back, what it resolved to and how it scored)."""
     extractions = matcher.extract_many([predictions[row.id] for row in rows])
-    scores, table = [], []
-    for row, extraction in zip(rows, extractions, strict=True):
-        score = score_query(row, extraction, matcher, kg, k)
-        scores.append(score)
-        table.append(
-            {
-                "id": row.id,
-                "task": row.task,
-                "query": row.query,
-                "ground_truth": "\n".join(row.ground_truth),
-                "completion": predictions[row.id],
-                "resolved": "\n".join(matcher.items[i].title for i in extraction.item_ids),
-                "unresolved": "\n".join(extraction.unresolved),
-                "precision": score.precision,
-                "recall": score.recall,
-                "ndcg": score.ndcg,
-                "cmr": score.cmr,
-                "ftr": score.ftr,
-                "precision_at_k": score.precision_at_k,
-                "recall_at_k": score.recall_at_k,
-                "ndcg_at_k": score.ndcg_at_k,
-                "repeated": score.repeated,
-                "distinct": score.distinct,
-            }
-        )
-    return scores, table
+    scores = [score_query(row, extraction, matcher, kg, k) for row, extraction in zip(rows, extractions, strict=True)]
+    return scores, functools.partial(query_table, rows, predictions, extractions, scores, matcher)
+
+
+def query_table(
+    rows: list[RecBenchRow],
+    predictions: dict[str, str],
+    extractions: list[Extraction],
+    scores: list[QueryScore],
+    matcher: TitleMatcher,
+) -> list[dict]:
+    """One record per query: what it asked, what came back, what that resolved to and how it scored."""
+    return [
+        {
+            "id": row.id,
+            "task": row.task,
+            "query": row.query,
+            "ground_truth": "\n".join(row.ground_truth),
+            "completion": predictions[row.id],
+            "resolved": "\n".join(matcher.items[i].title for i in extraction.item_ids),
+            "unresolved": "\n".join(extraction.unresolved),
+            "precision": score.precision,
+            "recall": score.recall,
+            "ndcg": score.ndcg,
+            "cmr": score.cmr,
+            "ftr": score.ftr,
+            "precision_at_k": score.precision_at_k,
+            "recall_at_k": score.recall_at_k,
+            "ndcg_at_k": score.ndcg_at_k,
+            "repeated": score.repeated,
+            "distinct": score.distinct,
+        }
+        for row, extraction, score in zip(rows, extractions, scores, strict=True)
+    ]
 
 
 def summarize(scores: list[dict]) -> dict:
