@@ -216,8 +216,24 @@ def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
 _QUOTE_CHAR = re.compile('["“”«»*]')
 
 
+# What makes a list item more than its title: markdown, an intro or a year before a colon, quotes, a year in
+# parentheses, a description after a dash, bar, "by" or "starring". An item with none of them is its title.
+_NOT_PLAIN = re.compile(r'[*_`~:"“”«»(]| [-–—|] | by | starring ')
+
+
 def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
     """The mentions of one line (without its list marker)."""
+    if is_list_item and not _NOT_PLAIN.search(line):
+        segment = _clean(line)
+        if not segment[:1].isdigit():  # else perhaps a year first ("1985- The Shining")
+            title = _clean(segment)
+            accepted = title and ((matcher is not None and matcher.resolve(title, fuzzy=False)) or not _is_prose(title))
+            return [title] if accepted else []
+    return _any_line_mentions(line, is_list_item, matcher)
+
+
+def _any_line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
+    """:func:`_line_mentions` for any line."""
     if "*" in line or "_" in line or "`" in line or "~" in line:
         line = _MARKDOWN.sub("", line)
         if is_list_item:

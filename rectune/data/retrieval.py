@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 
-import bm25s
 import numpy as np
-from bm25s.tokenization import Tokenizer
 
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.titles import CatalogItem, display_title
@@ -45,6 +43,9 @@ class CandidateRetriever:
     name = "bm25 (bm25s, lucene) over title, attributes and KG facts"
 
     def __init__(self, items: list[CatalogItem], kg: KnowledgeGraph):
+        import bm25s  # with scipy.sparse, a fifth of a second: scoring imports this module and never retrieves
+        from bm25s.tokenization import Tokenizer
+
         self.items = list(items)
         self._tokenizer = Tokenizer(stopwords="en")
         documents = self._tokenizer.tokenize(

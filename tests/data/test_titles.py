@@ -159,3 +159,33 @@ def test_sep_answers_resolve_and_keep_their_order(matcher):
 )
 def test_title_keys(title, key):
     assert title_key(title) == key
+
+
+PLAIN_ITEMS = [
+    # (a list item's text, its mentions)
+    ("Heat", ["Heat"]),
+    ("  'Heat'.  ", ["Heat"]),
+    ("'' 'Heat", ["Heat"]),  # quotes, a space, a quote: cleaned twice, as the general reading does
+    ("Usual Suspects, The", ["Usual Suspects, The"]),  # a comma in an item stays: one title a line
+    ("Heat, Ronin", ["Heat, Ronin"]),
+    ("Heat|Ronin —Casino", ["Heat|Ronin —Casino"]),  # a bar or dash without spaces cuts nothing
+    ("Seven.", ["Seven"]),
+    ("Amélie", ["Amélie"]),
+    ("", []),
+    ("   ", []),
+    ("Here are some films you might enjoy this weekend with your family.", []),  # prose
+    ("1985- The Shining", ["The Shining (1985)"]),  # a year first: the general reading
+    ("2001 A Space Odyssey", ["2001 A Space Odyssey"]),
+    ("Heat (1995) - a heist film", ["Heat (1995)"]),
+    ("Heat by Michael Mann", ["Heat"]),
+    ("Star Wars: Episode IV - A New Hope", ["Star Wars: Episode IV - A New Hope"]),
+    ("*Heat*", ["Heat"]),
+]
+
+
+@pytest.mark.parametrize(("item", "mentions"), PLAIN_ITEMS)
+def test_a_plain_list_item_reads_as_the_general_reading_does(matcher, item, mentions):
+    from rectune.data.mentions import _any_line_mentions, _line_mentions
+
+    assert _line_mentions(item, True, matcher) == mentions
+    assert _any_line_mentions(item, True, matcher) == mentions
