@@ -203,8 +203,7 @@ class TitleMatcher:
             return found
         main, alternates, year = _split_title(mention)
         first = ""
-        # without parentheses the whole mention is the main title: one key
-        for name in (main, *alternates, mention) if alternates or year or main != mention else (main,):
+        for name in (main, *alternates, mention):
             key = title_key(name)
             first = first or key
             candidates = self._by_key.get(key) if key else None
