@@ -119,15 +119,14 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     if len(listed) < 2:
         listed = _title_lines(lines)
     chosen = listed if len(listed) >= 2 else lines
-    memos = _line_memos(matcher)
+    memo = _line_memo(matcher)
     mentions = []
     for item, line in chosen:
-        memo = memos[item] if memos is not None else None
-        found = memo.get(line) if memo is not None else None
+        found = memo.get((line, item)) if memo is not None else None
         if found is None:
             found = tuple(_line_mentions(line, item, matcher))
             if memo is not None and len(memo) < _MEMO_LINES:
-                memo[line] = found
+                memo[(line, item)] = found
         mentions.extend(found)
     return [m for m in mentions if m]
 
@@ -138,12 +137,11 @@ _MEMO_LINES = 1 << 20
 _LINE_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _line_memos(matcher: TitleMatcher | None) -> tuple[dict, dict] | None:
-    """The matcher's memos of lines read as prose and as list items."""
+def _line_memo(matcher: TitleMatcher | None) -> dict | None:
     if matcher is None:
         return None
     try:
-        return _LINE_MEMOS.setdefault(matcher, ({}, {}))
+        return _LINE_MEMOS.setdefault(matcher, {})
     except TypeError:  # a matcher that takes no weak reference is not memoised
         return None
 
