@@ -12,7 +12,8 @@ GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout
 * merged, sampled from a bfloat16 copy refreshed from the policy (``rollout_dtype: bfloat16``, the CPU
   GRPO recipes' setting), at the experiment recipe's and the demo recipe's completion lengths; the KL
   divergence of the copy's next-token distribution from the policy's is printed below the table;
-* merged, continuous batching: ``generate_batch`` (TRL's ``use_transformers_continuous_batching``).
+* merged, continuous batching: ``generate_batch`` (TRL's ``use_transformers_continuous_batching``), as TRL
+  sets it up and with its cache and batches sized to the step (:func:`sized_to_the_step`).
 
 Every path samples with TRL's generation settings (temperature 1, no top-k or top-p) and is timed with
 its merge, unmerge and refresh. Tokens are counted up to each sequence's end of answer. Every path runs
@@ -97,13 +98,29 @@ def trl_sampling(model, max_new_tokens: int) -> GenerationConfig:
                             pad_token_id=defaults.pad_token_id, eos_token_id=defaults.eos_token_id)  # fmt: skip
 
 
-def continuous(model, prompts: list[list[int]], generations: int, max_new_tokens: int) -> tuple[int, float]:
-    """(generated tokens, seconds) of ``generate_batch`` (continuous batching) over the same completions."""
+def sized_to_the_step(completions: int) -> dict:
+    """Continuous batching's settings for one GRPO step's rollouts, instead of those TRL leaves to transformers
+    (a paged cache of half the device's free memory, zero-filled at every step's new manager; up to 8,192
+    tokens a batch; CUDA graphs captured again each step): 4 blocks of 256 tokens a completion, 1,024-token
+    batches, no CUDA graphs. The ``transformers_continuous_batching_config`` a recipe can set."""
+    return {"num_blocks": 4 * completions, "max_batch_tokens": 1024, "use_cuda_graph": False}
+
+
+def continuous(
+    model, prompts: list[list[int]], generations: int, max_new_tokens: int, settings: dict | None = None
+) -> tuple[int, float]:
+    """(generated tokens, seconds) of ``generate_batch`` (continuous batching) over the same completions, with
+    TRL's settings (its 0.5 share of free memory for the cache) updated by ``settings``."""
+    from transformers.generation import ContinuousBatchingConfig
+
     config = trl_sampling(model, max_new_tokens)
+    batching = ContinuousBatchingConfig(**{"max_memory_percent": 0.5, **(settings or {})})
     rows = [ids for ids in prompts for _ in range(generations)]
     start = time.perf_counter()
     with torch.no_grad():
-        outputs = model.generate_batch(rows, generation_config=config, progress_bar=False)
+        outputs = model.generate_batch(
+            rows, generation_config=config, continuous_batching_config=batching, progress_bar=False
+        )
     seconds = time.perf_counter() - start
     return sum(len(output.generated_tokens) for output in outputs.values()), seconds
 
@@ -133,6 +150,7 @@ def main() -> None:
         rollout = RolloutCopy(policy, torch.bfloat16)  # built once per run, as the trainer does
     prompts = prompt_ids(tokenizer, args.prompts)
     long, short = args.max_new_tokens, args.short_max_new_tokens
+    sized = sized_to_the_step(args.prompts * args.generations)
 
     def trl_path(model):
         model.train()
@@ -155,8 +173,11 @@ def main() -> None:
         f"merged LoRA, eval mode, inverse-CDF draw (`merge_for_sampling`), {long} tokens": lambda: merged(long),
         f"merged LoRA, bfloat16 copy (`rollout_dtype`), inverse-CDF draw, {long} tokens": lambda: merged(long, rollout),
         f"merged LoRA, bfloat16 copy, inverse-CDF draw, {short} tokens": lambda: merged(short, rollout),
-        f"merged LoRA, continuous batching, {long} tokens": lambda: merged(
+        f"merged LoRA, continuous batching as TRL sets it up, {long} tokens": lambda: merged(
             long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest)
+        ),
+        f"merged LoRA, continuous batching sized to the step, {long} tokens": lambda: merged(
+            long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest, settings=sized)
         ),
     }
     for model_to_warm in (with_dropout, policy, rollout.model):  # first calls pick kernels: not timed

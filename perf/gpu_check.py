@@ -52,6 +52,24 @@ SETTINGS = {  # name: (flags, the package it needs)
     "compile": (["--torch_compile", "true"], None),
     "zero2": ([], "deepspeed"),  # the baseline under DeepSpeed ZeRO-2 on one GPU (accelerate_configs/zero2.yaml)
 }
+
+
+def grpo_engines(completions: int) -> dict[str, list[str]]:
+    """GRPO's generation engines, as flags: plain generate; transformers' continuous batching as TRL sets it
+    up; the same sized to the step (perf/bench_rollouts.py's :func:`sized_to_the_step`)."""
+    from perf.bench_rollouts import sized_to_the_step  # here: it loads transformers, after main's JAX setting
+
+    continuous = ["--use_transformers_continuous_batching", "true"]
+    sized = json.dumps(sized_to_the_step(completions))
+    return {
+        "generate": [],
+        "continuous batching": continuous,
+        "continuous batching, sized to the step": [*continuous, "--transformers_continuous_batching_config", sized],
+    }
+
+
+GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
+PROFILE_ROWS = 25  # operators of the profile shown in the log (the whole table is in the run's profile/ folder)
 ZERO2 = ["-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml", "--num_processes", "1"]
 
 
@@ -90,6 +108,14 @@ def training_losses(output_dir: Path) -> list[float]:
     """The loss logged at each step of a finished run (its last checkpoint's trainer_state.json)."""
     states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
     return [entry["loss"] for entry in json.loads(states[-1].read_text())["log_history"] if "loss" in entry]
+
+
+def step_parts(output_dir: Path) -> dict[str, float]:
+    """The median seconds a GRPO step spent in each part (the first step's warm-up left out when there are more)."""
+    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    logged = [entry for entry in json.loads(states[-1].read_text())["log_history"] if "seconds/generate" in entry]
+    steps = logged[1:] or logged
+    return {part: statistics.median(entry[f"seconds/{part}"] for entry in steps) for part in GRPO_PARTS}
 
 
 def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
@@ -184,6 +210,8 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=4096, help="packed sequence length")
     parser.add_argument("--batch-size", type=int, default=4, help="packed sequences per SFT step")
     parser.add_argument("--plain-steps", type=int, default=5, help="timed steps of the plain loop (its median)")
+    parser.add_argument("--profile-steps", type=int, default=3,
+                        help="a baseline SFT run of this many steps, its last profiled (0: none)")  # fmt: skip
     parser.add_argument("--grpo-steps", type=int, default=4)
     parser.add_argument("--grpo-batch", type=int, default=8, help="prompts per GRPO step, x8 completions each")
     parser.add_argument("--grpo-micro-batch", type=int, default=16, help="completions per GRPO forward/backward")
@@ -268,6 +296,13 @@ def main() -> None:
           f"{loop.seconds_per_step * (args.plain_steps + 2):.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
     for setting, tokens_per_s in measured_settings.items():
         print(f"{setting}: {tokens_per_s / loop.tokens_per_second:.2f}x the plain loop's tokens/s")
+    if args.profile_steps:  # where the default path's step goes: its last step profiled, in a run of its own
+        folder = out / "sft-profile"
+        steps = str(args.profile_steps)
+        run([python, *base, "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
+             "--output_dir", str(folder)], folder.with_suffix(".log"), env)  # fmt: skip
+        table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
+        print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
 
     # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
     # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
@@ -280,12 +315,17 @@ def main() -> None:
             "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
             "--activation_checkpointing", "true", "--num_generations", "8",
             "--max_completion_length", str(args.completion_length)]  # fmt: skip
-    print("\n| GRPO generation | tokens/s (step, generation included) | seconds |\n|---|---|---|")
-    for label, flags in (("generate", []), ("continuous batching", ["--use_transformers_continuous_batching", "true"])):
-        folder = out / f"grpo-{label.replace(' ', '-')}"
+    print(
+        "\n| GRPO generation | tokens/s (step, generation included) | seconds "
+        "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
+    )
+    for label, flags in grpo_engines(completions).items():
+        folder = out / f"grpo-{label.replace(' ', '-').replace(',', '')}"
         run([*grpo, *flags, "--output_dir", str(folder)], folder.with_suffix(".log"), env)
         tokens_per_s, seconds, _ = training_figures(folder)
-        print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} |")
+        parts = step_parts(folder)
+        print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | " + " | ".join(f"{parts[p]:.1f}" for p in GRPO_PARTS)
+              + " |")  # fmt: skip
     rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
                 str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
                 "--short-max-new-tokens", str(args.completion_length // 2),

@@ -28,6 +28,7 @@ from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.diagnostics import DIAGNOSTICS, summary
+from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.rewards import resolve_rewards, rft_resources
@@ -102,7 +103,11 @@ def main() -> None:
         train_dataset=dataset,
         eval_dataset=validation,
         peft_config=get_peft_config(model_args),
-        callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
+        callbacks=[
+            *early_stopping(training_args, run_args),
+            *fault_callbacks(),
+            *step_profiler(training_args, run_args.profile_steps),
+        ],
         merge_for_sampling=rft_args.merge_for_sampling,
         rollout_dtype=rft_args.rollout_dtype,
         shared_prefix=rft_args.shared_prefix,

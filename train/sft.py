@@ -20,6 +20,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
     announce_setup,
@@ -77,7 +78,11 @@ def main() -> None:
         train_dataset=dataset,
         eval_dataset=validation,
         peft_config=get_peft_config(model_args),
-        callbacks=[*early_stopping(training_args, run_args), *fault_callbacks()],
+        callbacks=[
+            *early_stopping(training_args, run_args),
+            *fault_callbacks(),
+            *step_profiler(training_args, run_args.profile_steps),
+        ],
     )
     check_examples_fit(trainer, dataset, training_args.max_length)
     card_while_training(trainer, metadata, model_args.model_name_or_path)

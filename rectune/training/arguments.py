@@ -40,6 +40,21 @@ class RunArguments:
         default=None,
         metadata={"help": "Stop after this many evaluations without improvement (needs eval_strategy)."},
     )
+    profile_steps: list[int] = field(
+        default_factory=list,
+        metadata={
+            "help": "Profile this optimizer step, or the steps from the first to the second number given (1-based), "
+            "with PyTorch's profiler: operator table and trace in output_dir/profile/."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        steps = self.profile_steps
+        if steps and (len(steps) > 2 or min(steps) < 1 or steps != sorted(steps)):
+            raise ValueError(
+                f"profile_steps: {steps} is not one step or a first and last step (1-based, in order), "
+                "e.g. `--profile_steps 3` or `--profile_steps 3 4`"
+            )
 
 
 ROLLOUT_DTYPES = ("bfloat16", "float16", "float32")

@@ -143,6 +143,19 @@ class RolloutCopy:
             target.copy_(source)
 
 
+def engine_sampling(
+    use_vllm: bool, continuous_batching: bool, merge_for_sampling: bool, rollout_dtype: str | None
+) -> tuple[bool, str | None, str | None]:
+    """(merge_for_sampling, rollout_dtype, why one was dropped) under TRL's generation engine: vLLM samples
+    from its own copy of the weights, into which TRL merges the adapter, so neither setting applies;
+    continuous batching generates with the policy itself (merged, the faster), never with a copy."""
+    if use_vllm and (merge_for_sampling or rollout_dtype):
+        return False, None, "vLLM generates from its own copy of the weights: merge_for_sampling and rollout_dtype off"
+    if continuous_batching and rollout_dtype:
+        return merge_for_sampling, None, "continuous batching generates with the policy itself: rollout_dtype ignored"
+    return merge_for_sampling, rollout_dtype, None
+
+
 class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
     """TRL's GRPOTrainer with RecTune's diagnostics, sampling from merged LoRA weights by inverse CDF when
     ``merge_for_sampling`` is on and the parameters are whole on each process, from a copy of them in
@@ -150,6 +163,11 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
 
     def __init__(self, *args, merge_for_sampling: bool = True, rollout_dtype: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        merge_for_sampling, rollout_dtype, dropped = engine_sampling(
+            self.use_vllm, self.use_transformers_continuous_batching, merge_for_sampling, rollout_dtype
+        )
+        if dropped:
+            log.info("rollouts: %s", dropped)
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None

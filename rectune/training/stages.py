@@ -52,7 +52,7 @@ STARTED = "started.json"  # the recipe and data a run started with, kept for the
 # settings that change what a run reports or where it logs, not what it trains: they may differ on resume
 RESUME_MAY_CHANGE = {
     "output_dir", "report_to", "logging_steps", "wandb_project", "wandb_tags", "recipe_name", "push_to_hub",
-    "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint",
+    "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint", "profile_steps",
 }  # fmt: skip
 
 

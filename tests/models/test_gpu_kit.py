@@ -20,7 +20,8 @@ from perf.gpu_kit import LIMIT_MIB, image_packages
 
 TOY = ["--device", "cpu", "--model-shape", "smollm2-135m", "--shape-layers", "2", "--settings", "baseline",
        "--sft-steps", "2", "--max-length", "1024", "--batch-size", "1", "--plain-steps", "2", "--grpo-steps", "1",
-       "--grpo-batch", "1", "--completion-length", "8", "--rollout-rounds", "1", "--queries", "2"]  # fmt: skip
+       "--grpo-batch", "1", "--completion-length", "8", "--rollout-rounds", "1", "--queries", "2",
+       "--profile-steps", "2"]  # fmt: skip
 
 
 def image_environment(folder: Path) -> Path:
@@ -70,9 +71,14 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
     assert {
         "generate",
         "continuous batching",
+        "continuous batching, sized to the step",
         "HF generate, batched",
         "transformers serve, continuous batching",
     } <= set(named)
+    # each GRPO row says where its step went: generation, its prefill, the loss's forward and the backward
+    assert all(float(cell.strip(" |")) > 0 for cell in named["generate"][3:7])
+    # the default SFT path's last step profiled, its operators listed by self time
+    assert "the baseline's step profiled (train/sft.py --profile_steps):" in log and "aten::mm" in log
 
 
 def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):

@@ -8,7 +8,7 @@ from conftest import one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from rectune.training.rollouts import RolloutCopy, generating_with, merged_for_sampling
+from rectune.training.rollouts import RolloutCopy, engine_sampling, generating_with, merged_for_sampling
 
 
 def lora_layers(model):
@@ -131,3 +131,30 @@ def test_generating_with_a_copy_routes_generate_and_restores_it(tiny_model):
             routed = model.generate(input_ids=ids, max_new_tokens=6, do_sample=False)
     assert torch.equal(routed, expected)
     assert "generate" not in vars(model)  # TRL's generate is the model's own again
+
+
+@pytest.mark.parametrize(
+    ("use_vllm", "continuous", "merge", "dtype", "expected"),
+    [
+        (False, False, True, "bfloat16", (True, "bfloat16", None)),  # RecTune's own sampling: as asked
+        (True, False, True, "bfloat16", (False, None, "vLLM generates from its own copy")),
+        (True, False, False, None, (False, None, None)),  # nothing to drop, nothing said
+        (False, True, True, "bfloat16", (True, None, "continuous batching generates with the policy itself")),
+        (False, True, True, None, (True, None, None)),  # continuous batching keeps the merged policy
+    ],
+)
+def test_what_rectunes_sampling_keeps_under_each_engine(use_vllm, continuous, merge, dtype, expected):
+    merged, rollout_dtype, why = engine_sampling(use_vllm, continuous, merge, dtype)
+    assert (merged, rollout_dtype) == expected[:2]
+    assert why == expected[2] if expected[2] is None else why.startswith(expected[2])
+
+
+def test_grpo_trains_with_continuous_batching_without_a_rollout_copy(tmp_path, tiny_model, train_data):
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
+        rollout_dtype="bfloat16", use_transformers_continuous_batching=True,
+    )  # fmt: skip
+    result = run_script("train/grpo.py", recipe, *TEST_REWARD)
+    assert "continuous batching generates with the policy itself: rollout_dtype ignored" in result.stderr
+    assert "sampled from a bfloat16 copy" not in result.stderr  # no copy built: the engine would not use it
+    assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()

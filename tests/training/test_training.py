@@ -1,6 +1,7 @@
 """train/sft.py and train/grpo.py end to end on a tiny random model (seconds per run)."""
 
 import glob
+import gzip
 import json
 import re
 
@@ -160,9 +161,14 @@ def grpo_recipe(path, model, data, out, **extra):
 def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     # RFT from the base model
     rft = tmp_path / "rft"
-    run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft))
+    run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft), "--profile_steps", "2")
     history = log_history(rft / "checkpoint-2")
     assert any("rewards/recall/mean" in e for e in history)
+    # the profiled step holds the rollouts (sampling draws by inverse CDF: searchsorted) and the backward pass
+    profile = (rft / "profile" / "steps-2-2.txt").read_text()
+    assert profile.startswith(f"optimizer steps 2-2 of {rft} on ") and "MmBackward0" in profile
+    trace = json.loads(gzip.decompress((rft / "profile" / "trace-steps-2-2.json.gz").read_bytes()))
+    assert "aten::searchsorted" in {event.get("name") for event in trace["traceEvents"]}
     assert json.loads((rft / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model)
 
     # SFT, then RFT on the SFT model

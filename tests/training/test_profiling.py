@@ -1,0 +1,75 @@
+"""profile_steps: PyTorch's profiler over chosen optimizer steps (rectune/training/profiling.py)."""
+
+import gzip
+import json
+
+import pytest
+import torch
+from transformers import TrainerState, TrainingArguments
+
+from rectune.training.arguments import RunArguments
+from rectune.training.profiling import StepProfiler, step_profiler
+
+# one operator only each step runs, so the table shows which steps were profiled
+STEP_OPERATORS = {
+    1: lambda x: torch.cumsum(x, 0),  # aten::cumsum
+    2: torch.sort,  # aten::sort
+    3: lambda x: torch.flip(x, (0,)),  # aten::flip
+    4: torch.argsort,  # aten::argsort
+}
+
+
+def run_steps(profiler: StepProfiler, output_dir, steps: int = 4) -> None:
+    """What the trainer calls around ``steps`` optimizer steps, each running its own operator."""
+    args, state = TrainingArguments(output_dir=str(output_dir), report_to=[]), TrainerState(max_steps=steps)
+    profiler.on_train_begin(args, state, None)
+    for step in range(1, steps + 1):
+        profiler.on_step_begin(args, state, None)
+        STEP_OPERATORS[step](torch.arange(8.0))
+        state.global_step = step  # the trainer counts the step as taken before on_step_end
+        profiler.on_step_end(args, state, None)
+    profiler.on_train_end(args, state, None)
+
+
+def test_the_chosen_steps_and_only_they_are_profiled(tmp_path):
+    (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [2, 3])
+    run_steps(profiler, tmp_path)
+    table = (tmp_path / "profile" / "steps-2-3.txt").read_text()
+    assert table.startswith(f"optimizer steps 2-3 of {tmp_path} on ")
+    assert "aten::sort" in table and "aten::flip" in table
+    assert "aten::cumsum" not in table and "aten::argsort" not in table
+    trace = json.loads(gzip.decompress((tmp_path / "profile" / "trace-steps-2-3.json.gz").read_bytes()))
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert {"aten::sort", "aten::flip"} <= names and "aten::cumsum" not in names
+    assert sorted(p.name for p in (tmp_path / "profile").iterdir()) == ["steps-2-3.txt", "trace-steps-2-3.json.gz"]
+
+
+def test_one_step(tmp_path):
+    (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [4])
+    run_steps(profiler, tmp_path)
+    table = (tmp_path / "profile" / "steps-4-4.txt").read_text()
+    assert "aten::argsort" in table and "aten::flip" not in table
+
+
+def test_a_range_past_the_runs_end_is_written_when_training_ends(tmp_path):
+    (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [3, 9])
+    run_steps(profiler, tmp_path)  # 4 steps: the profiler would otherwise run on, unwritten
+    table = (tmp_path / "profile" / "steps-3-4.txt").read_text()
+    assert table.startswith(f"optimizer steps 3-4 of {tmp_path}") and "aten::argsort" in table
+
+
+def test_a_step_the_run_never_takes_is_said_and_nothing_written(tmp_path, caplog):
+    (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [5])
+    run_steps(profiler, tmp_path)
+    assert "profile_steps: step 5 is not among the steps this run takes (1 to 4): nothing profiled" in caplog.text
+    assert not (tmp_path / "profile").exists()
+
+
+def test_no_profile_unless_asked(tmp_path):
+    assert step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), []) == []
+
+
+@pytest.mark.parametrize("steps", [[0], [3, 2], [1, 2, 3]])
+def test_profile_steps_must_be_one_step_or_a_range(steps):
+    with pytest.raises(ValueError, match=r"profile_steps: .* is not one step or a first and last step"):
+        RunArguments(profile_steps=steps)
