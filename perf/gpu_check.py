@@ -219,6 +219,9 @@ def main() -> None:
     parser.add_argument("--rollout-rounds", type=int, default=3, help="rounds of perf/bench_rollouts.py")
     parser.add_argument("--queries", type=int, default=64)
     args = parser.parse_args()
+    # each row reaches the log as it is measured: piped output is block-buffered, and a run its time limit
+    # stops would lose every row still in the buffer
+    sys.stdout.reconfigure(line_buffering=True)
 
     # JAX, where installed, is imported through the libraries and would claim 75 % of the GPU's memory up front
     # (on a lent H200 this process and the first SFT run held 139 GiB between them before training began)

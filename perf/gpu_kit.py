@@ -137,6 +137,7 @@ mkdir -p "$out/site" "$out/project"
     > "$out/install.log" 2>&1 || { tail -20 "$out/install.log"; exit 1; }
 tar -xzf "$kit/project.tar.gz" -C "$out/project"
 export PYTHONPATH="$out/site:$out/project" PATH="$out/site/bin:$PATH" HF_HUB_OFFLINE=1 WANDB_MODE=disabled
+export PYTHONUNBUFFERED=1  # the steps' logs are whole up to the moment the time limit stops them
 cd "$out/project"
 "$python" -m perf.gpu_kit check --requirements "$kit/requirements.txt"
 timeout --kill-after=20 "$limit" "$python" -m perf.gpu_check --out "$out/gpu_check" "$@" 2>&1 \

@@ -9,6 +9,7 @@ machines take ``--python 3.12``, the default.
 
 import importlib.metadata
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,21 @@ def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):
     assert [p.name for p in theirs.iterdir()] == ["requirements.txt"] and (
         theirs / "requirements.txt"
     ).read_text() == "mine\n"
+
+
+def test_the_gpu_check_prints_each_line_as_it_goes(tmp_path):
+    # piped to the kit's log and stopped by its time limit, the check must have written what it measured so far,
+    # whether or not the environment asks Python for unbuffered output
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    check = subprocess.Popen([sys.executable, "-m", "perf.gpu_check", *TOY, "--out", str(tmp_path / "check")],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                             start_new_session=True)  # fmt: skip
+    try:
+        lines = iter(check.stdout.readline, "")
+        first = next(line for line in lines if "matmul peak" in line)  # the first measurement, seconds in
+        assert first.startswith("CPU: matmul peak ")
+        # it arrives before the first SFT run ends (held in a buffer, it came only with that run's table row)
+        assert not list((tmp_path / "check").glob("sft-baseline/checkpoint-*")), "the output was held back"
+    finally:
+        os.killpg(check.pid, signal.SIGKILL)  # the check and any step it started
+        check.wait()
