@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+MAX_PROFILED_STEPS = 10  # the profiler keeps every event of the steps in memory until it writes them
+
 
 @dataclass
 class RunArguments:
@@ -54,6 +56,11 @@ class RunArguments:
             raise ValueError(
                 f"profile_steps: {steps} is not one step or a first and last step (1-based, in order), "
                 "e.g. `--profile_steps 3` or `--profile_steps 3 4`"
+            )
+        if steps and steps[-1] - steps[0] >= MAX_PROFILED_STEPS:
+            raise ValueError(
+                f"profile_steps: {steps} spans {steps[-1] - steps[0] + 1} steps; at most {MAX_PROFILED_STEPS}: "
+                "the profiler holds every event of them in memory"
             )
 
 

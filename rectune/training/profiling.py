@@ -58,18 +58,26 @@ class StepProfiler(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.profiler is not None and state.global_step == self.last:
-            self._write(args.output_dir, state.global_step)
+            self._finish(args.output_dir, state.global_step)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.profiler is not None:  # the run ended before the range did (max_steps, early stopping)
-            self._write(args.output_dir, state.global_step)
+            self._finish(args.output_dir, state.global_step)
 
-    def _write(self, output_dir: str, last: int) -> None:
-        """Stop the profiler and write the table and the trace of steps ``first`` to ``last``."""
+    def _finish(self, output_dir: str, last: int) -> None:
+        """Stop the profiler and write what it recorded; a profile that cannot be written never stops training."""
         if self.device:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - self.started
         self.profiler.stop()
+        try:
+            self._write(output_dir, last, seconds)
+        except OSError as err:
+            log.warning("profile_steps: the profile of steps %d-%d was not written: %s", self.first, last, err)
+        self.profiler = None
+
+    def _write(self, output_dir: str, last: int, seconds: float) -> None:
+        """The table and the trace of steps ``first`` to ``last``."""
         name = f"steps-{self.first}-{last}"
         where = torch.cuda.get_device_name() if self.device else "CPU"
         header = f"optimizer steps {self.first}-{last} of {output_dir} on {where}: {seconds:.2f} s wall\n\n"
@@ -83,7 +91,6 @@ class StepProfiler(TrainerCallback):
             with raw.open("rb") as trace, gzip.GzipFile(fileobj=handle, mode="wb") as packed:
                 shutil.copyfileobj(trace, packed)
         log.info("profiled steps %d-%d (%.2f s): %s", self.first, last, seconds, self.folder / f"{name}.txt")
-        self.profiler = None
 
 
 def step_profiler(training_args: Any, profile_steps: list[int]) -> list[StepProfiler]:

@@ -73,3 +73,17 @@ def test_no_profile_unless_asked(tmp_path):
 def test_profile_steps_must_be_one_step_or_a_range(steps):
     with pytest.raises(ValueError, match=r"profile_steps: .* is not one step or a first and last step"):
         RunArguments(profile_steps=steps)
+
+
+def test_a_profile_spans_ten_steps_at_most():
+    assert RunArguments(profile_steps=[3, 12]).profile_steps == [3, 12]
+    with pytest.raises(ValueError, match=r"profile_steps: \[3, 13\] spans 11 steps; at most 10"):
+        RunArguments(profile_steps=[3, 13])
+
+
+def test_a_profile_that_cannot_be_written_leaves_training_going(tmp_path, caplog):
+    (tmp_path / "profile").write_text("a file where the profile folder would go")
+    (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [2])
+    run_steps(profiler, tmp_path)  # raises nothing
+    assert "profile_steps: the profile of steps 2-2 was not written: " in caplog.text
+    assert profiler.profiler is None  # stopped all the same
