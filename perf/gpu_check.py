@@ -316,7 +316,7 @@ def main() -> None:
     grpo = [python, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", model, *precision, *LORA,
             "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
             "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
-            "--activation_checkpointing", "true", "--num_generations", "8",
+            "--activation_checkpointing", "true", "--num_generations", "8", "--logging_steps", "1",
             "--max_completion_length", str(args.completion_length)]  # fmt: skip
     print(
         "\n| GRPO generation | tokens/s (step, generation included) | seconds "
