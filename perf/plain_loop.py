@@ -2,10 +2,11 @@
 
 No trainer, data loader, packing or metrics: random token batches of ``batch_size`` x ``max_length``, the
 decoder's forward (SDPA), cross-entropy over the next tokens computed in chunks of ``chunk`` positions
-and recomputed in the backward (no full logits kept, as RecTune's training path keeps none), AdamW on
-the rank-16 LoRA parameters of every projection, activation checkpointing as asked. The figure is the
-median of ``steps`` timed steps after ``warmup``. ``perf/gpu_check.py`` runs it in its own process beside
-RecTune's SFT runs, so each table says how much of what the device gives a lean loop RecTune gets.
+and recomputed in the backward (no full logits kept, as RecTune's training path keeps none), AdamW on the
+rank-16 LoRA parameters of every projection (with the SFT runs' dropout), activation checkpointing as
+asked. The figure is the median of ``steps`` timed steps after ``warmup``. ``perf/gpu_check.py`` runs it
+in its own process beside RecTune's SFT runs, so each table says how much of what the device gives a lean
+loop RecTune gets.
 
     python -m perf.plain_loop --model embedded:smollm2 --device cpu --batch-size 1 --max-length 512
 """
@@ -53,6 +54,7 @@ def plain_loop(
     max_length: int,
     *,
     checkpointing: bool = True,
+    lora_dropout: float = 0.0,
     steps: int = 5,
     warmup: int = 2,
     chunk: int = 4096,
@@ -70,7 +72,8 @@ def plain_loop(
     if checkpointing:
         network.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         network.enable_input_require_grads()
-    network = get_peft_model(network, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=TARGETS))
+    adapters = LoraConfig(r=16, lora_alpha=32, lora_dropout=lora_dropout, target_modules=TARGETS)
+    network = get_peft_model(network, adapters)
     network.train()
     optimizer = torch.optim.AdamW([p for p in network.parameters() if p.requires_grad], lr=1e-4)
     decoder, head = network.get_base_model().get_decoder(), network.get_output_embeddings()
@@ -114,10 +117,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=4096)
     parser.add_argument("--no-checkpointing", action="store_true")
+    parser.add_argument("--lora-dropout", type=float, default=0.0)
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     figures = plain_loop(args.model, args.device, args.batch_size, args.max_length,
-                         checkpointing=not args.no_checkpointing, steps=args.steps)  # fmt: skip
+                         checkpointing=not args.no_checkpointing, lora_dropout=args.lora_dropout,
+                         steps=args.steps)  # fmt: skip
     print(f"plain loop: {figures.tokens_per_second:,.0f} tokens/s, {figures.seconds_per_step:.2f} s a step, "
           f"peak {figures.peak_gib:.1f} GiB, loss {figures.loss:.3f}")  # fmt: skip
 
