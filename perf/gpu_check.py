@@ -107,24 +107,27 @@ def run(command: list[str], log: Path, env: dict | None = None) -> float:
     return time.perf_counter() - start
 
 
-def training_losses(output_dir: Path) -> list[float]:
-    """The loss logged at each step of a finished run (its last checkpoint's trainer_state.json)."""
+def log_history(output_dir: Path) -> list[dict]:
+    """What a finished run logged, step by step (its last checkpoint's trainer_state.json)."""
     states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    return [entry["loss"] for entry in json.loads(states[-1].read_text())["log_history"] if "loss" in entry]
+    return json.loads(states[-1].read_text())["log_history"]
+
+
+def training_losses(output_dir: Path) -> list[float]:
+    """The loss logged at each step of a finished run."""
+    return [entry["loss"] for entry in log_history(output_dir) if "loss" in entry]
 
 
 def step_parts(output_dir: Path) -> dict[str, float]:
     """The median seconds a GRPO step spent in each part (the first step's warm-up left out when there are more)."""
-    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    logged = [entry for entry in json.loads(states[-1].read_text())["log_history"] if "seconds/generate" in entry]
+    logged = [entry for entry in log_history(output_dir) if "seconds/generate" in entry]
     steps = logged[1:] or logged
     return {part: statistics.median(entry[f"seconds/{part}"] for entry in steps) for part in GRPO_PARTS}
 
 
 def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
     """(tokens/s, seconds, peak memory in GiB) of a finished run, from its trainer_state.json and its log."""
-    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    tokens = max(entry.get("num_tokens", 0) for entry in json.loads(states[-1].read_text())["log_history"])
+    tokens = max(entry.get("num_tokens", 0) for entry in log_history(output_dir))
     log = output_dir.with_suffix(".log").read_text()
     runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log)[-1])
     peak = re.findall(r"peak (?:GPU|resident) memory ([0-9.]+) GiB", log)
