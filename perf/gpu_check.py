@@ -97,14 +97,24 @@ def synchronize(device: str) -> None:
         __import__("torch").cuda.synchronize()
 
 
-def run(command: list[str], log: Path, env: dict | None = None) -> float:
-    """Run a step as a user would, its output in ``log``; returns the wall time; a failure stops the check."""
+def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:
+    """Run a step as a user would, its output in ``log``; returns the wall time. A failure stops the check, or
+    with ``fatal=False`` (one row of a table: a setting out of the GPU's memory, say) returns None."""
     start = time.perf_counter()
     with log.open("w") as handle:
         result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env or os.environ)
     if result.returncode != 0:
+        if not fatal:
+            return None
         sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
     return time.perf_counter() - start
+
+
+def failure(log: Path) -> str:
+    """The last line of a failed step's log that names an error, for its row."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    named = [line for line in lines if "Error" in line or "error" in line]
+    return (named or lines or ["no output"])[-1][:160].replace("|", "/")
 
 
 def log_history(output_dir: Path) -> list[dict]:
@@ -284,7 +294,10 @@ def main() -> None:
             continue
         folder = out / f"sft-{setting}"
         launcher = [python, *ZERO2] if setting == "zero2" else [python]
-        run([*launcher, *base, *flags, "--output_dir", str(folder)], folder.with_suffix(".log"), env)
+        log = folder.with_suffix(".log")
+        if run([*launcher, *base, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
+            print(f"| {setting} | failed: {failure(log)} | | | | | |")
+            continue
         if setting == "zero2" and "training with DEEPSPEED" not in folder.with_suffix(".log").read_text():
             sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {folder.with_suffix('.log')})")
         tokens_per_s, seconds, measured = training_figures(folder)
@@ -306,14 +319,6 @@ def main() -> None:
           f"{loop.seconds_per_step * (args.plain_steps + 2):.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
     for setting, tokens_per_s in measured_settings.items():
         print(f"{setting}: {tokens_per_s / loop.tokens_per_second:.2f}x the plain loop's tokens/s")
-    if args.profile_steps:  # where the default path's step goes: its last step profiled, in a run of its own
-        folder = out / "sft-profile"
-        steps = str(args.profile_steps)
-        run([python, *base, "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
-             "--output_dir", str(folder)], folder.with_suffix(".log"), env)  # fmt: skip
-        table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
-        print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
-
     # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
     # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
     completions = args.grpo_batch * 8
@@ -331,11 +336,22 @@ def main() -> None:
     )
     for label, flags in grpo_engines(completions).items():
         folder = out / f"grpo-{label.replace(' ', '-').replace(',', '')}"
-        run([*grpo, *flags, "--output_dir", str(folder)], folder.with_suffix(".log"), env)
+        log = folder.with_suffix(".log")
+        if run([*grpo, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
+            print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
+            continue
         tokens_per_s, seconds, _ = training_figures(folder)
         parts = step_parts(folder)
         print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | " + " | ".join(f"{parts[p]:.1f}" for p in GRPO_PARTS)
               + " |")  # fmt: skip
+    if args.profile_steps:  # where the default path's step goes: its last step profiled, in a run of its own
+        folder = out / "sft-profile"
+        steps = str(args.profile_steps)
+        run([python, *base, "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
+             "--output_dir", str(folder)], folder.with_suffix(".log"), env)  # fmt: skip
+        table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
+        print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
+
     rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
                 str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
                 "--short-max-new-tokens", str(args.completion_length // 2),
