@@ -8,15 +8,17 @@ Steps, each a real run of the project's scripts, timed:
    tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py
    and its first and last loss; then the plain PyTorch loop of perf/plain_loop.py at the same shape,
    batch and length, in this process, and each setting's tokens/s as a multiple of the loop's;
-3. GRPO with plain ``generate`` and with transformers' continuous batching
-   (``use_transformers_continuous_batching``), tokens/s of each (generation included), and the rollouts
-   alone (perf/bench_rollouts.py) at the recipe's batch;
+3. GRPO with each generation engine (``--engines``: plain ``generate``; ``compiled``, a static cache and a
+   compiled decoding step; transformers' continuous batching as TRL sets it up and sized to the step),
+   tokens/s of each (generation included) and the seconds a step spends in its parts; a baseline SFT run
+   with its last step profiled; the rollouts alone (perf/bench_rollouts.py) at the recipe's batch;
 4. greedy evaluation: evaluate/run.py's HF backend, and ``transformers serve --continuous-batching``
    through the openai backend, generated tokens/s each.
 
 ``--model-shape`` trains a model of a paper model's architecture with random weights (perf/model_shapes.py),
 so the figures are the real model's without downloading it. A setting whose package is missing is reported
-as skipped. ``--device cpu`` runs every step on the CPU at a toy size: the script's own test.
+as skipped, one that fails (out of memory, say) as failed, and the check goes on. ``--parts`` runs some
+steps only. ``--device cpu`` runs every step on the CPU at a toy size: the script's own test.
 
     python -m perf.gpu_check [--model-shape qwen2.5-3b] [--settings baseline,liger] [--out outputs/gpu_check]
 """
@@ -26,15 +28,23 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from perf.flops import Shape, generation_flops_per_token, lora_training_flops_per_token, mfu
+from perf.gpu_runs import (
+    GRPO_PARTS,
+    failure,
+    generated_tokens,
+    run,
+    serve_and_evaluate,
+    step_parts,
+    training_figures,
+    training_losses,
+)
 from perf.memory_estimate import GIB, training_step_bytes
 from perf.plain_loop import plain_loop
 
@@ -57,21 +67,27 @@ SETTINGS = {  # name: (flags, the package it needs)
 }
 
 
-def grpo_engines(completions: int) -> dict[str, list[str]]:
-    """GRPO's generation engines, as flags: plain generate; transformers' continuous batching as TRL sets it
-    up; the same sized to the step (perf/bench_rollouts.py's :func:`sized_to_the_step`)."""
+def grpo_engines(completions: int) -> dict[str, tuple[str, list[str]]]:
+    """GRPO's generation engines, by name: (label, flags). Plain generate; the same with a static cache and a
+    compiled decoding step (``compile_rollouts``); transformers' continuous batching as TRL sets it up; the
+    same sized to the step (perf/bench_rollouts.py's :func:`sized_to_the_step`)."""
     from perf.bench_rollouts import sized_to_the_step  # here: it loads transformers, after main's JAX setting
 
     continuous = ["--use_transformers_continuous_batching", "true"]
     sized = json.dumps(sized_to_the_step(completions))
     return {
-        "generate": [],
-        "continuous batching": continuous,
-        "continuous batching, sized to the step": [*continuous, "--transformers_continuous_batching_config", sized],
+        "generate": ("generate", []),
+        "compiled": ("generate, static cache, compiled", ["--compile_rollouts", "true"]),
+        "continuous": ("continuous batching", continuous),
+        "continuous-sized": (
+            "continuous batching, sized to the step",
+            [*continuous, "--transformers_continuous_batching_config", sized],
+        ),
     }
 
 
-GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
+ENGINES = ("generate", "compiled", "continuous", "continuous-sized")
+PARTS = ("sft", "grpo", "profile", "rollouts", "eval")  # sft: the settings' rows and the plain loop
 PROFILE_ROWS = 25  # operators of the profile shown in the log (the whole table is in the run's profile/ folder)
 ZERO2 = ["-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml", "--num_processes", "1"]
 
@@ -95,53 +111,6 @@ def matmul_peak(device: str, size: int = 8192, repeats: int = 10) -> float:
 def synchronize(device: str) -> None:
     if device == "cuda":
         __import__("torch").cuda.synchronize()
-
-
-def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:
-    """Run a step as a user would, its output in ``log``; returns the wall time. A failure stops the check, or
-    with ``fatal=False`` (one row of a table: a setting out of the GPU's memory, say) returns None."""
-    start = time.perf_counter()
-    with log.open("w") as handle:
-        result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env or os.environ)
-    if result.returncode != 0:
-        if not fatal:
-            return None
-        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
-    return time.perf_counter() - start
-
-
-def failure(log: Path) -> str:
-    """The last line of a failed step's log that names an error, for its row."""
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    named = [line for line in lines if "Error" in line or "error" in line]
-    return (named or lines or ["no output"])[-1][:160].replace("|", "/")
-
-
-def log_history(output_dir: Path) -> list[dict]:
-    """What a finished run logged, step by step (its last checkpoint's trainer_state.json)."""
-    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    return json.loads(states[-1].read_text())["log_history"]
-
-
-def training_losses(output_dir: Path) -> list[float]:
-    """The loss logged at each step of a finished run."""
-    return [entry["loss"] for entry in log_history(output_dir) if "loss" in entry]
-
-
-def step_parts(output_dir: Path) -> dict[str, float]:
-    """The median seconds a GRPO step spent in each part (the first step's warm-up left out when there are more)."""
-    logged = [entry for entry in log_history(output_dir) if "seconds/generate" in entry]
-    steps = logged[1:] or logged
-    return {part: statistics.median(entry[f"seconds/{part}"] for entry in steps) for part in GRPO_PARTS}
-
-
-def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
-    """(tokens/s, seconds, peak memory in GiB) of a finished run, from its trainer_state.json and its log."""
-    tokens = max(entry.get("num_tokens", 0) for entry in log_history(output_dir))
-    log = output_dir.with_suffix(".log").read_text()
-    runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log)[-1])
-    peak = re.findall(r"peak (?:GPU|resident) memory ([0-9.]+) GiB", log)
-    return tokens / runtime, runtime, float(peak[-1]) if peak else None
 
 
 def lora_shape(model: str, rank: int = 16) -> tuple[Shape, object]:
@@ -173,47 +142,6 @@ def mean_example_tokens(model: str) -> float:
     return statistics.fmean(lengths)
 
 
-def generated_tokens(model: str, folder: Path) -> int:
-    """Tokens in the completions an evaluation wrote (the script's wall time includes loading the model)."""
-    from transformers import AutoTokenizer
-
-    from rectune.models.embedded import resolve_model_name
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
-    rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
-    return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
-
-
-def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path) -> tuple[float, Path]:
-    """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it; wall seconds."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
-    serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
-             str(port), "--device", device, "--continuous-batching"]  # fmt: skip
-    log = (out / "serve.log").open("w")
-    server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        import urllib.request
-
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(1)
-        served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
-                  model, "--concurrency", "32", "--out", str(out / "eval_served")]  # fmt: skip
-        seconds = run([sys.executable, "evaluate/run.py", *served], out / "eval_served.log")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-    return seconds, out / "eval_served"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded:smollm2", help="model the steps train and evaluate")
@@ -234,7 +162,13 @@ def main() -> None:
     parser.add_argument("--completion-length", type=int, default=256)
     parser.add_argument("--rollout-rounds", type=int, default=3, help="rounds of perf/bench_rollouts.py")
     parser.add_argument("--queries", type=int, default=64)
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated, in this order: " + ", ".join(PARTS))
+    parser.add_argument("--engines", default=",".join(ENGINES), help="GRPO's rows: " + ", ".join(ENGINES))
     args = parser.parse_args()
+    parts, engines = args.parts.split(","), args.engines.split(",")
+    for name, chosen, known in (("--parts", parts, PARTS), ("--engines", engines, ENGINES)):
+        if unknown := set(chosen) - set(known):
+            parser.error(f"{name}: unknown {', '.join(sorted(unknown))} (known: {', '.join(known)})")
     # each row reaches the log as it is measured: piped output is block-buffered, and a run its time limit
     # stops would lose every row still in the buffer
     sys.stdout.reconfigure(line_buffering=True)
@@ -282,69 +216,73 @@ def main() -> None:
             "--max_length", str(args.max_length), "--per_device_train_batch_size", str(args.batch_size),
             "--gradient_accumulation_steps", "1", "--logging_steps", "1",
             "--activation_checkpointing", "true"]  # fmt: skip
-    print(
-        "\n| SFT setting | tokens/s | MFU (LoRA count) | peak memory | estimate | seconds | loss, first → last |"
-        "\n|---|---|---|---|---|---|---|"
-    )
-    measured_settings: dict[str, float] = {}
-    for setting in args.settings.split(","):
-        flags, package = SETTINGS[setting]
-        if package and importlib.util.find_spec(package) is None:
-            print(f"| {setting} | skipped: {package} not installed | | | | | |")
-            continue
-        folder = out / f"sft-{setting}"
-        launcher = [python, *ZERO2] if setting == "zero2" else [python]
-        log = folder.with_suffix(".log")
-        if run([*launcher, *base, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
-            print(f"| {setting} | failed: {failure(log)} | | | | | |")
-            continue
-        if setting == "zero2" and "training with DEEPSPEED" not in folder.with_suffix(".log").read_text():
-            sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {folder.with_suffix('.log')})")
-        tokens_per_s, seconds, measured = training_figures(folder)
-        checkpointing = setting != "no-checkpointing"
-        estimate = training_step_bytes(
-            config, args.batch_size, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
-            checkpointing=checkpointing, fused_loss=setting == "liger",
-        ) / GIB  # fmt: skip
-        shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
-        losses = training_losses(folder)  # 0 throughout: no token was an answer's (sequences cut too short)
-        print(f"| {setting} | {tokens_per_s:,.0f} | {mfu(flops_per_token, tokens_per_s, peak):.1%} | {shown} "
-              f"| {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
-        measured_settings[setting] = tokens_per_s
-    # the anchor: the same shape, batch and length through a lean loop, in this process (perf/plain_loop.py)
-    loop = plain_loop(model, args.device, args.batch_size, args.max_length, lora_dropout=SFT_LORA_DROPOUT,
-                      steps=args.plain_steps, warmup=2 if gpu else 1)  # fmt: skip
-    print(f"| plain PyTorch loop (reference) | {loop.tokens_per_second:,.0f} | "
-          f"{mfu(flops_per_token, loop.tokens_per_second, peak):.1%} | {loop.peak_gib:.1f} GiB | | "
-          f"{loop.seconds_per_step * (args.plain_steps + 2):.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
-    for setting, tokens_per_s in measured_settings.items():
-        print(f"{setting}: {tokens_per_s / loop.tokens_per_second:.2f}x the plain loop's tokens/s")
-    # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
-    # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
-    completions = args.grpo_batch * 8
-    micro = min(args.grpo_micro_batch, completions)
-    if completions % micro:
-        sys.exit(f"gpu-check: --grpo-micro-batch {micro} must divide the {completions} completions of a step")
-    grpo = [python, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", model, *precision, *LORA,
-            "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
-            "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
-            "--activation_checkpointing", "true", "--num_generations", "8", "--logging_steps", "1",
-            "--max_completion_length", str(args.completion_length)]  # fmt: skip
-    print(
-        "\n| GRPO generation | tokens/s (step, generation included) | seconds "
-        "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
-    )
-    for label, flags in grpo_engines(completions).items():
-        folder = out / f"grpo-{label.replace(' ', '-').replace(',', '')}"
-        log = folder.with_suffix(".log")
-        if run([*grpo, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
-            print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
-            continue
-        tokens_per_s, seconds, _ = training_figures(folder)
-        parts = step_parts(folder)
-        print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | " + " | ".join(f"{parts[p]:.1f}" for p in GRPO_PARTS)
-              + " |")  # fmt: skip
-    if args.profile_steps:  # where the default path's step goes: its last step profiled, in a run of its own
+    if "sft" in parts:
+        print(
+            "\n| SFT setting | tokens/s | MFU (LoRA count) | peak memory | estimate | seconds | loss, first → last |"
+            "\n|---|---|---|---|---|---|---|"
+        )
+        measured_settings: dict[str, float] = {}
+        for setting in args.settings.split(","):
+            flags, package = SETTINGS[setting]
+            if package and importlib.util.find_spec(package) is None:
+                print(f"| {setting} | skipped: {package} not installed | | | | | |")
+                continue
+            folder = out / f"sft-{setting}"
+            launcher = [python, *ZERO2] if setting == "zero2" else [python]
+            log = folder.with_suffix(".log")
+            if run([*launcher, *base, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
+                print(f"| {setting} | failed: {failure(log)} | | | | | |")
+                continue
+            if setting == "zero2" and "training with DEEPSPEED" not in folder.with_suffix(".log").read_text():
+                sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {folder.with_suffix('.log')})")
+            tokens_per_s, seconds, measured = training_figures(folder)
+            checkpointing = setting != "no-checkpointing"
+            estimate = training_step_bytes(
+                config, args.batch_size, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
+                checkpointing=checkpointing, fused_loss=setting == "liger",
+            ) / GIB  # fmt: skip
+            shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
+            losses = training_losses(folder)  # 0 throughout: no token was an answer's (sequences cut too short)
+            print(f"| {setting} | {tokens_per_s:,.0f} | {mfu(flops_per_token, tokens_per_s, peak):.1%} | {shown} "
+                  f"| {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
+            measured_settings[setting] = tokens_per_s
+        # the anchor: the same shape, batch and length through a lean loop, in this process (perf/plain_loop.py)
+        loop = plain_loop(model, args.device, args.batch_size, args.max_length, lora_dropout=SFT_LORA_DROPOUT,
+                          steps=args.plain_steps, warmup=2 if gpu else 1)  # fmt: skip
+        print(f"| plain PyTorch loop (reference) | {loop.tokens_per_second:,.0f} | "
+              f"{mfu(flops_per_token, loop.tokens_per_second, peak):.1%} | {loop.peak_gib:.1f} GiB | | "
+              f"{loop.seconds_per_step * (args.plain_steps + 2):.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
+        for setting, tokens_per_s in measured_settings.items():
+            print(f"{setting}: {tokens_per_s / loop.tokens_per_second:.2f}x the plain loop's tokens/s")
+    if "grpo" in parts:
+        # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
+        # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
+        completions = args.grpo_batch * 8
+        micro = min(args.grpo_micro_batch, completions)
+        if completions % micro:
+            sys.exit(f"gpu-check: --grpo-micro-batch {micro} must divide the {completions} completions of a step")
+        grpo = [python, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", model, *precision, *LORA,
+                "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
+                "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
+                "--activation_checkpointing", "true", "--num_generations", "8", "--logging_steps", "1",
+                "--max_completion_length", str(args.completion_length)]  # fmt: skip
+        print(
+            "\n| GRPO generation | tokens/s (step, generation included) | seconds "
+            "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
+        )
+        for engine in engines:
+            label, flags = grpo_engines(completions)[engine]
+            folder = out / f"grpo-{engine}"
+            log = folder.with_suffix(".log")
+            if run([*grpo, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
+                print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
+                continue
+            tokens_per_s, seconds, _ = training_figures(folder)
+            spent = step_parts(folder)
+            shown = " | ".join(f"{spent[part]:.1f}" for part in GRPO_PARTS)
+            print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | {shown} |")
+    # where the default path's step goes: its last step profiled, in a run of its own
+    if "profile" in parts and args.profile_steps:
         folder = out / "sft-profile"
         steps = str(args.profile_steps)
         run([python, *base, "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
@@ -352,25 +290,31 @@ def main() -> None:
         table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
         print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
 
-    rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
-                str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
-                "--short-max-new-tokens", str(args.completion_length // 2),
-                "--rounds", str(args.rollout_rounds)]  # fmt: skip
-    run(rollouts, out / "rollouts.log", env)
-    print("\n" + "\n".join(line for line in (out / "rollouts.log").read_text().splitlines() if line.startswith("|")))
+    if "rollouts" in parts:
+        rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
+                    str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
+                    "--short-max-new-tokens", str(args.completion_length // 2),
+                    "--rounds", str(args.rollout_rounds)]  # fmt: skip
+        run(rollouts, out / "rollouts.log", env)
+        print(
+            "\n" + "\n".join(line for line in (out / "rollouts.log").read_text().splitlines() if line.startswith("|"))
+        )
 
-    eval_flags = ["--model", model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
-                  "--max-new-tokens", "160", "--batch-size", str(args.queries), "--no-wandb"]  # fmt: skip
-    print(
-        "\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |\n|---|---|---|---|"
-    )
-    hf_seconds = run([python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log", env)
-    served_seconds, served = serve_and_evaluate(model, args.device, eval_flags[2:], out)
-    for label, folder, seconds in (("HF generate, batched", out / "eval_hf", hf_seconds),
-                                   ("transformers serve, continuous batching", served, served_seconds)):  # fmt: skip
-        rate = generated_tokens(model, folder) / seconds
-        print(f"| {label} | {rate:,.0f} | {mfu(generation_flops_per_token(shape, int(seq)), rate, peak):.2%} "
-              f"| {seconds:.0f} |")  # fmt: skip
+    if "eval" in parts:
+        eval_flags = ["--model", model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
+                      "--max-new-tokens", "160", "--batch-size", str(args.queries), "--no-wandb"]  # fmt: skip
+        print("\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |")
+        print("|---|---|---|---|")
+        hf_seconds = run(
+            [python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log", env
+        )
+        served_seconds, served = serve_and_evaluate(model, args.device, eval_flags[2:], out)
+        evaluated = (("HF generate, batched", out / "eval_hf", hf_seconds),
+                     ("transformers serve, continuous batching", served, served_seconds))  # fmt: skip
+        for label, folder, seconds in evaluated:
+            rate = generated_tokens(model, folder) / seconds
+            print(f"| {label} | {rate:,.0f} | {mfu(generation_flops_per_token(shape, int(seq)), rate, peak):.2%} "
+                  f"| {seconds:.0f} |")  # fmt: skip
     print(f"\nlogs and runs in {out}")
 
 

@@ -110,6 +110,7 @@ def main() -> None:
         ],
         merge_for_sampling=rft_args.merge_for_sampling,
         rollout_dtype=rft_args.rollout_dtype,
+        compile_rollouts=rft_args.compile_rollouts,
         shared_prefix=rft_args.shared_prefix,
         shaping=shaping,  # ReRec's reasoning-aware advantage and curriculum, when the recipe sets them
         benchmark=benchmark,

@@ -99,6 +99,14 @@ class RftArguments:
             "choices": list(ROLLOUT_DTYPES),
         },
     )
+    compile_rollouts: bool = field(
+        default=False,
+        metadata={
+            "help": "Generate the completions with a static key/value cache and transformers' compiled decoding step "
+            "(torch.compile with CUDA graphs on a GPU, where eager decoding waits on kernel launches); the first "
+            "step pays the compile. Ignored under vLLM and continuous batching."
+        },
+    )
     shared_prefix: bool = field(
         default=True,
         metadata={

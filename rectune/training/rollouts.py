@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 import torch
 from peft import PeftModel
-from transformers import LlamaForCausalLM
+from transformers import GenerationConfig, LlamaForCausalLM
 
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -143,6 +143,15 @@ class RolloutCopy:
             target.copy_(source)
 
 
+def compile_decoding(generation_config: GenerationConfig) -> None:
+    """Set ``generation_config`` (TRL's, which turns compiling off) to decode with a static cache and
+    transformers' compiled forward: transformers compiles on a GPU only, where a step of eager decoding
+    is mostly kernel launches. Its cache keeps the longest length so far, so longer prompts recompile
+    only when they outgrow it."""
+    generation_config.cache_implementation = generation_config.cache_implementation or "static"
+    generation_config.disable_compile = False
+
+
 def engine_sampling(
     use_vllm: bool, continuous_batching: bool, merge_for_sampling: bool, rollout_dtype: str | None
 ) -> tuple[bool, str | None, str | None]:
@@ -161,8 +170,20 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
     ``merge_for_sampling`` is on and the parameters are whole on each process, from a copy of them in
     ``rollout_dtype`` when that differs from the policy's."""
 
-    def __init__(self, *args, merge_for_sampling: bool = True, rollout_dtype: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        merge_for_sampling: bool = True,
+        rollout_dtype: str | None = None,
+        compile_rollouts: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
+        if compile_rollouts and not (self.use_vllm or self.use_transformers_continuous_batching):
+            compile_decoding(self.generation_config)
+            # generate takes a static cache or a prefilled one, not both: each row prefills its own prompt
+            self.shared_prefix_rollouts = False
+            log.info("rollouts: static key/value cache, decoding step compiled by transformers on a GPU")
         merge_for_sampling, rollout_dtype, dropped = engine_sampling(
             self.use_vllm, self.use_transformers_continuous_batching, merge_for_sampling, rollout_dtype
         )

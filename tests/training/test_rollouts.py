@@ -6,9 +6,15 @@ import pytest
 import torch
 from conftest import one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, GenerationConfig
 
-from rectune.training.rollouts import RolloutCopy, engine_sampling, generating_with, merged_for_sampling
+from rectune.training.rollouts import (
+    RolloutCopy,
+    compile_decoding,
+    engine_sampling,
+    generating_with,
+    merged_for_sampling,
+)
 
 
 def lora_layers(model):
@@ -157,4 +163,37 @@ def test_grpo_trains_with_continuous_batching_without_a_rollout_copy(tmp_path, t
     result = run_script("train/grpo.py", recipe, *TEST_REWARD)
     assert "continuous batching generates with the policy itself: rollout_dtype ignored" in result.stderr
     assert "sampled from a bfloat16 copy" not in result.stderr  # no copy built: the engine would not use it
+    assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_compiled_decoding_turns_on_a_static_cache_and_transformers_compile():
+    trl_config = GenerationConfig(max_new_tokens=8, do_sample=True, disable_compile=True)  # as TRL builds it
+    compile_decoding(trl_config)
+    assert (trl_config.cache_implementation, trl_config.disable_compile) == ("static", False)
+    offloaded = GenerationConfig(cache_implementation="offloaded_static", disable_compile=True)
+    compile_decoding(offloaded)  # a static cache the recipe chose is kept
+    assert offloaded.cache_implementation == "offloaded_static"
+
+
+def test_a_merged_policy_decodes_the_same_tokens_from_a_static_cache(tiny_model):
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=4, target_modules=["q_proj"]))
+    for layer in lora_layers(model):  # a trained adapter: B is zero at initialisation
+        torch.nn.init.normal_(layer.lora_B["default"].weight, std=0.5)
+    prompts = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    config = GenerationConfig(max_new_tokens=6, do_sample=False, pad_token_id=1, disable_compile=True)
+    with merged_for_sampling(model):
+        dynamic = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
+        compile_decoding(config)
+        static = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
+    # a static cache of the prompt and the new tokens but the last (whose key and value nothing reads)
+    assert model.get_base_model()._previous_max_cache_length == 4 + 6 - 1
+    assert torch.equal(static, dynamic)
+
+
+def test_grpo_trains_with_compiled_rollouts(tmp_path, tiny_model, train_data):
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft", compile_rollouts=True
+    )
+    result = run_script("train/grpo.py", recipe, *TEST_REWARD)
+    assert "rollouts: static key/value cache, decoding step compiled by transformers on a GPU" in result.stderr
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()

@@ -1,0 +1,101 @@
+"""Running gpu-check's steps as a user would and reading their figures back from what they wrote."""
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
+
+
+def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:
+    """Run a step as a user would, its output in ``log``; returns the wall time. A failure stops the check, or
+    with ``fatal=False`` (one row of a table: a setting out of the GPU's memory, say) returns None."""
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env or os.environ)
+    if result.returncode != 0:
+        if not fatal:
+            return None
+        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
+    return time.perf_counter() - start
+
+
+def failure(log: Path) -> str:
+    """The last line of a failed step's log that names an error, for its row."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    named = [line for line in lines if "Error" in line or "error" in line]
+    return (named or lines or ["no output"])[-1][:160].replace("|", "/")
+
+
+def log_history(output_dir: Path) -> list[dict]:
+    """What a finished run logged, step by step (its last checkpoint's trainer_state.json)."""
+    states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    return json.loads(states[-1].read_text())["log_history"]
+
+
+def training_losses(output_dir: Path) -> list[float]:
+    """The loss logged at each step of a finished run."""
+    return [entry["loss"] for entry in log_history(output_dir) if "loss" in entry]
+
+
+def step_parts(output_dir: Path) -> dict[str, float]:
+    """The median seconds a GRPO step spent in each part (the first step's warm-up left out when there are more)."""
+    logged = [entry for entry in log_history(output_dir) if "seconds/generate" in entry]
+    steps = logged[1:] or logged
+    return {part: statistics.median(entry[f"seconds/{part}"] for entry in steps) for part in GRPO_PARTS}
+
+
+def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
+    """(tokens/s, seconds, peak memory in GiB) of a finished run, from its trainer_state.json and its log."""
+    tokens = max(entry.get("num_tokens", 0) for entry in log_history(output_dir))
+    log = output_dir.with_suffix(".log").read_text()
+    runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log)[-1])
+    peak = re.findall(r"peak (?:GPU|resident) memory ([0-9.]+) GiB", log)
+    return tokens / runtime, runtime, float(peak[-1]) if peak else None
+
+
+def generated_tokens(model: str, folder: Path) -> int:
+    """Tokens in the completions an evaluation wrote (the script's wall time includes loading the model)."""
+    from transformers import AutoTokenizer
+
+    from rectune.models.embedded import resolve_model_name
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
+    rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
+    return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
+
+
+def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path) -> tuple[float, Path]:
+    """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it; wall seconds."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
+    serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
+             str(port), "--device", device, "--continuous-batching"]  # fmt: skip
+    log = (out / "serve.log").open("w")
+    server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        import urllib.request
+
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(1)
+        served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
+                  model, "--concurrency", "32", "--out", str(out / "eval_served")]  # fmt: skip
+        seconds = run([sys.executable, "evaluate/run.py", *served], out / "eval_served.log")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return seconds, out / "eval_served"
