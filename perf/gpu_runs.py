@@ -60,6 +60,15 @@ def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
     return tokens / runtime, runtime, float(peak[-1]) if peak else None
 
 
+def steady_tokens_per_second(output_dir: Path) -> float | None:
+    """Tokens/s of a finished run's steps after its first (which compiles kernels and settles the allocator),
+    from each step's logged ``step_time`` and cumulative ``num_tokens``; None where fewer than two were logged."""
+    logged = [entry for entry in log_history(output_dir) if "step_time" in entry and "num_tokens" in entry]
+    if len(logged) < 2:
+        return None
+    return (logged[-1]["num_tokens"] - logged[0]["num_tokens"]) / sum(entry["step_time"] for entry in logged[1:])
+
+
 def generated_tokens(model: str, folder: Path) -> int:
     """Tokens in the completions an evaluation wrote (the script's wall time includes loading the model)."""
     from transformers import AutoTokenizer

@@ -4,7 +4,10 @@ No trainer, data loader, packing or metrics: random token batches of ``batch_siz
 decoder's forward (SDPA), cross-entropy over the next tokens computed in chunks of ``chunk`` positions
 and recomputed in the backward (no full logits kept, as RecTune's training path keeps none), AdamW on the
 rank-16 LoRA parameters of every projection (with the SFT runs' dropout), activation checkpointing as
-asked. The figure is the median of ``steps`` timed steps after ``warmup``. ``perf/gpu_check.py`` runs it
+asked. With ``document_tokens`` each row holds documents of that many tokens, their positions restarting
+at each one, so transformers masks attention to each document as it does for RecTune's packed batches
+(a block-diagonal mask, which SDPA cannot give its causal flash kernel); without, each row is one
+causal sequence. The figure is the median of ``steps`` timed steps after ``warmup``. ``perf/gpu_check.py`` runs it
 in its own process beside RecTune's SFT runs, so each table says how much of what the device gives a lean
 loop RecTune gets.
 
@@ -58,6 +61,7 @@ def plain_loop(
     steps: int = 5,
     warmup: int = 2,
     chunk: int = 4096,
+    document_tokens: int | None = None,
 ) -> LoopFigures:
     """Train LoRA on ``model`` for ``warmup + steps`` steps of random tokens; the timed steps' figures."""
     import torch
@@ -81,11 +85,14 @@ def plain_loop(
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times, loss = [], None
+    positions = None
+    if document_tokens:
+        positions = (torch.arange(max_length, device=device) % document_tokens).expand(batch_size, -1)
     for _ in range(warmup + steps):
         ids = torch.randint(0, network.config.vocab_size, (batch_size, max_length), generator=generator).to(device)
         _synchronize(device)
         start = time.perf_counter()
-        hidden = decoder(input_ids=ids, use_cache=False).last_hidden_state
+        hidden = decoder(input_ids=ids, position_ids=positions, use_cache=False).last_hidden_state
         width = hidden.shape[-1]
         loss = chunked_cross_entropy(hidden[:, :-1].reshape(-1, width), ids[:, 1:].reshape(-1), head, chunk)
         loss.backward()
@@ -118,11 +125,12 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=4096)
     parser.add_argument("--no-checkpointing", action="store_true")
     parser.add_argument("--lora-dropout", type=float, default=0.0)
+    parser.add_argument("--document-tokens", type=int, default=None, help="documents of this length, masked apart")
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     figures = plain_loop(args.model, args.device, args.batch_size, args.max_length,
                          checkpointing=not args.no_checkpointing, lora_dropout=args.lora_dropout,
-                         steps=args.steps)  # fmt: skip
+                         steps=args.steps, document_tokens=args.document_tokens)  # fmt: skip
     print(f"plain loop: {figures.tokens_per_second:,.0f} tokens/s, {figures.seconds_per_step:.2f} s a step, "
           f"peak {figures.peak_gib:.1f} GiB, loss {figures.loss:.3f}")  # fmt: skip
 

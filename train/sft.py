@@ -42,6 +42,7 @@ from rectune.training.stages import (
     own_output_dir,
     train,
 )
+from rectune.training.step_clock import StepClock
 from rectune.training.tracking import init_tracking, run_metadata
 from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
 
@@ -82,6 +83,7 @@ def main() -> None:
             *early_stopping(training_args, run_args),
             *fault_callbacks(),
             *step_profiler(training_args, run_args.profile_steps),
+            StepClock(),
         ],
     )
     check_examples_fit(trainer, dataset, training_args.max_length)

@@ -99,15 +99,21 @@ class DiagnosedGRPOTrainer(GRPOTrainer):
 
     @contextmanager
     def prefill_timed(self, model: torch.nn.Module) -> Iterator[None]:
-        """Within a generation by ``model``: its first forward (the prompts' prefill) timed as ``prefill``."""
-        calls: list[float] = []
+        """Within a generation by ``model``: its first forward (the prompts' prefill) timed as ``prefill``.
+        The hooks go once it has run: a compiled decoding step (``compile_rollouts``) would trace them, and
+        each call's timestamp recompiled it until dynamo gave up and decoded eagerly."""
+        started: list[float] = []
 
+        @torch.compiler.disable
         def before(*_):
-            calls.append(time.perf_counter())
+            started.append(time.perf_counter())
 
+        @torch.compiler.disable
         def after(*_):
-            if len(calls) == 1 and self._training_batch:
-                self.step_seconds["prefill"] += time.perf_counter() - calls[0]
+            if self._training_batch:
+                self.step_seconds["prefill"] += time.perf_counter() - started[0]
+            for hook in hooks:
+                hook.remove()
 
         hooks = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
         try:

@@ -197,3 +197,28 @@ def test_grpo_trains_with_compiled_rollouts(tmp_path, tiny_model, train_data):
     result = run_script("train/grpo.py", recipe, *TEST_REWARD)
     assert "rollouts: static key/value cache, decoding step compiled by transformers on a GPU" in result.stderr
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_a_compiled_decoding_step_traces_whole_without_the_prefill_timer(tiny_model):
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from transformers import CompileConfig
+
+    from rectune.training.diagnostics import DiagnosedGRPOTrainer
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=4, target_modules=["q_proj"]))
+    prompts = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    config = GenerationConfig(max_new_tokens=6, do_sample=False, pad_token_id=1, disable_compile=True)
+    compile_decoding(config)
+    # what transformers does on a GPU, here on the CPU; fullgraph: a break in the traced step is an error
+    config.compile_config = CompileConfig(fullgraph=True, backend="eager")
+    config.compile_config._compile_all_devices = True
+    trainer = SimpleNamespace(_training_batch=True, step_seconds=defaultdict(float))
+    torch._dynamo.reset()
+    with merged_for_sampling(model), DiagnosedGRPOTrainer.prefill_timed(trainer, model.get_base_model()):
+        model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
+    assert trainer.step_seconds["prefill"] > 0
+    compiled = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    assert compiled == 1  # one graph for every decoding step: no recompile per call
