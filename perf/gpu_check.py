@@ -4,7 +4,8 @@ Steps, each a real run of the project's scripts, timed:
 
 1. the device's matmul peak, measured (bf16 8192^3 products on a GPU), the denominator of MFU;
 2. LoRA SFT once per speed setting (``--settings``: baseline = SDPA with activation checkpointing, TRL's
-   defaults; no-checkpointing; liger; flash = flash_attention_2; compile = torch.compile), each with
+   defaults; no-checkpointing; liger; flash = flash_attention_2; flex = flex_attention; compile =
+   torch.compile), each with
    tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py
    and its first and last loss; then the plain PyTorch loop of perf/plain_loop.py at the same shape,
    batch and length, in this process, and each setting's tokens/s as a multiple of the loop's;
@@ -63,6 +64,7 @@ SETTINGS = {  # name: (flags, the package it needs)
     "no-checkpointing": (["--activation_checkpointing", "false"], None),
     "liger": (["--use_liger_kernel", "true"], "liger_kernel"),
     "flash": (["--attn_implementation", "flash_attention_2"], "flash_attn"),
+    "flex": (["--attn_implementation", "flex_attention"], None),  # each packed document apart, block-sparse
     "compile": (["--torch_compile", "true"], None),
     "zero2": ([], "deepspeed"),  # the baseline under DeepSpeed ZeRO-2 on one GPU (accelerate_configs/zero2.yaml)
 }
@@ -240,7 +242,7 @@ def main() -> None:
             steady = steady_tokens_per_second(folder) or tokens_per_s  # one step: the run's own figure
             checkpointing = setting != "no-checkpointing"
             # without flash attention train/sft.py trains one packed sequence a forward (one_packed_sequence_a_forward)
-            forward_batch = args.batch_size if setting == "flash" else 1
+            forward_batch = args.batch_size if setting in ("flash", "flex") else 1
             estimate = training_step_bytes(
                 config, forward_batch, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
                 checkpointing=checkpointing, fused_loss=setting == "liger",

@@ -62,6 +62,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     training_args, model_args, mixture, run_args, rft_args, shaping, recipe = parse_recipe(ARGUMENTS)
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
+    check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -83,7 +84,6 @@ def main() -> None:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
     set_model_init(training_args, model_args)
-    check_kernels(training_args)
 
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     metadata = run_metadata(

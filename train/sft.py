@@ -53,6 +53,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     training_args, model_args, mixture, run_args, recipe = parse_recipe(ARGUMENTS)
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
+    check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -69,7 +70,6 @@ def main() -> None:
     model_name = resolve_model_name(model_args.model_name_or_path)
     set_model_init(training_args, model_args)
     one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch
-    check_kernels(training_args)
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
     init_tracking(training_args, run_args, metadata)

@@ -130,12 +130,14 @@ def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | 
     """TRL's padding-free packing flattens a device's batch of packed sequences into one row. Flash attention
     keeps the sequences apart at no cost; SDPA and eager attention run over the whole row under a
     block-diagonal mask, so B sequences of L tokens cost the attention of one of B x L (8 x 1,024 tokens:
-    8 times what the batch needs). Without flash attention the batch is trained one packed sequence a
+    8 times what the batch needs); flex attention skips the blocks outside each document. Without flash
+    or flex attention the batch is trained one packed sequence a
     forward with B times the gradient accumulation: the same tokens per optimizer step and the same loss,
     which TRL averages over the accumulated tokens. Returns the log line, or None when nothing changed."""
     batch = training_args.per_device_train_batch_size
     attention = str(model_args.attn_implementation or "sdpa")
-    if not training_args.packing or training_args.packing_strategy == "wrapped" or batch == 1 or "flash" in attention:
+    keeps_apart = "flash" in attention or attention == "flex_attention"  # flex: a block-sparse mask per document
+    if not training_args.packing or training_args.packing_strategy == "wrapped" or batch == 1 or keeps_apart:
         return None
     training_args.gradient_accumulation_steps *= batch
     training_args.per_device_train_batch_size = 1
@@ -148,12 +150,20 @@ def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | 
     return line
 
 
-def check_kernels(training_args: Any) -> None:
-    """Settings whose package is missing stop here in one line, not in a traceback mid-setup."""
+def check_kernels(training_args: Any, model_args: Any) -> None:
+    """Settings whose package or device is missing stop here in one line, not in a traceback mid-training."""
     import importlib.util
+
+    import torch
 
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
+    on_cpu = getattr(training_args, "use_cpu", False) or not torch.cuda.is_available()
+    if model_args.attn_implementation == "flex_attention" and on_cpu:
+        # PyTorch raises in the first backward pass, after loading the model and data
+        raise RecTuneError(
+            "attn_implementation flex_attention trains on GPUs only (PyTorch has no CPU backward for it)"
+        )
 
 
 def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> None:

@@ -105,8 +105,16 @@ def test_each_speed_setting_reaches_the_trainer(tmp_path, tiny_shape, train_data
     assert setup_line(tuned).endswith(
         "attention eager, activation checkpointing off, Liger kernels off, torch.compile on"
     )
+    if torch.cuda.is_available():
+        return  # a GPU machine: liger-kernel may be installed and flex attention trains
+    flex = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "flex",
+                      "--attn_implementation", "flex_attention", check=False)  # fmt: skip
+    assert flex.returncode == 2 and flex.stderr.splitlines()[-1] == (
+        "error: attn_implementation flex_attention trains on GPUs only (PyTorch has no CPU backward for it)"
+    )
+    assert not (tmp_path / "flex").exists()  # refused before anything was written
     if importlib.util.find_spec("liger_kernel") is not None:
-        return  # installed (a GPU machine): nothing to refuse
+        return  # installed: nothing to refuse
     liger = run_script("train/sft.py", recipe, "--output_dir", tmp_path / "liger", "--use_liger_kernel", "true",
                        check=False)  # fmt: skip
     assert liger.returncode == 2 and liger.stderr.splitlines()[-1] == (
@@ -131,9 +139,11 @@ def test_a_packed_batch_goes_one_sequence_a_forward_without_flash_attention():
     args = settings(batch=2, accumulation=1)
     one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation=None))  # transformers' default: SDPA
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (1, 2)
-    # left alone: flash attention keeps packed sequences apart; no packing, one row, or wrapped rows (no flattening)
-    for args, attention in ((settings(), "flash_attention_2"), (settings(packing=False), "sdpa"),
-                            (settings(batch=1), "eager"), (settings(strategy="wrapped"), "sdpa")):  # fmt: skip
+    # left alone: flash and flex attention keep packed sequences apart; no packing, one row, or wrapped rows
+    # (no flattening)
+    for args, attention in ((settings(), "flash_attention_2"), (settings(), "flex_attention"),
+                            (settings(packing=False), "sdpa"), (settings(batch=1), "eager"),
+                            (settings(strategy="wrapped"), "sdpa")):  # fmt: skip
         before = vars(args).copy()
         assert one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation=attention)) is None
         assert vars(args) == before
