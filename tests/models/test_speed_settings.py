@@ -147,3 +147,19 @@ def test_a_packed_batch_goes_one_sequence_a_forward_without_flash_attention():
         before = vars(args).copy()
         assert one_packed_sequence_a_forward(args, SimpleNamespace(attn_implementation=attention)) is None
         assert vars(args) == before
+
+
+def test_flex_attention_keeps_packed_documents_apart_as_sdpa_does(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 500, (1, 48), generator=generator)
+    positions = (torch.arange(48) % 16).unsqueeze(0)  # three packed documents of 16 tokens, as TRL packs them
+    logits = {}
+    with torch.no_grad():
+        for attention in ("sdpa", "flex_attention"):
+            model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation=attention)
+            logits[attention] = model(input_ids=ids, position_ids=positions, use_cache=False).logits
+        alone = model(input_ids=ids[:, 16:32], position_ids=positions[:, 16:32], use_cache=False).logits
+    assert torch.allclose(logits["flex_attention"], logits["sdpa"], atol=1e-5)
+    assert torch.allclose(logits["flex_attention"][:, 16:32], alone, atol=1e-5)  # the second document sees itself only
