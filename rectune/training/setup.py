@@ -131,9 +131,9 @@ def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | 
     keeps the sequences apart at no cost; SDPA and eager attention run over the whole row under a
     block-diagonal mask, so B sequences of L tokens cost the attention of one of B x L (8 x 1,024 tokens:
     8 times what the batch needs); flex attention skips the blocks outside each document. Without flash
-    or flex attention the batch is trained one packed sequence a
-    forward with B times the gradient accumulation: the same tokens per optimizer step and the same loss,
-    which TRL averages over the accumulated tokens. Returns the log line, or None when nothing changed."""
+    or flex attention the batch is trained one packed sequence a forward with B times the gradient
+    accumulation: the same tokens per optimizer step and the same loss, which TRL averages over the
+    accumulated tokens. Returns the log line, or None when nothing changed."""
     batch = training_args.per_device_train_batch_size
     attention = str(model_args.attn_implementation or "sdpa")
     keeps_apart = "flash" in attention or attention == "flex_attention"  # flex: a block-sparse mask per document
