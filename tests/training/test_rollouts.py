@@ -216,6 +216,7 @@ def test_a_compiled_decoding_step_traces_whole_without_the_prefill_timer(tiny_mo
     config.compile_config._compile_all_devices = True
     trainer = SimpleNamespace(_training_batch=True, step_seconds=defaultdict(float))
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()  # earlier tests in this process compiled graphs of their own
     with merged_for_sampling(model), DiagnosedGRPOTrainer.prefill_timed(trainer, model.get_base_model()):
         model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
     assert trainer.step_seconds["prefill"] > 0
