@@ -220,11 +220,13 @@ def main() -> None:
             "--gradient_accumulation_steps", "1", "--logging_steps", "1",
             "--activation_checkpointing", "true"]  # fmt: skip
     if "sft" in parts:
+        from rectune.training.setup import keeps_packed_sequences_apart  # here: after the JAX setting above
+
         print(
             "\n| SFT setting | tokens/s (run) | tokens/s after step 1 | MFU after step 1 (LoRA count) | peak memory "
             "| estimate | seconds | loss, first → last |\n|---|---|---|---|---|---|---|---|"
         )
-        measured_settings: dict[str, float] = {}
+        measured_settings: dict[str, tuple[float, float]] = {}  # tokens/s over the run, after step 1
         for setting in args.settings.split(","):
             flags, package = SETTINGS[setting]
             if package and importlib.util.find_spec(package) is None:
@@ -236,19 +238,20 @@ def main() -> None:
             if run([*launcher, *base, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
                 print(f"| {setting} | failed: {failure(log)} | | | | | | |")
                 continue
-            if setting == "zero2" and "training with DEEPSPEED" not in folder.with_suffix(".log").read_text():
-                sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {folder.with_suffix('.log')})")
+            if setting == "zero2" and "training with DEEPSPEED" not in log.read_text():
+                sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {log})")
             tokens_per_s, seconds, measured = training_figures(folder)
             steady = steady_tokens_per_second(folder) or tokens_per_s  # one step: the run's own figure
             checkpointing = setting != "no-checkpointing"
-            # without flash attention train/sft.py trains one packed sequence a forward (one_packed_sequence_a_forward)
-            forward_batch = args.batch_size if setting in ("flash", "flex") else 1
+            # the batch one forward sees: train/sft.py splits it where attention would span its packed sequences
+            attention = flags[flags.index("--attn_implementation") + 1] if "--attn_implementation" in flags else "sdpa"
+            forward_batch = args.batch_size if keeps_packed_sequences_apart(attention) else 1
             estimate = training_step_bytes(
                 config, forward_batch, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
                 checkpointing=checkpointing, fused_loss=setting == "liger",
             ) / GIB  # fmt: skip
             shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
-            losses = training_losses(folder)  # 0 throughout: no token was an answer's (sequences cut too short)
+            losses = training_losses(folder)  # 0 throughout would mean no token was an answer's (sequences too short)
             print(f"| {setting} | {tokens_per_s:,.0f} | {steady:,.0f} | {mfu(flops_per_token, steady, peak):.1%} "
                   f"| {shown} | {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
             measured_settings[setting] = (tokens_per_s, steady)

@@ -126,6 +126,12 @@ def stopped_short(trainer: Any) -> str | None:
     return None
 
 
+def keeps_packed_sequences_apart(attention: str) -> bool:
+    """Whether an attention implementation attends within each packed sequence of a flattened row at the cost
+    of those sequences alone: flash attention by their boundaries, flex attention by a block-sparse mask."""
+    return "flash" in attention or attention == "flex_attention"
+
+
 def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | None:
     """TRL's padding-free packing flattens a device's batch of packed sequences into one row. Flash attention
     keeps the sequences apart at no cost; SDPA and eager attention run over the whole row under a
@@ -136,8 +142,8 @@ def one_packed_sequence_a_forward(training_args: Any, model_args: Any) -> str | 
     accumulated tokens. Returns the log line, or None when nothing changed."""
     batch = training_args.per_device_train_batch_size
     attention = str(model_args.attn_implementation or "sdpa")
-    keeps_apart = "flash" in attention or attention == "flex_attention"  # flex: a block-sparse mask per document
-    if not training_args.packing or training_args.packing_strategy == "wrapped" or batch == 1 or keeps_apart:
+    flattened = training_args.packing and training_args.packing_strategy != "wrapped" and batch > 1
+    if not flattened or keeps_packed_sequences_apart(attention):
         return None
     training_args.gradient_accumulation_steps *= batch
     training_args.per_device_train_batch_size = 1
