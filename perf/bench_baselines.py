@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf import ROOT
 from rectune.models.baselines import registry
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = {
     "recbench+": ROOT / "data/experiment_movie/test.jsonl",
     "perrecbench": ROOT / "data/demo_perrec/test.jsonl",

@@ -11,9 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf import ROOT
 from perf.synthetic import write_release
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from perf import ROOT
 from perf.amazon_world import write_amazon_2023
 from perf.movielens_world import synthetic, write, write_bursty_csv
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZES = {  # layout, users, films, ratings
     "ml-100k": ("ml-100k", 943, 1682, 100_000),
     "ml-1m": ("ml-1m", 6040, 3706, 1_000_209),

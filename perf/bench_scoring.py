@@ -25,9 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from perf import ROOT
 from perf.synthetic import WORDS, make_titles, variant
 
-ROOT = Path(__file__).resolve().parent.parent
 BEFORE_ONE_PASS = "5805435"  # the last commit whose scorer parsed every completion twice
 N_ITEMS, N_PREDICTIONS, MENTIONS = 9_000, 30_000, 10
 TIMER = """

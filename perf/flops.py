@@ -17,6 +17,7 @@ of the pack. Generation computes the forward only: 2 N + 4 L s d_attn per genera
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 
@@ -67,3 +68,41 @@ def generation_flops_per_token(shape: Shape, context_length: int) -> float:
 def mfu(flops_per_token: float, tokens_per_second: float, peak_flops: float) -> float:
     """Model FLOPs utilisation: the FLOP/s the model's work needs over the hardware's measured peak."""
     return flops_per_token * tokens_per_second / peak_flops
+
+
+def matmul_peak(device: str, size: int = 8192, repeats: int = 10) -> float:
+    """Measured matmul FLOP/s, the denominator of MFU: bf16 on a GPU, fp32 on the CPU (the mean of ``repeats``
+    products)."""
+    import torch
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(2):
+        a @ b
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    synchronize(device)
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
+
+
+def synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so a timer around it measures the work (nothing to wait for on a CPU)."""
+    if device == "cuda":
+        __import__("torch").cuda.synchronize()
+
+
+def lora_shape(model: str, targets: list[str], rank: int = 16) -> tuple[Shape, object]:
+    """The shape of ``model`` (a name or folder) with rank-``rank`` adapters on ``targets``, and its config,
+    built on the meta device (no weights are read)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from rectune.models.embedded import resolve_model_name
+
+    config = AutoConfig.from_pretrained(resolve_model_name(model))
+    with torch.device("meta"):
+        network = get_peft_model(AutoModelForCausalLM.from_config(config), LoraConfig(r=rank, target_modules=targets))
+    return Shape.of(network), config

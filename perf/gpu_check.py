@@ -3,16 +3,13 @@
 Steps, each a real run of the project's scripts, timed:
 
 1. the device's matmul peak, measured (bf16 8192^3 products on a GPU), the denominator of MFU;
-2. LoRA SFT once per speed setting (``--settings``: baseline = SDPA with activation checkpointing, TRL's
-   defaults; no-checkpointing; liger; flash = flash_attention_2; flex = flex_attention; compile =
-   torch.compile), each with
-   tokens/s, MFU by the honest LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py
-   and its first and last loss; then the plain PyTorch loop of perf/plain_loop.py at the same shape,
-   batch and length, in this process, and each setting's tokens/s as a multiple of the loop's;
-3. GRPO with each generation engine (``--engines``: plain ``generate``; ``compiled``, a static cache and a
-   compiled decoding step; transformers' continuous batching as TRL sets it up and sized to the step),
-   tokens/s of each (generation included) and the seconds a step spends in its parts; a baseline SFT run
-   with its last step profiled; the rollouts alone (perf/bench_rollouts.py) at the recipe's batch;
+2. LoRA SFT once per speed setting (``--settings``), each with tokens/s, MFU by the honest
+   LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py and its first and last loss; then
+   the plain PyTorch loops of perf/plain_loop.py at the same shape, batch and length, in this process, and
+   each setting's tokens/s as a multiple of theirs;
+3. GRPO with each generation engine (``--engines``), tokens/s of each (generation
+   included) and the seconds a step spends in its parts; a baseline SFT run with its last step profiled;
+   the rollouts alone (perf/bench_rollouts.py) at the recipe's batch;
 4. greedy evaluation: evaluate/run.py's HF backend, and ``transformers serve --continuous-batching``
    through the openai backend, generated tokens/s each.
 
@@ -25,17 +22,18 @@ steps only. ``--device cpu`` runs every step on the CPU at a toy size: the scrip
 """
 
 import argparse
-import importlib.metadata
 import importlib.util
 import json
 import os
 import shutil
 import statistics
 import sys
-import time
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-from perf.flops import Shape, generation_flops_per_token, lora_training_flops_per_token, mfu
+from perf import ROOT
+from perf.flops import Shape, generation_flops_per_token, lora_shape, lora_training_flops_per_token, matmul_peak, mfu
 from perf.gpu_runs import (
     GRPO_PARTS,
     failure,
@@ -43,19 +41,17 @@ from perf.gpu_runs import (
     run,
     serve_and_evaluate,
     steady_tokens_per_second,
-    step_parts,
+    step_parts,  # fmt: skip
     training_figures,
     training_losses,
 )
 from perf.memory_estimate import GIB, training_step_bytes
-from perf.plain_loop import plain_loop
+from perf.plain_loop import TARGETS, plain_loop
 
-ROOT = Path(__file__).resolve().parent.parent
 SFT_RECIPE = ROOT / "recipes/smollm2_movie_cpu.yaml"
 GRPO_RECIPE = ROOT / "recipes/smollm2_movie_cpu_grpo.yaml"
 DATA = ROOT / "data/demo_movie"
-LORA = ["--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", "q_proj", "k_proj", "v_proj", "o_proj",
-        "gate_proj", "up_proj", "down_proj"]  # fmt: skip  # the paper recipes' adapters
+LORA = ["--lora_r", "16", "--lora_alpha", "32", "--lora_target_modules", *TARGETS]  # the paper recipes' adapters
 # the SFT recipes' LoRA dropout, given to the plain loop too: with checkpointing its masks are drawn twice, and
 # on the CPU (SmolLM2-135M, 2 x 1,024 tokens) it took the loop from 198 to 148 tokens/s
 SFT_LORA_DROPOUT = 0.05
@@ -82,53 +78,15 @@ def grpo_engines(completions: int) -> dict[str, tuple[str, list[str]]]:
         "generate": ("generate", []),
         "compiled": ("generate, static cache, compiled", ["--compile_rollouts", "true"]),
         "continuous": ("continuous batching", continuous),
-        "continuous-sized": (
-            "continuous batching, sized to the step",
-            [*continuous, "--transformers_continuous_batching_config", sized],
-        ),
-    }
+        "continuous-sized": ("continuous batching, sized to the step",
+                             [*continuous, "--transformers_continuous_batching_config", sized]),
+    }  # fmt: skip
 
 
 ENGINES = ("generate", "compiled", "continuous", "continuous-sized")
 PARTS = ("sft", "grpo", "profile", "rollouts", "eval")  # sft: the settings' rows and the plain loop
 PROFILE_ROWS = 25  # operators of the profile shown in the log (the whole table is in the run's profile/ folder)
 ZERO2 = ["-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml", "--num_processes", "1"]
-
-
-def matmul_peak(device: str, size: int = 8192, repeats: int = 10) -> float:
-    """Measured matmul FLOP/s: bf16 on a GPU, fp32 on the CPU (the mean of ``repeats`` products)."""
-    import torch
-
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
-    for _ in range(2):
-        a @ b
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    synchronize(device)
-    return 2 * size**3 * repeats / (time.perf_counter() - start)
-
-
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        __import__("torch").cuda.synchronize()
-
-
-def lora_shape(model: str, rank: int = 16) -> tuple[Shape, object]:
-    """The model's FLOP shape with the recipes' rank-16 adapters on every projection, and its config."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from rectune.models.embedded import resolve_model_name
-
-    config = AutoConfig.from_pretrained(resolve_model_name(model))
-    targets = [flag for flag in LORA[LORA.index("--lora_target_modules") + 1 :]]
-    with torch.device("meta"):
-        network = get_peft_model(AutoModelForCausalLM.from_config(config), LoraConfig(r=rank, target_modules=targets))
-    return Shape.of(network), config
 
 
 def mean_example_tokens(model: str) -> float:
@@ -145,7 +103,166 @@ def mean_example_tokens(model: str) -> float:
     return statistics.fmean(lengths)
 
 
-def main() -> None:
+@dataclass
+class Check:
+    """What the check's parts share: its flags, folder and environment, the model, its shape and the peak."""
+
+    args: argparse.Namespace
+    out: Path
+    env: dict
+    model: str
+    peak: float  # the device's measured matmul FLOP/s
+    shape: Shape
+    config: object
+    example_tokens: float  # the demo examples' mean length
+    flops_per_token: float  # of LoRA training (perf/flops.py)
+
+    @property
+    def gpu(self) -> bool:
+        return self.args.device == "cuda"
+
+    @property
+    def precision(self) -> list[str]:
+        return ["--bf16", "true"] if self.gpu else []  # on the CPU RecTune trains in fp32
+
+    def sft_command(self) -> list[str]:
+        """train/sft.py with the baseline's settings at the check's shape, batch and length."""
+        a = self.args
+        return [sys.executable, "train/sft.py", str(SFT_RECIPE), "--model_name_or_path", self.model, *self.precision,
+                *LORA, "--lora_dropout", str(SFT_LORA_DROPOUT), "--max_steps", str(a.sft_steps),
+                "--save_steps", str(a.sft_steps), "--report_to", "none", "--max_length", str(a.max_length),
+                "--per_device_train_batch_size", str(a.batch_size), "--gradient_accumulation_steps", "1",
+                "--logging_steps", "1", "--activation_checkpointing", "true"]  # fmt: skip
+
+
+def sft_rows(check: Check) -> None:
+    """One row per speed setting, then the plain loops' rows and each setting as a multiple of them."""
+    from rectune.training.setup import keeps_packed_sequences_apart  # here: after main's JAX setting
+
+    args = check.args
+    print(
+        "\n| SFT setting | tokens/s (run) | tokens/s after step 1 | MFU after step 1 (LoRA count) | peak memory "
+        "| estimate | seconds | loss, first → last |\n|---|---|---|---|---|---|---|---|"
+    )
+    measured_settings: dict[str, tuple[float, float]] = {}  # tokens/s over the run, after step 1
+    for setting in args.settings.split(","):
+        flags, package = SETTINGS[setting]
+        if package and importlib.util.find_spec(package) is None:
+            print(f"| {setting} | skipped: {package} not installed | | | | | | |")
+            continue
+        folder = check.out / f"sft-{setting}"
+        command = check.sft_command()
+        if setting == "zero2":
+            command[1:1] = ZERO2
+        log = folder.with_suffix(".log")
+        if run([*command, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
+            print(f"| {setting} | failed: {failure(log)} | | | | | | |")
+            continue
+        if setting == "zero2" and "training with DEEPSPEED" not in log.read_text():
+            sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {log})")
+        tokens_per_s, seconds, measured = training_figures(folder)
+        steady = steady_tokens_per_second(folder) or tokens_per_s  # one step: the run's own figure
+        # the batch one forward sees: train/sft.py splits it where attention would span its packed sequences
+        attention = flags[flags.index("--attn_implementation") + 1] if "--attn_implementation" in flags else "sdpa"
+        forward_batch = args.batch_size if keeps_packed_sequences_apart(attention) else 1
+        estimate = training_step_bytes(
+            check.config, forward_batch, args.max_length, check.shape.lora_params, weight_bytes=2 if check.gpu else 4,
+            checkpointing=setting != "no-checkpointing", fused_loss=setting == "liger",
+        ) / GIB  # fmt: skip
+        shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
+        losses = training_losses(folder)  # 0 throughout would mean no token was an answer's (sequences too short)
+        utilisation = mfu(check.flops_per_token, steady, check.peak)
+        print(f"| {setting} | {tokens_per_s:,.0f} | {steady:,.0f} | {utilisation:.1%} | {shown} "
+              f"| {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
+        measured_settings[setting] = (tokens_per_s, steady)
+    # the anchors, in this process (perf/plain_loop.py): the same shape, batch and length through a lean loop,
+    # each row one causal sequence, and with documents of the demo's mean length masked apart as packing does
+    loops = {}
+    for label, documents in (("causal", None), ("documents masked as packed", int(check.example_tokens))):
+        loop = plain_loop(check.model, args.device, args.batch_size, args.max_length, lora_dropout=SFT_LORA_DROPOUT,
+                          steps=args.plain_steps, warmup=2 if check.gpu else 1, document_tokens=documents)  # fmt: skip
+        loops[label] = loop.tokens_per_second
+        seconds = loop.seconds_per_step * (args.plain_steps + 2)
+        print(f"| plain PyTorch loop, {label} | | {loop.tokens_per_second:,.0f} | "
+              f"{mfu(check.flops_per_token, loop.tokens_per_second, check.peak):.1%} | {loop.peak_gib:.1f} GiB | | "
+              f"{seconds:.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
+    for setting, (tokens_per_s, steady) in measured_settings.items():
+        print(f"{setting}: {tokens_per_s / loops['causal']:.2f}x the causal loop's tokens/s over the run, "
+              f"{steady / loops['causal']:.2f}x after step 1; "
+              f"{steady / loops['documents masked as packed']:.2f}x the document-masked loop's")  # fmt: skip
+
+
+def grpo_rows(check: Check, engines: list[str]) -> None:
+    """One GRPO run per generation engine: tokens/s and where a step's seconds went."""
+    # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
+    # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
+    args = check.args
+    completions = args.grpo_batch * 8
+    micro = min(args.grpo_micro_batch, completions)
+    if completions % micro:
+        sys.exit(f"gpu-check: --grpo-micro-batch {micro} must divide the {completions} completions of a step")
+    grpo = [sys.executable, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", check.model, *check.precision,
+            *LORA, "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
+            "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
+            "--activation_checkpointing", "true", "--num_generations", "8", "--logging_steps", "1",
+            "--max_completion_length", str(args.completion_length)]  # fmt: skip
+    print(
+        "\n| GRPO generation | tokens/s (step, generation included) | seconds "
+        "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
+    )
+    for engine in engines:
+        label, flags = grpo_engines(completions)[engine]
+        folder = check.out / f"grpo-{engine}"
+        log = folder.with_suffix(".log")
+        if run([*grpo, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
+            print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
+            continue
+        tokens_per_s, seconds, _ = training_figures(folder)
+        spent = step_parts(folder)
+        print(
+            f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | {' | '.join(f'{spent[p]:.1f}' for p in GRPO_PARTS)} |"
+        )
+
+
+def profile_rows(check: Check) -> None:
+    """Where the default path's step goes: its last step profiled, in a run of its own."""
+    folder, steps = check.out / "sft-profile", str(check.args.profile_steps)
+    run([*check.sft_command(), "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
+         "--output_dir", str(folder)], folder.with_suffix(".log"), check.env)  # fmt: skip
+    table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
+    print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
+
+
+def rollout_rows(check: Check) -> None:
+    """The rollouts alone at GRPO's batch (perf/bench_rollouts.py)."""
+    args, log = check.args, check.out / "rollouts.log"
+    run([sys.executable, "-m", "perf.bench_rollouts", "--model", check.model, "--device", args.device, "--prompts",
+         str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
+         "--short-max-new-tokens", str(args.completion_length // 2), "--rounds", str(args.rollout_rounds)],
+        log, check.env)  # fmt: skip
+    print("\n" + "\n".join(line for line in log.read_text().splitlines() if line.startswith("|")))
+
+
+def eval_rows(check: Check) -> None:
+    """Greedy evaluation through the HF backend and through `transformers serve`, generated tokens/s."""
+    out, queries = check.out, str(check.args.queries)
+    eval_flags = ["--model", check.model, "--data", str(DATA / "test.jsonl"), "--limit", queries,
+                  "--max-new-tokens", "160", "--batch-size", queries, "--no-wandb"]  # fmt: skip
+    print(
+        "\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |\n|---|---|---|---|"
+    )
+    hf_seconds = run([sys.executable, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")],
+                     out / "eval_hf.log", check.env)  # fmt: skip
+    served_seconds, served = serve_and_evaluate(check.model, check.args.device, eval_flags[2:], out)
+    evaluated = (("HF generate, batched", out / "eval_hf", hf_seconds),
+                 ("transformers serve, continuous batching", served, served_seconds))  # fmt: skip
+    flops = generation_flops_per_token(check.shape, int(check.example_tokens))
+    for label, folder, seconds in evaluated:
+        rate = generated_tokens(check.model, folder) / seconds
+        print(f"| {label} | {rate:,.0f} | {mfu(flops, rate, check.peak):.2%} | {seconds:.0f} |")
+
+
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded:smollm2", help="model the steps train and evaluate")
     parser.add_argument("--model-shape", default=None, help="qwen2.5-3b, llama-3.1-8b or smollm2-135m, random weights")
@@ -168,20 +285,23 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated, in this order: " + ", ".join(PARTS))
     parser.add_argument("--engines", default=",".join(ENGINES), help="GRPO's rows: " + ", ".join(ENGINES))
     args = parser.parse_args()
-    parts, engines = args.parts.split(","), args.engines.split(",")
-    for name, chosen, known in (("--parts", parts, PARTS), ("--engines", engines, ENGINES)):
-        if unknown := set(chosen) - set(known):
+    for name, known in (("--parts", PARTS), ("--engines", ENGINES), ("--settings", tuple(SETTINGS))):
+        if unknown := set(getattr(args, name[2:]).split(",")) - set(known):
             parser.error(f"{name}: unknown {', '.join(sorted(unknown))} (known: {', '.join(known)})")
-    # each row reaches the log as it is measured: piped output is block-buffered, and a run its time limit
-    # stops would lose every row still in the buffer
-    sys.stdout.reconfigure(line_buffering=True)
+    return args
 
+
+def main() -> None:
+    args = parse_arguments()
+    # rows reach the log as they are measured (piped output is block-buffered): a run a time limit stops keeps them
+    sys.stdout.reconfigure(line_buffering=True)
     # JAX, where installed, is imported through the libraries and would claim 75 % of the GPU's memory up front
     # (on a lent H200 this process and the first SFT run held 139 GiB between them before training began)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import torch
 
-    if args.device == "cuda" and not torch.cuda.is_available():
+    gpu = args.device == "cuda"
+    if gpu and not torch.cuda.is_available():
         sys.exit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu runs a toy check")
     out = (ROOT / args.out).resolve()
     if out.exists() and not (out / ".gpu_check").is_file():
@@ -189,11 +309,9 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     (out / ".gpu_check").write_text("written by perf/gpu_check.py\n")
-    env = {**os.environ, "WANDB_MODE": "disabled"}
     if not (DATA / "train.jsonl").is_file():
         run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], out / "data.log")
 
-    gpu = args.device == "cuda"
     model = args.model
     if args.model_shape:
         from perf.model_shapes import write_shape
@@ -201,141 +319,30 @@ def main() -> None:
         overrides = {"num_hidden_layers": args.shape_layers} if args.shape_layers else {}
         dtype = "bfloat16" if gpu else "float32"
         model = str(write_shape(args.model_shape, out / f"shape-{args.model_shape}", dtype=dtype, **overrides))
-    python = sys.executable
     peak = matmul_peak(args.device, size=8192 if gpu else 1024, repeats=10 if gpu else 3)
-    shape, config = lora_shape(model)
+    shape, config = lora_shape(model, TARGETS)
     seq = mean_example_tokens(model)
-    flops_per_token = lora_training_flops_per_token(shape, int(seq))
+    check = Check(args, out, {**os.environ, "WANDB_MODE": "disabled"}, model, peak, shape, config, seq,
+                  lora_training_flops_per_token(shape, int(seq)))  # fmt: skip
     name = torch.cuda.get_device_name() if gpu else "CPU"
     print(f"{name}: matmul peak {peak / 1e12:.1f} TFLOP/s measured; model {model}: {shape.matmul_params / 1e9:.2f} B "
-          f"matmul weights, {shape.lora_params / 1e6:.1f} M LoRA; examples {seq:.0f} tokens on average")  # fmt: skip
+          f"matmul weights, {shape.lora_params / 1e6:.1f} M LoRA; examples {check.example_tokens:.0f} tokens "
+          "on average")  # fmt: skip
     print(f"torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}, "
           f"peft {version('peft')}, accelerate {version('accelerate')}")  # fmt: skip
 
-    precision = ["--bf16", "true"] if gpu else []  # on the CPU RecTune trains in fp32
-    base = ["train/sft.py", str(SFT_RECIPE), "--model_name_or_path", model, *precision, *LORA,
-            "--lora_dropout", str(SFT_LORA_DROPOUT),
-            "--max_steps", str(args.sft_steps), "--save_steps", str(args.sft_steps), "--report_to", "none",
-            "--max_length", str(args.max_length), "--per_device_train_batch_size", str(args.batch_size),
-            "--gradient_accumulation_steps", "1", "--logging_steps", "1",
-            "--activation_checkpointing", "true"]  # fmt: skip
+    parts = args.parts.split(",")
     if "sft" in parts:
-        from rectune.training.setup import keeps_packed_sequences_apart  # here: after the JAX setting above
-
-        print(
-            "\n| SFT setting | tokens/s (run) | tokens/s after step 1 | MFU after step 1 (LoRA count) | peak memory "
-            "| estimate | seconds | loss, first → last |\n|---|---|---|---|---|---|---|---|"
-        )
-        measured_settings: dict[str, tuple[float, float]] = {}  # tokens/s over the run, after step 1
-        for setting in args.settings.split(","):
-            flags, package = SETTINGS[setting]
-            if package and importlib.util.find_spec(package) is None:
-                print(f"| {setting} | skipped: {package} not installed | | | | | | |")
-                continue
-            folder = out / f"sft-{setting}"
-            launcher = [python, *ZERO2] if setting == "zero2" else [python]
-            log = folder.with_suffix(".log")
-            if run([*launcher, *base, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
-                print(f"| {setting} | failed: {failure(log)} | | | | | | |")
-                continue
-            if setting == "zero2" and "training with DEEPSPEED" not in log.read_text():
-                sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {log})")
-            tokens_per_s, seconds, measured = training_figures(folder)
-            steady = steady_tokens_per_second(folder) or tokens_per_s  # one step: the run's own figure
-            checkpointing = setting != "no-checkpointing"
-            # the batch one forward sees: train/sft.py splits it where attention would span its packed sequences
-            attention = flags[flags.index("--attn_implementation") + 1] if "--attn_implementation" in flags else "sdpa"
-            forward_batch = args.batch_size if keeps_packed_sequences_apart(attention) else 1
-            estimate = training_step_bytes(
-                config, forward_batch, args.max_length, shape.lora_params, weight_bytes=2 if gpu else 4,
-                checkpointing=checkpointing, fused_loss=setting == "liger",
-            ) / GIB  # fmt: skip
-            shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
-            losses = training_losses(folder)  # 0 throughout would mean no token was an answer's (sequences too short)
-            print(f"| {setting} | {tokens_per_s:,.0f} | {steady:,.0f} | {mfu(flops_per_token, steady, peak):.1%} "
-                  f"| {shown} | {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
-            measured_settings[setting] = (tokens_per_s, steady)
-        # the anchors, in this process (perf/plain_loop.py): the same shape, batch and length through a lean loop,
-        # each row one causal sequence, and with documents of the demo's mean length masked apart as packing does
-        loops = {}
-        for label, documents in (("causal", None), ("documents masked as packed", int(seq))):
-            loop = plain_loop(model, args.device, args.batch_size, args.max_length, lora_dropout=SFT_LORA_DROPOUT,
-                              steps=args.plain_steps, warmup=2 if gpu else 1, document_tokens=documents)  # fmt: skip
-            loops[label] = loop.tokens_per_second
-            seconds = loop.seconds_per_step * (args.plain_steps + 2)
-            print(f"| plain PyTorch loop, {label} | | {loop.tokens_per_second:,.0f} | "
-                  f"{mfu(flops_per_token, loop.tokens_per_second, peak):.1%} | {loop.peak_gib:.1f} GiB | | "
-                  f"{seconds:.0f} | {loop.loss:.3f} (random tokens) |")  # fmt: skip
-        for setting, (tokens_per_s, steady) in measured_settings.items():
-            print(f"{setting}: {tokens_per_s / loops['causal']:.2f}x the causal loop's tokens/s over the run, "
-                  f"{steady / loops['causal']:.2f}x after step 1; "
-                  f"{steady / loops['documents masked as packed']:.2f}x the document-masked loop's")  # fmt: skip
+        sft_rows(check)
     if "grpo" in parts:
-        # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
-        # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
-        completions = args.grpo_batch * 8
-        micro = min(args.grpo_micro_batch, completions)
-        if completions % micro:
-            sys.exit(f"gpu-check: --grpo-micro-batch {micro} must divide the {completions} completions of a step")
-        grpo = [python, "train/grpo.py", str(GRPO_RECIPE), "--model_name_or_path", model, *precision, *LORA,
-                "--max_steps", str(args.grpo_steps), "--save_steps", str(args.grpo_steps), "--report_to", "none",
-                "--per_device_train_batch_size", str(micro), "--gradient_accumulation_steps", str(completions // micro),
-                "--activation_checkpointing", "true", "--num_generations", "8", "--logging_steps", "1",
-                "--max_completion_length", str(args.completion_length)]  # fmt: skip
-        print(
-            "\n| GRPO generation | tokens/s (step, generation included) | seconds "
-            "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
-        )
-        for engine in engines:
-            label, flags = grpo_engines(completions)[engine]
-            folder = out / f"grpo-{engine}"
-            log = folder.with_suffix(".log")
-            if run([*grpo, *flags, "--output_dir", str(folder)], log, env, fatal=False) is None:
-                print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
-                continue
-            tokens_per_s, seconds, _ = training_figures(folder)
-            spent = step_parts(folder)
-            shown = " | ".join(f"{spent[part]:.1f}" for part in GRPO_PARTS)
-            print(f"| {label} | {tokens_per_s:,.0f} | {seconds:.0f} | {shown} |")
-    # where the default path's step goes: its last step profiled, in a run of its own
+        grpo_rows(check, args.engines.split(","))
     if "profile" in parts and args.profile_steps:
-        folder = out / "sft-profile"
-        steps = str(args.profile_steps)
-        run([python, *base, "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
-             "--output_dir", str(folder)], folder.with_suffix(".log"), env)  # fmt: skip
-        table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
-        print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
-
+        profile_rows(check)
     if "rollouts" in parts:
-        rollouts = [python, "-m", "perf.bench_rollouts", "--model", model, "--device", args.device, "--prompts",
-                    str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
-                    "--short-max-new-tokens", str(args.completion_length // 2),
-                    "--rounds", str(args.rollout_rounds)]  # fmt: skip
-        run(rollouts, out / "rollouts.log", env)
-        print(
-            "\n" + "\n".join(line for line in (out / "rollouts.log").read_text().splitlines() if line.startswith("|"))
-        )
-
+        rollout_rows(check)
     if "eval" in parts:
-        eval_flags = ["--model", model, "--data", str(DATA / "test.jsonl"), "--limit", str(args.queries),
-                      "--max-new-tokens", "160", "--batch-size", str(args.queries), "--no-wandb"]  # fmt: skip
-        print("\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |")
-        print("|---|---|---|---|")
-        hf_seconds = run(
-            [python, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")], out / "eval_hf.log", env
-        )
-        served_seconds, served = serve_and_evaluate(model, args.device, eval_flags[2:], out)
-        evaluated = (("HF generate, batched", out / "eval_hf", hf_seconds),
-                     ("transformers serve, continuous batching", served, served_seconds))  # fmt: skip
-        for label, folder, seconds in evaluated:
-            rate = generated_tokens(model, folder) / seconds
-            print(f"| {label} | {rate:,.0f} | {mfu(generation_flops_per_token(shape, int(seq)), rate, peak):.2%} "
-                  f"| {seconds:.0f} |")  # fmt: skip
+        eval_rows(check)
     print(f"\nlogs and runs in {out}")
-
-
-def version(package: str) -> str:
-    return importlib.metadata.version(package)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parent.parent
+from perf import ROOT
+
 LIMIT_MIB = 60
 MARKER = ".gpu_kit"  # a folder holding it was written by this script, and only such a one is replaced
 # what the GPU check imports (train, GRPO, evaluation, `transformers serve`), as this checkout requires them

@@ -22,6 +22,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from perf.flops import synchronize
+
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -90,7 +92,7 @@ def plain_loop(
         positions = (torch.arange(max_length, device=device) % document_tokens).expand(batch_size, -1)
     for _ in range(warmup + steps):
         ids = torch.randint(0, network.config.vocab_size, (batch_size, max_length), generator=generator).to(device)
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         hidden = decoder(input_ids=ids, position_ids=positions, use_cache=False).last_hidden_state
         width = hidden.shape[-1]
@@ -99,7 +101,7 @@ def plain_loop(
         loss = loss.detach()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        _synchronize(device)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     seconds = statistics.median(times[warmup:])
     if device == "cuda":
@@ -110,11 +112,6 @@ def plain_loop(
     if device == "cuda":
         torch.cuda.empty_cache()
     return LoopFigures(batch_size * max_length / seconds, seconds, peak, loss.item())
-
-
-def _synchronize(device: str) -> None:
-    if device == "cuda":
-        __import__("torch").cuda.synchronize()
 
 
 def main() -> None:

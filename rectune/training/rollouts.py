@@ -153,16 +153,26 @@ def compile_decoding(generation_config: GenerationConfig) -> None:
 
 
 def engine_sampling(
-    use_vllm: bool, continuous_batching: bool, merge_for_sampling: bool, rollout_dtype: str | None
-) -> tuple[bool, str | None, str | None]:
-    """(merge_for_sampling, rollout_dtype, why one was dropped) under TRL's generation engine: vLLM samples
-    from its own copy of the weights, into which TRL merges the adapter, so neither setting applies;
-    continuous batching generates with the policy itself (merged, the faster), never with a copy."""
-    if use_vllm and (merge_for_sampling or rollout_dtype):
-        return False, None, "vLLM generates from its own copy of the weights: merge_for_sampling and rollout_dtype off"
-    if continuous_batching and rollout_dtype:
-        return merge_for_sampling, None, "continuous batching generates with the policy itself: rollout_dtype ignored"
-    return merge_for_sampling, rollout_dtype, None
+    use_vllm: bool,
+    continuous_batching: bool,
+    merge_for_sampling: bool,
+    rollout_dtype: str | None,
+    compile_rollouts: bool = False,
+) -> tuple[bool, str | None, bool, str | None]:
+    """(merge_for_sampling, rollout_dtype, compile_rollouts, why any was dropped) under TRL's generation
+    engine: vLLM samples from its own copy of the weights, into which TRL merges the adapter, so none of
+    the three applies; continuous batching generates with the policy itself (merged, the faster), never
+    with a copy, and from its own paged cache, which a static one cannot replace."""
+    if use_vllm:
+        asked = [name for name, on in (("merge_for_sampling", merge_for_sampling), ("rollout_dtype", rollout_dtype),
+                                       ("compile_rollouts", compile_rollouts)) if on]  # fmt: skip
+        why = f"vLLM generates from its own copy of the weights: {', '.join(asked)} off" if asked else None
+        return False, None, False, why
+    if continuous_batching:
+        asked = [name for name, on in (("rollout_dtype", rollout_dtype), ("compile_rollouts", compile_rollouts)) if on]
+        why = f"continuous batching generates with the policy itself: {', '.join(asked)} ignored" if asked else None
+        return merge_for_sampling, None, False, why
+    return merge_for_sampling, rollout_dtype, compile_rollouts, None
 
 
 class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
@@ -179,16 +189,17 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
-        if compile_rollouts and not (self.use_vllm or self.use_transformers_continuous_batching):
+        merge_for_sampling, rollout_dtype, compile_rollouts, dropped = engine_sampling(
+            self.use_vllm, self.use_transformers_continuous_batching, merge_for_sampling, rollout_dtype,
+            compile_rollouts,
+        )  # fmt: skip
+        if dropped:
+            log.info("rollouts: %s", dropped)
+        if compile_rollouts:
             compile_decoding(self.generation_config)
             # generate takes a static cache or a prefilled one, not both: each row prefills its own prompt
             self.shared_prefix_rollouts = False
             log.info("rollouts: static key/value cache, decoding step compiled by transformers on a GPU")
-        merge_for_sampling, rollout_dtype, dropped = engine_sampling(
-            self.use_vllm, self.use_transformers_continuous_batching, merge_for_sampling, rollout_dtype
-        )
-        if dropped:
-            log.info("rollouts: %s", dropped)
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None

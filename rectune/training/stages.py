@@ -49,10 +49,12 @@ def seal_output_dir(output_dir: str | os.PathLike) -> None:
 
 
 STARTED = "started.json"  # the recipe and data a run started with, kept for the resumes that follow
-# settings that change what a run reports or where it logs, not what it trains: they may differ on resume
+# settings that change what a run reports, where it logs or how fast it samples, not what it trains: they
+# may differ on resume (a static cache and a compiled decoding step draw from the same distribution)
 RESUME_MAY_CHANGE = {
     "output_dir", "report_to", "logging_steps", "wandb_project", "wandb_tags", "recipe_name", "push_to_hub",
     "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint", "profile_steps",
+    "compile_rollouts",
 }  # fmt: skip
 
 

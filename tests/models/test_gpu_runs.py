@@ -27,8 +27,9 @@ def test_a_failed_step_stops_the_check_where_it_is_fatal(tmp_path):
         raise AssertionError("a fatal step's failure must stop the check")
 
 
-def test_an_unknown_part_or_engine_is_refused_naming_it():
-    for flag, value, known in (("--parts", "sft,warmup", "sft, grpo"), ("--engines", "vllm", "generate, compiled")):
+def test_an_unknown_part_engine_or_setting_is_refused_naming_it():
+    for flag, value, known in (("--parts", "sft,warmup", "sft, grpo"), ("--engines", "vllm", "generate, compiled"),
+                               ("--settings", "baseline,turbo", "baseline, no-checkpointing")):  # fmt: skip
         result = subprocess.run([sys.executable, "-m", "perf.gpu_check", "--device", "cpu", flag, value],
                                 capture_output=True, text=True, cwd=ROOT)  # fmt: skip
         assert result.returncode == 2

@@ -5,11 +5,16 @@ folder's content, not its path."""
 import json
 import shutil
 
+import pytest
+import torch
 from conftest import run_script, write_recipe
+from safetensors.torch import save_file
 from test_faults import KILLED
 from test_hostile import one_line
 
+from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import Checkpoint
+from rectune.training.stages import check_resume
 
 
 def two_step_recipe(tmp_path, tiny_model, data_file, out, **extra):
@@ -42,6 +47,18 @@ def test_a_resume_with_another_recipe_or_data_is_refused(tmp_path, tiny_model, t
     # the same recipe and data: resumes and finishes; recipe.yaml names the one recipe the run had
     assert run_script("train/sft.py", recipe, check=False).returncode == 0
     assert (out / "finished.json").exists() and "learning_rate: 0.0001" in (out / "recipe.yaml").read_text()
+
+
+def test_a_resume_may_change_how_fast_it_samples_not_what_it_trains(tmp_path):
+    checkpoint = tmp_path / "checkpoint-1"  # a complete checkpoint: the run resumes
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text('{"global_step": 1}')
+    save_file({"w": torch.zeros(2)}, checkpoint / "adapter_model.safetensors")
+    started = {"learning_rate": 1e-4, "compile_rollouts": False, "logging_steps": 1}
+    check_resume(tmp_path, started, [], overwrite=False)  # the first start records the recipe
+    check_resume(tmp_path, {**started, "compile_rollouts": True, "logging_steps": 5}, [], overwrite=False)
+    with pytest.raises(RecTuneError, match=r"recipe key 'learning_rate' \(0.0001, now 0.001\)"):
+        check_resume(tmp_path, {**started, "compile_rollouts": True, "learning_rate": 1e-3}, [], overwrite=False)
 
 
 def test_overwrite_resumes_with_the_new_recipe_and_says_so(tmp_path, tiny_model, train_data):

@@ -139,29 +139,36 @@ def test_generating_with_a_copy_routes_generate_and_restores_it(tiny_model):
     assert "generate" not in vars(model)  # TRL's generate is the model's own again
 
 
+VLLM = "vLLM generates from its own copy of the weights: "
+CONTINUOUS = "continuous batching generates with the policy itself: "
+
+
 @pytest.mark.parametrize(
-    ("use_vllm", "continuous", "merge", "dtype", "expected"),
+    ("use_vllm", "continuous", "merge", "dtype", "compiled", "expected"),
     [
-        (False, False, True, "bfloat16", (True, "bfloat16", None)),  # RecTune's own sampling: as asked
-        (True, False, True, "bfloat16", (False, None, "vLLM generates from its own copy")),
-        (True, False, False, None, (False, None, None)),  # nothing to drop, nothing said
-        (False, True, True, "bfloat16", (True, None, "continuous batching generates with the policy itself")),
-        (False, True, True, None, (True, None, None)),  # continuous batching keeps the merged policy
+        (False, False, True, "bfloat16", True, (True, "bfloat16", True, None)),  # RecTune's own sampling: as asked
+        (True, False, True, "bfloat16", True,
+         (False, None, False, VLLM + "merge_for_sampling, rollout_dtype, compile_rollouts off")),
+        (True, False, True, None, False, (False, None, False, VLLM + "merge_for_sampling off")),
+        (True, False, False, None, False, (False, None, False, None)),  # nothing to drop, nothing said
+        (False, True, True, "bfloat16", False, (True, None, False, CONTINUOUS + "rollout_dtype ignored")),
+        (False, True, True, None, True, (True, None, False, CONTINUOUS + "compile_rollouts ignored")),
+        (False, True, True, None, False, (True, None, False, None)),  # continuous batching keeps the merged policy
     ],
-)
-def test_what_rectunes_sampling_keeps_under_each_engine(use_vllm, continuous, merge, dtype, expected):
-    merged, rollout_dtype, why = engine_sampling(use_vllm, continuous, merge, dtype)
-    assert (merged, rollout_dtype) == expected[:2]
-    assert why == expected[2] if expected[2] is None else why.startswith(expected[2])
+)  # fmt: skip
+def test_what_rectunes_sampling_keeps_under_each_engine(use_vllm, continuous, merge, dtype, compiled, expected):
+    assert engine_sampling(use_vllm, continuous, merge, dtype, compiled) == expected
 
 
 def test_grpo_trains_with_continuous_batching_without_a_rollout_copy(tmp_path, tiny_model, train_data):
     recipe = one_step_grpo_recipe(
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft",
-        rollout_dtype="bfloat16", use_transformers_continuous_batching=True,
+        rollout_dtype="bfloat16", compile_rollouts=True, use_transformers_continuous_batching=True,
     )  # fmt: skip
     result = run_script("train/grpo.py", recipe, *TEST_REWARD)
-    assert "continuous batching generates with the policy itself: rollout_dtype ignored" in result.stderr
+    said = "continuous batching generates with the policy itself: rollout_dtype, compile_rollouts ignored"
+    assert said in result.stderr
+    assert "static key/value cache" not in result.stderr
     assert "sampled from a bfloat16 copy" not in result.stderr  # no copy built: the engine would not use it
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
