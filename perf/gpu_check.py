@@ -141,10 +141,10 @@ def sft_rows(check: Check) -> None:
 
     args = check.args
     print(
-        "\n| SFT setting | tokens/s (run) | tokens/s after step 1 | MFU after step 1 (LoRA count) | peak memory "
-        "| estimate | seconds | loss, first → last |\n|---|---|---|---|---|---|---|---|"
+        "\n| SFT setting | tokens/s (run) | tokens/s after step 1 (median step) | MFU after step 1 (LoRA count) "
+        "| peak memory | estimate | seconds | loss, first → last |\n|---|---|---|---|---|---|---|---|"
     )
-    measured_settings: dict[str, tuple[float, float]] = {}  # tokens/s over the run, after step 1
+    measured_settings: dict[str, tuple[float, float]] = {}  # tokens/s over the run, median step after the first
     for setting in args.settings.split(","):
         flags, package = SETTINGS[setting]
         if package and importlib.util.find_spec(package) is None:

@@ -1,5 +1,6 @@
 """Running gpu-check's steps as a user would and reading their figures back from what they wrote."""
 
+import itertools
 import json
 import os
 import re
@@ -62,12 +63,16 @@ def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
 
 
 def steady_tokens_per_second(output_dir: Path) -> float | None:
-    """Tokens/s of a finished run's steps after its first (which compiles kernels and settles the allocator),
-    from each step's logged ``step_time`` and cumulative ``num_tokens``; None where fewer than two were logged."""
+    """Tokens/s of a finished run's median step after its first (which compiles kernels and settles the
+    allocator): each log's new ``num_tokens`` over its steps' ``step_time``, the median over the logs, as the
+    plain loop takes the median of its steps (one step the machine stalled in moves a mean, not a median).
+    None where fewer than two steps were logged."""
     logged = [entry for entry in log_history(output_dir) if "step_time" in entry and "num_tokens" in entry]
-    if len(logged) < 2:
-        return None
-    return (logged[-1]["num_tokens"] - logged[0]["num_tokens"]) / sum(entry["step_time"] for entry in logged[1:])
+    rates = [
+        (now["num_tokens"] - before["num_tokens"]) / (now["step_time"] * (now["step"] - before["step"]))
+        for before, now in itertools.pairwise(logged)
+    ]
+    return statistics.median(rates) if rates else None
 
 
 def generated_tokens(model: str, folder: Path) -> int:

@@ -1,10 +1,11 @@
 """gpu-check's steps as rows: a step that fails is a row saying why, and the check goes on."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
-from perf.gpu_runs import failure, run
+from perf.gpu_runs import failure, run, steady_tokens_per_second
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,3 +35,19 @@ def test_an_unknown_part_engine_or_setting_is_refused_naming_it():
                                 capture_output=True, text=True, cwd=ROOT)  # fmt: skip
         assert result.returncode == 2
         assert f"{flag}: unknown {value.split(',')[-1]} (known: {known}" in result.stderr
+
+
+def test_the_steady_rate_is_the_median_step_after_the_first(tmp_path):
+    run = tmp_path / "sft-baseline"
+    (run / "checkpoint-5").mkdir(parents=True)
+    history = [
+        {"loss": 9.0, "num_tokens": 2000.0, "step": 1, "step_time": 16.0},  # the first step: left out
+        {"loss": 8.0, "num_tokens": 3800.0, "step": 2, "step_time": 12.0},  # 1,800 tokens in 12 s: 150 tokens/s
+        {"loss": 7.0, "num_tokens": 5500.0, "step": 3, "step_time": 20.0},  # a step the machine stalled in: 85
+        {"loss": 6.0, "num_tokens": 9500.0, "step": 5, "step_time": 16.0},  # 2 steps logged at once: 4,000 / 32 s
+        {"train_runtime": 80.0, "step": 5},
+    ]
+    (run / "checkpoint-5" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    assert steady_tokens_per_second(run) == 125.0  # the median of 150, 85 and 125 (their mean would be 120)
+    (run / "checkpoint-5" / "trainer_state.json").write_text(json.dumps({"log_history": history[:1]}))
+    assert steady_tokens_per_second(run) is None  # one step: nothing after the first
