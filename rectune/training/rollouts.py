@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from datasets import Dataset
 from peft import PeftModel
 from transformers import GenerationConfig, LlamaForCausalLM
 
@@ -143,13 +144,26 @@ class RolloutCopy:
             target.copy_(source)
 
 
-def compile_decoding(generation_config: GenerationConfig) -> None:
+def compile_decoding(generation_config: GenerationConfig, max_cache_len: int | None = None) -> None:
     """Set ``generation_config`` (TRL's, which turns compiling off) to decode with a static cache and
     transformers' compiled forward: transformers compiles on a GPU only, where a step of eager decoding
-    is mostly kernel launches. Its cache keeps the longest length so far, so longer prompts recompile
-    only when they outgrow it."""
+    is mostly kernel launches. Its cache keeps the longest length so far and the step recompiles each time
+    a longer prompt outgrows it; ``max_cache_len`` (the longest prompt's tokens and the completion's) sizes
+    it once for the run."""
     generation_config.cache_implementation = generation_config.cache_implementation or "static"
     generation_config.disable_compile = False
+    if max_cache_len is not None:
+        generation_config.max_cache_len = max(generation_config.max_cache_len or 0, max_cache_len)
+
+
+def longest_prompt_tokens(trainer: SharedPrefixGRPOTrainer, batch_size: int = 256) -> int | None:
+    """Tokens in the longest prompt of ``trainer``'s training set, tokenized as TRL tokenizes prompts for
+    generation; None where the set cannot be read ahead (a streamed one) or prompts come with environments."""
+    dataset = trainer.train_dataset
+    if not isinstance(dataset, Dataset) or "prompt" not in dataset.column_names or trainer.environment_factories:
+        return None
+    batches = dataset.select_columns("prompt").iter(batch_size)
+    return max(len(ids) for batch in batches for ids in trainer._tokenize_prompts(batch["prompt"])[0])
 
 
 def engine_sampling(
@@ -196,10 +210,13 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
         if dropped:
             log.info("rollouts: %s", dropped)
         if compile_rollouts:
-            compile_decoding(self.generation_config)
+            longest = longest_prompt_tokens(self)
+            cache = longest + self.args.max_completion_length if longest else None
+            compile_decoding(self.generation_config, cache)
             # generate takes a static cache or a prefilled one, not both: each row prefills its own prompt
             self.shared_prefix_rollouts = False
-            log.info("rollouts: static key/value cache, decoding step compiled by transformers on a GPU")
+            sized = f" of {cache} tokens (the longest prompt's {longest} and max_completion_length)" if cache else ""
+            log.info("rollouts: a static key/value cache%s, decoding step compiled by transformers on a GPU", sized)
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None

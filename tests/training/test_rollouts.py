@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, GenerationConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from rectune.training.rollouts import (
     RolloutCopy,
@@ -15,6 +15,7 @@ from rectune.training.rollouts import (
     generating_with,
     merged_for_sampling,
 )
+from rectune.training.views import view_examples
 
 
 def lora_layers(model):
@@ -177,9 +178,12 @@ def test_compiled_decoding_turns_on_a_static_cache_and_transformers_compile():
     trl_config = GenerationConfig(max_new_tokens=8, do_sample=True, disable_compile=True)  # as TRL builds it
     compile_decoding(trl_config)
     assert (trl_config.cache_implementation, trl_config.disable_compile) == ("static", False)
-    offloaded = GenerationConfig(cache_implementation="offloaded_static", disable_compile=True)
-    compile_decoding(offloaded)  # a static cache the recipe chose is kept
-    assert offloaded.cache_implementation == "offloaded_static"
+    assert trl_config.max_cache_len is None  # no size known: transformers sizes it to each call's longest
+    offloaded = GenerationConfig(cache_implementation="offloaded_static", disable_compile=True, max_cache_len=600)
+    compile_decoding(offloaded, max_cache_len=520)  # a static cache the recipe chose is kept, and its larger size
+    assert (offloaded.cache_implementation, offloaded.max_cache_len) == ("offloaded_static", 600)
+    compile_decoding(offloaded, max_cache_len=700)
+    assert offloaded.max_cache_len == 700
 
 
 def test_a_merged_policy_decodes_the_same_tokens_from_a_static_cache(tiny_model):
@@ -192,9 +196,12 @@ def test_a_merged_policy_decodes_the_same_tokens_from_a_static_cache(tiny_model)
         dynamic = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
         compile_decoding(config)
         static = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
-    # a static cache of the prompt and the new tokens but the last (whose key and value nothing reads)
-    assert model.get_base_model()._previous_max_cache_length == 4 + 6 - 1
-    assert torch.equal(static, dynamic)
+        # a static cache of the prompt and the new tokens but the last (whose key and value nothing reads)
+        assert model.get_base_model()._previous_max_cache_length == 4 + 6 - 1
+        compile_decoding(config, max_cache_len=32)  # sized for a longer prompt than this one
+        sized = model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
+    assert model.get_base_model()._previous_max_cache_length == 32
+    assert torch.equal(static, dynamic) and torch.equal(sized, dynamic)
 
 
 def test_grpo_trains_with_compiled_rollouts(tmp_path, tiny_model, train_data):
@@ -202,7 +209,12 @@ def test_grpo_trains_with_compiled_rollouts(tmp_path, tiny_model, train_data):
         tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft", compile_rollouts=True
     )
     result = run_script("train/grpo.py", recipe, *TEST_REWARD)
-    assert "rollouts: static key/value cache, decoding step compiled by transformers on a GPU" in result.stderr
+    # the cache is sized once for the longest training prompt, as the chat template renders it, and 8 new tokens
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    prompts = [row["prompt"] for row in view_examples(train_data / "train_rft.jsonl")]
+    longest = max(len(tokenizer.apply_chat_template(p, add_generation_prompt=True)["input_ids"]) for p in prompts)
+    assert (f"rollouts: a static key/value cache of {longest + 8} tokens (the longest prompt's {longest} and "
+            "max_completion_length), decoding step compiled by transformers on a GPU") in result.stderr  # fmt: skip
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 
@@ -230,3 +242,27 @@ def test_a_compiled_decoding_step_traces_whole_without_the_prefill_timer(tiny_mo
     compiled = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     torch._dynamo.reset()
     assert compiled == 1  # one graph for every decoding step: no recompile per call
+
+
+def test_a_cache_sized_for_the_longest_prompt_compiles_the_decoding_step_once(tiny_model):
+    from transformers import CompileConfig
+
+    graphs = {}
+    for size in (None, 32):  # transformers' own sizing, then one for the longest prompt and the new tokens
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=4, target_modules=["q_proj"])
+        )
+        config = GenerationConfig(max_new_tokens=6, do_sample=False, pad_token_id=1, disable_compile=True)
+        compile_decoding(config, max_cache_len=size)
+        config.compile_config = CompileConfig(fullgraph=True, backend="eager")  # as on a GPU, here on the CPU
+        config.compile_config._compile_all_devices = True
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        with merged_for_sampling(model):
+            for length in (4, 7, 5):  # three steps' prompts, the second the longest
+                prompts = torch.arange(5, 5 + 2 * length).reshape(2, length)
+                model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), generation_config=config)
+        graphs[size] = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    assert graphs[32] == 1
+    assert graphs[None] > 1  # the cache grew to the longer prompt, and the step compiled again
