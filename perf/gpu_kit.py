@@ -131,7 +131,14 @@ SCRIPT = r"""#!/usr/bin/env bash
 # The GPU check from this kit, offline: bash run_gpu_check.sh OUT [SECONDS] [perf/gpu_check.py flags]
 set -euo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
+# OUT is this script's: a folder holding anything it did not write is refused, never written into
+if [ -e "$1" ] && [ -n "$(ls -A "$1" 2>/dev/null)" ] && [ ! -f "$1/.gpu_kit_run" ]; then
+    echo "run_gpu_check.sh: $1 exists and was not written by this script; choose another folder" >&2
+    exit 1
+fi
 out=$(mkdir -p "$1" && cd "$1" && pwd); limit=${2:-540}; shift $(( $# < 2 ? $# : 2 ))
+touch "$out/.gpu_kit_run"
+rm -rf "$out/site" "$out/project"  # an earlier run's install, replaced whole
 python=${PYTHON:-python3}
 mkdir -p "$out/site" "$out/project"
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --target "$out/site" "$kit"/wheels/*.whl \

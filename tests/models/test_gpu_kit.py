@@ -104,6 +104,21 @@ def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):
     ).read_text() == "mine\n"
 
 
+def test_the_kits_script_never_writes_into_a_folder_it_did_not_write(tmp_path):
+    from perf.gpu_kit import SCRIPT
+
+    script = tmp_path / "run_gpu_check.sh"
+    script.write_text(SCRIPT)
+    theirs = tmp_path / "results"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine\n")
+    result = subprocess.run(["bash", str(script), str(theirs), "60"], capture_output=True, text=True)
+    assert result.returncode == 1
+    refusal = f"run_gpu_check.sh: {theirs} exists and was not written by this script; choose another folder\n"
+    assert result.stderr == refusal
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"] and (theirs / "notes.txt").read_text() == "mine\n"
+
+
 def test_the_gpu_check_prints_each_line_as_it_goes(tmp_path):
     # piped to the kit's log and stopped by its time limit, the check must have written what it measured so far,
     # whether or not the environment asks Python for unbuffered output
