@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 SHAPES: dict[str, dict] = {
@@ -109,6 +110,9 @@ def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", **overri
     from transformers import AutoModelForCausalLM
 
     out = Path(out)
+    if out.exists() and not (out / "shape.json").is_file() and (not out.is_dir() or any(out.iterdir())):
+        # a model folder of someone's own would lose its weights and config to random ones
+        raise FileExistsError(f"{out} exists and is not a model shape this script wrote; choose another folder")
     config = shape_config(name, **overrides)
     tokenizer = byte_tokenizer(config.vocab_size)
     config.pad_token_id = tokenizer.pad_token_id
@@ -129,7 +133,10 @@ def main() -> None:
     parser.add_argument("shape", choices=sorted(SHAPES))
     parser.add_argument("out")
     args = parser.parse_args()
-    print(f"wrote {write_shape(args.shape, args.out)}")
+    try:
+        print(f"wrote {write_shape(args.shape, args.out)}")
+    except FileExistsError as refused:
+        sys.exit(f"model-shapes: {refused}")
 
 
 if __name__ == "__main__":

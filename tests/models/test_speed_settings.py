@@ -2,10 +2,12 @@
 count (against PyTorch's own FLOP counter), and each speed setting reaching the trainer."""
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 import torch
-from conftest import run_script, write_recipe
+from conftest import ROOT, run_script, write_recipe
 
 from perf.flops import Shape, dense_training_flops_per_token, generation_flops_per_token, lora_training_flops_per_token
 from perf.memory_estimate import parameter_counts
@@ -77,6 +79,19 @@ def test_the_lora_flop_count_equals_pytorchs_count_of_a_real_step():
 @pytest.fixture(scope="module")
 def tiny_shape(tmp_path_factory):
     return write_shape("qwen2.5-3b", tmp_path_factory.mktemp("shape") / "qwen", dtype="float32", **TINY)
+
+
+def test_a_shape_is_never_written_over_a_model_folder_it_did_not_write(tmp_path):
+    theirs = tmp_path / "my-model"
+    theirs.mkdir()
+    (theirs / "config.json").write_text('{"model_type": "llama"}')
+    with pytest.raises(FileExistsError, match="is not a model shape this script wrote"):
+        write_shape("qwen2.5-3b", theirs, dtype="float32", **TINY)
+    assert [p.name for p in theirs.iterdir()] == ["config.json"]
+    assert (theirs / "config.json").read_text() == '{"model_type": "llama"}'
+    result = subprocess.run([sys.executable, "-m", "perf.model_shapes", "qwen2.5-3b", str(theirs)],
+                            capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.startswith(f"model-shapes: {theirs} exists and is not")
 
 
 def setup_line(result) -> str:
