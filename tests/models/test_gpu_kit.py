@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from conftest import ROOT
@@ -56,11 +57,19 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
     lacking = subprocess.run([bare, "-c", "import trl"], capture_output=True, text=True)
     assert "No module named 'trl'" in lacking.stderr  # the environment is bare of what the kit brings
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    result = subprocess.run(["bash", str(kit / "run_gpu_check.sh"), str(tmp_path / "run"), "900", *TOY],
+    collected = tmp_path / "collected"  # what a lent machine sends back: the log and the runs' small files
+    result = subprocess.run(["bash", str(kit / "run_gpu_check.sh"), str(tmp_path / "run"), "900", "--collect",
+                             str(collected), *TOY],
                             capture_output=True, text=True, cwd=tmp_path, env={**env, "PYTHON": str(bare)})  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "gpu-kit: the" in result.stdout and "requirements on the image are met" in result.stdout
     log = (tmp_path / "run" / "gpu_check.log").read_text()
+    assert (collected / "gpu_check.log").read_text() == log
+    with tarfile.open(collected / "runs.tgz") as runs:
+        names = runs.getnames()
+    assert "gpu_check/sft-baseline.log" in names and "gpu_check/grpo-compiled.log" in names
+    assert any(name.endswith("/trainer_state.json") for name in names)  # each run's figures, step by step
+    assert not [n for n in names if n.endswith((".safetensors", ".pt", ".bin")) or "/shape-" in n or "/trace-" in n]
     rows = [
         line.strip().strip("|").split("|") for line in log.splitlines() if line.startswith("| ") and "---" not in line
     ]
@@ -117,6 +126,12 @@ def test_the_kits_script_never_writes_into_a_folder_it_did_not_write(tmp_path):
     refusal = f"run_gpu_check.sh: {theirs} exists and was not written by this script; choose another folder\n"
     assert result.stderr == refusal
     assert [p.name for p in theirs.iterdir()] == ["notes.txt"] and (theirs / "notes.txt").read_text() == "mine\n"
+    (theirs / "gpu_check.log").write_text("an earlier lease's\n")  # the folder --collect would copy into
+    fresh = tmp_path / "run"
+    result = subprocess.run(["bash", str(script), str(fresh), "60", "--collect", str(theirs)], capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 1 and "already holds gpu_check.log or runs.tgz" in result.stderr
+    assert not fresh.exists() and (theirs / "gpu_check.log").read_text() == "an earlier lease's\n"
 
 
 def test_the_gpu_check_prints_each_line_as_it_goes(tmp_path):
