@@ -158,12 +158,15 @@ def compile_decoding(generation_config: GenerationConfig, max_cache_len: int | N
 
 def longest_prompt_tokens(trainer: SharedPrefixGRPOTrainer, batch_size: int = 256) -> int | None:
     """Tokens in the longest prompt of ``trainer``'s training set, tokenized as TRL tokenizes prompts for
-    generation; None where the set cannot be read ahead (a streamed one) or prompts come with environments."""
-    dataset = trainer.train_dataset
-    if not isinstance(dataset, Dataset) or "prompt" not in dataset.column_names or trainer.environment_factories:
+    generation; None where the set cannot be read ahead (a streamed one), prompts come with environments or
+    the TRL at hand tokenizes them elsewhere (its ``_tokenize_prompts`` is TRL's own, not a public API)."""
+    dataset, tokenize = trainer.train_dataset, getattr(trainer, "_tokenize_prompts", None)
+    if not isinstance(dataset, Dataset) or "prompt" not in dataset.column_names or tokenize is None:
+        return None
+    if getattr(trainer, "environment_factories", None):
         return None
     batches = dataset.select_columns("prompt").iter(batch_size)
-    return max(len(ids) for batch in batches for ids in trainer._tokenize_prompts(batch["prompt"])[0])
+    return max(len(ids) for batch in batches for ids in tokenize(batch["prompt"])[0])
 
 
 def engine_sampling(

@@ -13,6 +13,7 @@ from rectune.training.rollouts import (
     compile_decoding,
     engine_sampling,
     generating_with,
+    longest_prompt_tokens,
     merged_for_sampling,
 )
 from rectune.training.views import view_examples
@@ -184,6 +185,20 @@ def test_compiled_decoding_turns_on_a_static_cache_and_transformers_compile():
     assert (offloaded.cache_implementation, offloaded.max_cache_len) == ("offloaded_static", 600)
     compile_decoding(offloaded, max_cache_len=700)
     assert offloaded.max_cache_len == 700
+
+
+def test_the_longest_prompt_is_counted_as_the_trainer_tokenizes_it_or_not_at_all():
+    from types import SimpleNamespace
+
+    from datasets import Dataset, IterableDataset
+
+    prompts = Dataset.from_dict({"prompt": ["a b", "a b c d e", "a"]})
+    words = SimpleNamespace(train_dataset=prompts, _tokenize_prompts=lambda batch: ([p.split() for p in batch],))
+    assert longest_prompt_tokens(words) == 5
+    assert longest_prompt_tokens(words, batch_size=1) == 5  # over batches too
+    assert longest_prompt_tokens(SimpleNamespace(train_dataset=prompts)) is None  # a TRL without the tokenizer hook
+    streamed = SimpleNamespace(train_dataset=prompts.to_iterable_dataset(), _tokenize_prompts=words._tokenize_prompts)
+    assert isinstance(streamed.train_dataset, IterableDataset) and longest_prompt_tokens(streamed) is None
 
 
 def test_a_merged_policy_decodes_the_same_tokens_from_a_static_cache(tiny_model):
