@@ -3,13 +3,13 @@
 Steps, each a real run of the project's scripts, timed:
 
 1. the device's matmul peak, measured (bf16 8192^3 products on a GPU), the denominator of MFU;
-2. LoRA SFT once per speed setting (``--settings``), each with tokens/s, MFU by the honest
-   LoRA count (perf/flops.py), peak memory against perf/memory_estimate.py and its first and last loss; then
-   the plain PyTorch loops of perf/plain_loop.py at the same shape, batch and length, in this process, and
+2. LoRA SFT once per speed setting (``--settings``), each with tokens/s, MFU by the honest LoRA count
+   (perf/flops.py), peak memory against perf/memory_estimate.py and its first and last loss; then the
+   plain PyTorch loops of perf/plain_loop.py at the same shape, batch and length, in this process, and
    each setting's tokens/s as a multiple of theirs;
-3. GRPO with each generation engine (``--engines``), tokens/s of each (generation
-   included) and the seconds a step spends in its parts; a baseline SFT run with its last step profiled;
-   the rollouts alone (perf/bench_rollouts.py) at the recipe's batch;
+3. GRPO with each generation engine (``--engines``), tokens/s of each (generation included) and the
+   seconds a step spends in its parts; a baseline SFT run with its last step profiled; the rollouts alone
+   (perf/bench_rollouts.py) at the recipe's batch;
 4. greedy evaluation: evaluate/run.py's HF backend, and ``transformers serve --continuous-batching``
    through the openai backend, generated tokens/s each.
 

@@ -3,11 +3,10 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from conftest import ROOT
 
 from perf.gpu_runs import failure, run, steady_tokens_per_second
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_failed_step_is_none_and_its_row_names_the_error(tmp_path):
