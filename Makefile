@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
 
-.PHONY: gpu-kit bench-grpo-step experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -120,10 +120,16 @@ KIT_PYTHON ?= 3.12
 gpu-kit: install
 	$(PY) -m perf.gpu_kit build --python $(KIT_PYTHON) --out outputs/gpu_kit
 
-# GRPO prompts per minute, each group's prompt encoded once against once per completion (experiment recipe, its data).
+# GRPO prompts per minute: RecTune's step (each group's prompt encoded once, the output head tuned for CPUs) against TRL's.
 bench-grpo-step: install
 	test -f data/experiment_movie/train.jsonl || $(MAKE) -s data-experiment
 	$(PY) -m perf.bench_grpo_step $(GRPO_STEP_ARGS)
+
+# SFT and GRPO steps on a CPU with TRL's output head as shipped and as RecTune tunes it (both recipes' data).
+bench-lm-head: install
+	test -f data/demo_movie/train.jsonl || $(MAKE) -s data-demo
+	test -f data/experiment_movie/train.jsonl || $(MAKE) -s data-experiment
+	$(PY) -m perf.bench_lm_head $(LM_HEAD_ARGS)
 
 # GRPO rollouts: plain generate against continuous batching, same prompts (embedded model, CPU by default).
 bench-rollouts: install

@@ -11,8 +11,10 @@ trainer. Each configuration runs a step's parts on the same prompts:
 * loss: the DAPO loss's forward and backward over the same completions (the shared path's loss and
   LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py).
 
-Rows: today's step (2 prompts x 8, nothing shared), the same batch shared, and ``--prompts`` prompts x
-8 shared, with fp32 and with bfloat16 rollouts (``rollout_dtype``). Every row runs once per round, rounds
+Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head), the same batch as
+RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
+and ``--prompts`` prompts x 8 as RecTune takes them, with fp32 and with bfloat16 rollouts
+(``rollout_dtype``). Every row runs once per round, rounds
 interleaved, after a round that warms each up and is not counted; the table shows medians over rounds and
 prompts per minute, and the ratio to the first row. The optimizer's update (well under a second on
 LoRA's parameters) is left out of every row alike.
@@ -27,6 +29,7 @@ import time
 import torch
 
 from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.recipes import parse_recipe
 from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
@@ -57,9 +60,13 @@ def build_trainer(recipe: str) -> ShapedGRPOTrainer:
     return trainer
 
 
-def one_step(trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, rollout_dtype: str | None, seed: int) -> dict:
-    """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions."""
+def one_step(
+    trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, rollout_dtype: str | None, seed: int, tuned_head: bool
+) -> dict:
+    """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions;
+    ``shared``: each group's prompt encoded once; ``tuned_head``: RecTune's output head for CPUs."""
     trainer.shared_prefix = trainer.shared_prefix_rollouts = shared
+    tune_cpu_lm_head(tuned_head)
     trainer.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
     trainer.step_seconds.clear()
     trainer._training_batch = True
@@ -92,13 +99,13 @@ def main() -> None:
     generations = trainer.num_generations
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
-    configs = [("2 x 8, unshared (today)", 2, False, None), ("2 x 8, shared", 2, True, None),
-               (f"{args.prompts} x 8, shared", args.prompts, True, None),
-               (f"{args.prompts} x 8, shared, bfloat16 rollouts", args.prompts, True, "bfloat16")]  # fmt: skip
+    configs = [("2 x 8, as TRL", 2, False, None), ("2 x 8, RecTune", 2, True, None),
+               (f"{args.prompts} x 8, RecTune", args.prompts, True, None),
+               (f"{args.prompts} x 8, RecTune, bfloat16 rollouts", args.prompts, True, "bfloat16")]  # fmt: skip
     results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
     for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
         for name, prompts, shared, dtype in configs:
-            step = one_step(trainer, rows[prompts], shared, dtype, seed=max(round_, 0))
+            step = one_step(trainer, rows[prompts], shared, dtype, seed=max(round_, 0), tuned_head=shared)
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k != "completions")
             print(f"round {round_ + 1} {name}: {parts}")
             if round_ >= 0:
@@ -106,7 +113,7 @@ def main() -> None:
     same = sum(a == b for r in range(args.rounds) for a, b in zip(
         results[configs[0][0]][r]["completions"], results[configs[1][0]][r]["completions"], strict=True))  # fmt: skip
     print("\n| rows | generate s (prefill) | rewards s | other s | loss forward s | backward s | step s | "
-          "prompts/min | vs today |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+          "prompts/min | vs TRL |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     base = None
     for name, prompts, *_ in configs:
         med = {k: statistics.median(step[k] for step in results[name]) for k in results[name][0] if k != "completions"}

@@ -27,6 +27,7 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
@@ -84,6 +85,7 @@ def main() -> None:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
     set_model_init(training_args, model_args)
+    tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
 
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     metadata = run_metadata(

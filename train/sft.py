@@ -20,6 +20,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
@@ -69,6 +70,7 @@ def main() -> None:
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
     set_model_init(training_args, model_args)
+    tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
     one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
