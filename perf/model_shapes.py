@@ -104,15 +104,31 @@ def byte_tokenizer(vocab_size: int):
     return tokenizer
 
 
+def check_replaceable(out: Path) -> None:
+    """Refuse ``out`` unless it is missing, empty, or a shape this script wrote holding only the files it wrote
+    (its ``shape.json`` lists them): a model folder of someone's own would lose its weights to random ones."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    try:
+        written = set(json.loads((out / "shape.json").read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        theirs = f"{out} exists and is not a model shape this script wrote; choose another folder"
+        raise FileExistsError(theirs) from None
+    foreign = sorted({entry.name for entry in out.iterdir()} - written - {"shape.json"})
+    if foreign:
+        listed = ", ".join(foreign)
+        raise FileExistsError(f"{out} holds files this script did not write ({listed}); choose another folder")
+
+
 def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", **overrides) -> Path:
     """A model folder of shape ``name`` with random weights (``dtype``) and a byte-level tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from rectune.core.outputs import staged_folder
+
     out = Path(out)
-    if out.exists() and not (out / "shape.json").is_file() and (not out.is_dir() or any(out.iterdir())):
-        # a model folder of someone's own would lose its weights and config to random ones
-        raise FileExistsError(f"{out} exists and is not a model shape this script wrote; choose another folder")
+    check_replaceable(out)
     config = shape_config(name, **overrides)
     tokenizer = byte_tokenizer(config.vocab_size)
     config.pad_token_id = tokenizer.pad_token_id
@@ -122,9 +138,12 @@ def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", **overri
     model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / "shape.json").write_text(json.dumps({"shape": name, "overrides": overrides, "random_weights": True}))
+    with staged_folder(out, replace=True) as staging:  # whole or not at all: a cut-short write leaves no folder
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        files = sorted(entry.name for entry in staging.iterdir())
+        record = {"shape": name, "overrides": overrides, "random_weights": True, "files": files}
+        (staging / "shape.json").write_text(json.dumps(record))
     return out
 
 

@@ -94,6 +94,30 @@ def test_a_shape_is_never_written_over_a_model_folder_it_did_not_write(tmp_path)
     assert result.returncode == 1 and result.stderr.startswith(f"model-shapes: {theirs} exists and is not")
 
 
+def test_a_shape_cut_short_leaves_no_folder_and_the_next_write_is_whole(tmp_path, monkeypatch):
+    from transformers import PreTrainedTokenizerFast
+
+    def disk_gone(*args, **kwargs):
+        raise OSError("disk gone")
+
+    out = tmp_path / "qwen"
+    monkeypatch.setattr(PreTrainedTokenizerFast, "save_pretrained", disk_gone)  # after the weights were written
+    with pytest.raises(OSError, match="disk gone"):
+        write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor its staging copy
+    monkeypatch.undo()
+    write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
+    written = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "shape.json"} <= written
+    (out / "model.safetensors").write_bytes(b"edited")  # a rewrite replaces what it wrote, whole
+    write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
+    assert {p.name for p in out.iterdir()} == written and (out / "model.safetensors").stat().st_size > 6
+    (out / "notes.txt").write_text("mine")  # but not a folder holding something it did not write
+    with pytest.raises(FileExistsError, match=r"holds files this script did not write \(notes.txt\)"):
+        write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def setup_line(result) -> str:
     assert result.returncode == 0, result.stderr[-3000:]
     (line,) = [line for line in (result.stdout + result.stderr).splitlines() if "training with" in line]
