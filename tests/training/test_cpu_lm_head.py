@@ -99,6 +99,16 @@ def test_a_cpu_scores_only_the_labelled_positions_and_gets_the_same_loss_and_gra
         assert torch.allclose(got, want, atol=1e-6)
 
 
+def test_a_batch_without_labels_gives_a_zero_loss_that_still_backpropagates():
+    model = tiny_causal_lm()
+    tune_cpu_lm_head()
+    ids = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(1))
+    out = model(input_ids=ids, labels=torch.full_like(ids, -100), fused_lm_head=True)
+    out.loss.backward()
+    assert out.loss.item() == 0 and not out.label_mask.any()
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
 def test_tuning_twice_wraps_once_and_untuning_gives_trls_own_back():
     own_scorer, own_function = trl_utils._use_triton, trl_utils._ChunkedLogProbFunction
     assert not own_scorer(torch.device("cpu"))
