@@ -25,7 +25,7 @@ import torch
 log = logging.getLogger(__name__)
 
 TOKEN_TILE = 256  # tokens a kernel call on a CPU
-VOCAB_TILE = 8192  # words a tile on a CPU; 256 x 8192 fp32 is 8 MB, which malloc hands back without page faults
+VOCAB_TILE = 8192  # words a tile on a CPU: 8 MB in fp32 at TOKEN_TILE, against TRL's 512 MB
 
 
 class _CpuTiles:
