@@ -25,7 +25,6 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import sys
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from perf.flops import Shape, generation_flops_per_token, lora_shape, lora_train
 from perf.gpu_runs import (
     GRPO_PARTS,
     failure,
+    fresh_check_folder,
     generated_tokens,
     run,
     serve_and_evaluate,
@@ -304,11 +304,7 @@ def main() -> None:
     if gpu and not torch.cuda.is_available():
         sys.exit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu runs a toy check")
     out = (ROOT / args.out).resolve()
-    if out.exists() and not (out / ".gpu_check").is_file():
-        sys.exit(f"gpu-check: {out} exists and was not written by gpu-check; choose another --out")
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    (out / ".gpu_check").write_text("written by perf/gpu_check.py\n")
+    fresh_check_folder(out)
     if not (DATA / "train.jsonl").is_file():
         run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], out / "data.log")
 

@@ -1,12 +1,13 @@
-"""gpu-check's steps as rows: a step that fails is a row saying why, and the check goes on."""
+"""gpu-check's steps as rows (a step that fails is a row saying why, and the check goes on), and its folder."""
 
 import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
-from perf.gpu_runs import failure, run, steady_tokens_per_second
+from perf.gpu_runs import failure, fresh_check_folder, run, steady_tokens_per_second
 
 
 def test_a_failed_step_is_none_and_its_row_names_the_error(tmp_path):
@@ -50,3 +51,27 @@ def test_the_steady_rate_is_the_median_step_after_the_first(tmp_path):
     assert steady_tokens_per_second(run) == 125.0  # the median of 150, 85 and 125 (their mean would be 120)
     (run / "checkpoint-5" / "trainer_state.json").write_text(json.dumps({"log_history": history[:1]}))
     assert steady_tokens_per_second(run) is None  # one step: nothing after the first
+
+
+def test_a_check_folder_is_emptied_of_an_earlier_checks_files_only(tmp_path):
+    out = tmp_path / "check"
+    fresh_check_folder(out)  # created and marked
+    assert [p.name for p in out.iterdir()] == [".gpu_check"]
+    (out / "sft-baseline" / "checkpoint-2").mkdir(parents=True)
+    for name in ("sft-baseline.log", "shape-qwen2.5-3b", "eval_hf.log", "data.log"):
+        (out / name).write_text("an earlier check's")
+    fresh_check_folder(out)
+    assert [p.name for p in out.iterdir()] == [".gpu_check"]
+
+    (out / "grpo-generate.log").write_text("an earlier check's")
+    (out / "my-notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match=r"holds files gpu-check did not write \(my-notes.txt\); choose another --out"):
+        fresh_check_folder(out)
+    assert sorted(p.name for p in out.iterdir()) == [".gpu_check", "grpo-generate.log", "my-notes.txt"]
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sft-baseline.log").write_text("a folder gpu-check never marked")
+    with pytest.raises(SystemExit, match="exists and was not written by gpu-check"):
+        fresh_check_folder(theirs)
+    assert (theirs / "sft-baseline.log").read_text() == "a folder gpu-check never marked"
