@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import shutil
+import re
 import subprocess
 import sys
 import tarfile
@@ -35,9 +35,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from perf import ROOT
+from perf.folders import fresh_folder
 
 LIMIT_MIB = 60
-MARKER = ".gpu_kit"  # a folder holding it was written by this script, and only such a one is replaced
+KIT_ENTRIES = re.compile(r"wheels|project\.tar\.gz|requirements\.txt|run_gpu_check\.sh")  # what a build writes
 # what the GPU check imports (train, GRPO, evaluation, `transformers serve`), as this checkout requires them
 # (LLMRec's text metrics, the embedded model's GGUF reader, duckdb and W&B load only where used: left out)
 ROOTS = ["transformers", "peft", "trl", "accelerate", "datasets", "rapidfuzz", "pyyaml", "tqdm", "matplotlib",
@@ -178,12 +179,7 @@ exit "$status"
 
 
 def build(python: str, platform: str, out: Path) -> int:
-    if out.exists():
-        if not (out / MARKER).is_file():
-            sys.exit(f"gpu-kit: {out} exists and is not a kit this script wrote; choose another --out")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / MARKER).write_text("written by perf/gpu_kit.py\n")
+    fresh_folder(out, "gpu-kit", KIT_ENTRIES)
     carried, expected = kit_packages(python)
     download(carried, EXTRA_WHEELS, python, platform, out / "wheels")
     project_archive(out / "project.tar.gz")

@@ -4,7 +4,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -12,27 +11,16 @@ import time
 from pathlib import Path
 
 from perf import ROOT
+from perf.folders import fresh_folder
 
 GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
-CHECK_MARKER = ".gpu_check"  # marks a folder gpu-check wrote
 # what gpu-check writes into its folder: runs and their logs, the model shape, the logs of its other steps
 CHECK_ENTRIES = re.compile(r"(sft|grpo|shape)-[^/]+|(rollouts|serve|data)\.log|eval_(hf|served)(\.log)?")
 
 
 def fresh_check_folder(out: Path) -> None:
-    """Empty ``out`` of an earlier check's files, or create it; refused, naming them, where it holds files
-    gpu-check does not write (a folder of someone's own, or one they added to)."""
-    if out.exists() and not (out / CHECK_MARKER).is_file():
-        sys.exit(f"gpu-check: {out} exists and was not written by gpu-check; choose another --out")
-    earlier = sorted(entry.name for entry in out.iterdir()) if out.exists() else []
-    foreign = [name for name in earlier if name != CHECK_MARKER and not CHECK_ENTRIES.fullmatch(name)]
-    if foreign:
-        sys.exit(f"gpu-check: {out} holds files gpu-check did not write ({', '.join(foreign)}); choose another --out")
-    for name in earlier:
-        entry = out / name
-        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CHECK_MARKER).write_text("written by perf/gpu_check.py\n")
+    """gpu-check's folder, emptied of an earlier check's runs and logs; refused where it holds anything else."""
+    fresh_folder(out, "gpu-check", CHECK_ENTRIES)
 
 
 def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:

@@ -107,10 +107,16 @@ def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):
     (theirs / "requirements.txt").write_text("mine\n")  # a kit's file name, but no kit marker
     result = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--out", str(theirs)],
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert result.returncode == 1 and "is not a kit this script wrote" in result.stderr
+    assert result.returncode == 1 and "exists and was not written by gpu-kit" in result.stderr
     assert [p.name for p in theirs.iterdir()] == ["requirements.txt"] and (
         theirs / "requirements.txt"
     ).read_text() == "mine\n"
+    (theirs / ".gpu_kit").write_text("written by gpu-kit\n")  # a kit someone added a file to
+    (theirs / "notes.txt").write_text("mine\n")
+    result = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--out", str(theirs)],
+                            capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert result.returncode == 1 and "holds files gpu-kit did not write (notes.txt)" in result.stderr
+    assert sorted(p.name for p in theirs.iterdir()) == [".gpu_kit", "notes.txt", "requirements.txt"]
 
 
 def test_the_kits_script_never_writes_into_a_folder_it_did_not_write(tmp_path):
