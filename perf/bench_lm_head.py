@@ -50,8 +50,9 @@ def build_sft_trainer(recipe: str):
     return trainer
 
 
-def sft_step(trainer, batches: list[dict], seed: int) -> dict:
+def sft_step(trainer, batches: list[dict], seed: int, tuned_head: bool) -> dict:
     """Seconds of the forward and backward of ``batches`` (one optimizer step's micro-batches)."""
+    tune_cpu_lm_head(tuned_head)
     torch.manual_seed(seed)  # LoRA's dropout draws the same masks both ways
     forward = backward = 0.0
     for batch in batches:
@@ -80,7 +81,7 @@ def main() -> None:
     rows = [example for example in examples for _ in range(grpo.num_generations)]
 
     steps = {
-        "SFT": lambda seed, tuned: sft_step(sft, batches, seed),
+        "SFT": lambda seed, tuned: sft_step(sft, batches, seed, tuned_head=tuned),
         f"GRPO {args.prompts} x {grpo.num_generations}, shared": lambda seed, tuned: one_step(
             grpo, rows, True, None, seed, tuned_head=tuned
         ),
@@ -88,7 +89,6 @@ def main() -> None:
     results: dict[tuple[str, bool], list[dict]] = {(name, tuned): [] for name in steps for tuned in (False, True)}
     for round_ in range(-1, args.rounds):  # round 0 warms every path up and is not counted
         for (name, tuned), runs in results.items():
-            tune_cpu_lm_head(tuned)
             step = steps[name](max(round_, 0), tuned)
             step.pop("completions", None)
             print(f"round {round_ + 1} {name}, {'tuned' if tuned else 'TRL'} head: "

@@ -1,4 +1,4 @@
-"""TRL's fused output head, tuned for CPUs: labelled positions only, in tiles a CPU's allocator reuses.
+"""TRL's fused output head, tuned for CPUs: labelled positions only, in small tiles.
 
 TRL computes training log-probabilities (SFT's loss, GRPO's policy and old log-probabilities) with
 ``add_fused_lm_head``: the hidden states go through the output layer in tiles, each folded into
