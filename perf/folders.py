@@ -1,26 +1,43 @@
-"""Output folders of the perf scripts: each script empties only what it wrote there before."""
+"""The output folder a perf script fills as it runs, marked as RecTune marks its outputs (rectune.core.outputs)."""
 
 from __future__ import annotations
 
-import re
 import shutil
-import sys
 from pathlib import Path
 
+from rectune.core.outputs import claim_output, read_marker, write_marker
 
-def fresh_folder(out: Path, owner: str, ours: re.Pattern) -> None:
-    """Create ``out``, or empty it of what ``owner`` wrote there before (the names ``ours`` matches), and mark
-    it as ``owner``'s. Exits in one line, touching nothing, where ``out`` exists without ``owner``'s mark or
-    holds anything else (a folder of someone's own, or one they added to)."""
-    marker = f".{owner.replace('-', '_')}"
-    if out.exists() and not (out / marker).is_file():
-        sys.exit(f"{owner}: {out} exists and was not written by {owner}; choose another --out")
-    earlier = sorted(entry.name for entry in out.iterdir()) if out.exists() else []
-    foreign = [name for name in earlier if name != marker and not ours.fullmatch(name)]
-    if foreign:
-        sys.exit(f"{owner}: {out} holds files {owner} did not write ({', '.join(foreign)}); choose another --out")
-    for name in earlier:
-        entry = out / name
-        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / marker).write_text(f"written by {owner}\n")
+
+class GrowingFolder:
+    """An output folder written entry by entry while its script runs (gpu-check's logs are read during the run,
+    so the folder cannot be built aside and swapped in whole, as ``rectune.core.outputs.output_set`` builds one).
+
+    This process owns it from the start. Each entry is listed in the folder's ``.rectune.json`` before anything
+    is written to it, so a rerun removes exactly what earlier runs wrote, and refuses, touching nothing, a
+    folder holding anything else or a file changed since :meth:`seal`; ``overwrite`` empties any folder first.
+    Raises ``RecTuneError`` (one line) when refused.
+    """
+
+    def __init__(self, path: Path, kind: str, *, overwrite: bool = False) -> None:
+        claim_output(path, kind, overwrite=overwrite)
+        present = sorted(path.iterdir()) if path.is_dir() else []
+        listed = set((read_marker(path) or {}).get("entries", [])) if present else set()
+        # what is there and listed, never a listed name itself: a marker someone wrote could list "../.."
+        for entry in (entry for entry in present if overwrite or entry.name in listed):
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+        self.path, self.kind, self.entries = path, kind, []
+        write_marker(path, kind, [], hashed=[])
+
+    def entry(self, name: str) -> Path:
+        """The path of entry ``name``, listed as this script's before it is written."""
+        if name not in self.entries:
+            self.entries.append(name)
+            write_marker(self.path, self.kind, self.entries, hashed=[])
+        return self.path / name
+
+    def seal(self) -> None:
+        """Vouch for every file written (its size and time: a model shape's GBs are not hashed), so a rerun
+        refuses a folder where one was edited since."""
+        written = [name for name in self.entries if (self.path / name).exists()]
+        write_marker(self.path, self.kind, written, digest=False)

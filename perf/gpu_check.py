@@ -29,14 +29,13 @@ import statistics
 import sys
 from dataclasses import dataclass
 from importlib.metadata import version
-from pathlib import Path
 
 from perf import ROOT
 from perf.flops import Shape, generation_flops_per_token, lora_shape, lora_training_flops_per_token, matmul_peak, mfu
+from perf.folders import GrowingFolder
 from perf.gpu_runs import (
     GRPO_PARTS,
     failure,
-    fresh_check_folder,
     generated_tokens,
     run,
     serve_and_evaluate,
@@ -47,6 +46,7 @@ from perf.gpu_runs import (
 )
 from perf.memory_estimate import GIB, training_step_bytes
 from perf.plain_loop import TARGETS, plain_loop
+from rectune.core.io import RecTuneError
 
 SFT_RECIPE = ROOT / "recipes/smollm2_movie_cpu.yaml"
 GRPO_RECIPE = ROOT / "recipes/smollm2_movie_cpu_grpo.yaml"
@@ -108,7 +108,7 @@ class Check:
     """What the check's parts share: its flags, folder and environment, the model, its shape and the peak."""
 
     args: argparse.Namespace
-    out: Path
+    out: GrowingFolder
     env: dict
     model: str
     peak: float  # the device's measured matmul FLOP/s
@@ -150,11 +150,10 @@ def sft_rows(check: Check) -> None:
         if package and importlib.util.find_spec(package) is None:
             print(f"| {setting} | skipped: {package} not installed | | | | | | |")
             continue
-        folder = check.out / f"sft-{setting}"
+        folder, log = check.out.entry(f"sft-{setting}"), check.out.entry(f"sft-{setting}.log")
         command = check.sft_command()
         if setting == "zero2":
             command[1:1] = ZERO2
-        log = folder.with_suffix(".log")
         if run([*command, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
             print(f"| {setting} | failed: {failure(log)} | | | | | | |")
             continue
@@ -212,8 +211,7 @@ def grpo_rows(check: Check, engines: list[str]) -> None:
     )
     for engine in engines:
         label, flags = grpo_engines(completions)[engine]
-        folder = check.out / f"grpo-{engine}"
-        log = folder.with_suffix(".log")
+        folder, log = check.out.entry(f"grpo-{engine}"), check.out.entry(f"grpo-{engine}.log")
         if run([*grpo, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
             print(f"| {label} | failed: {failure(log)} | |" + " |" * len(GRPO_PARTS))
             continue
@@ -226,16 +224,16 @@ def grpo_rows(check: Check, engines: list[str]) -> None:
 
 def profile_rows(check: Check) -> None:
     """Where the default path's step goes: its last step profiled, in a run of its own."""
-    folder, steps = check.out / "sft-profile", str(check.args.profile_steps)
+    folder, steps = check.out.entry("sft-profile"), str(check.args.profile_steps)
     run([*check.sft_command(), "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
-         "--output_dir", str(folder)], folder.with_suffix(".log"), check.env)  # fmt: skip
+         "--output_dir", str(folder)], check.out.entry("sft-profile.log"), check.env)  # fmt: skip
     table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
     print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
 
 
 def rollout_rows(check: Check) -> None:
     """The rollouts alone at GRPO's batch (perf/bench_rollouts.py)."""
-    args, log = check.args, check.out / "rollouts.log"
+    args, log = check.args, check.out.entry("rollouts.log")
     run([sys.executable, "-m", "perf.bench_rollouts", "--model", check.model, "--device", args.device, "--prompts",
          str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
          "--short-max-new-tokens", str(args.completion_length // 2), "--rounds", str(args.rollout_rounds)],
@@ -251,10 +249,10 @@ def eval_rows(check: Check) -> None:
     print(
         "\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |\n|---|---|---|---|"
     )
-    hf_seconds = run([sys.executable, "evaluate/run.py", *eval_flags, "--out", str(out / "eval_hf")],
-                     out / "eval_hf.log", check.env)  # fmt: skip
+    hf_seconds = run([sys.executable, "evaluate/run.py", *eval_flags, "--out", str(out.entry("eval_hf"))],
+                     out.entry("eval_hf.log"), check.env)  # fmt: skip
     served_seconds, served = serve_and_evaluate(check.model, check.args.device, eval_flags[2:], out)
-    evaluated = (("HF generate, batched", out / "eval_hf", hf_seconds),
+    evaluated = (("HF generate, batched", out.entry("eval_hf"), hf_seconds),
                  ("transformers serve, continuous batching", served, served_seconds))  # fmt: skip
     flops = generation_flops_per_token(check.shape, int(check.example_tokens))
     for label, folder, seconds in evaluated:
@@ -269,7 +267,8 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--shape-layers", type=int, default=None, help="fewer layers than the shape (quick checks)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a toy run of every step")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
-    parser.add_argument("--out", default="outputs/gpu_check", help="folder for the runs and logs (replaced)")
+    parser.add_argument("--out", default="outputs/gpu_check", help="folder for the runs and logs (its own replaced)")
+    parser.add_argument("--overwrite", action="store_true", help="empty --out first, whoever wrote it")
     parser.add_argument("--sft-steps", type=int, default=20)
     parser.add_argument("--max-length", type=int, default=4096, help="packed sequence length")
     parser.add_argument("--batch-size", type=int, default=4, help="packed sequences per SFT step")
@@ -303,10 +302,12 @@ def main() -> None:
     gpu = args.device == "cuda"
     if gpu and not torch.cuda.is_available():
         sys.exit("gpu-check needs a CUDA GPU (torch.cuda.is_available() is False); --device cpu runs a toy check")
-    out = (ROOT / args.out).resolve()
-    fresh_check_folder(out)
+    try:
+        out = GrowingFolder((ROOT / args.out).resolve(), "gpu check", overwrite=args.overwrite)
+    except RecTuneError as refused:
+        sys.exit(f"gpu-check: {refused}")
     if not (DATA / "train.jsonl").is_file():
-        run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], out / "data.log")
+        run(["make", "-s", "data-demo", f"PY={sys.executable}", "STAMP="], out.entry("data.log"))
 
     model = args.model
     if args.model_shape:
@@ -314,7 +315,7 @@ def main() -> None:
 
         overrides = {"num_hidden_layers": args.shape_layers} if args.shape_layers else {}
         dtype = "bfloat16" if gpu else "float32"
-        model = str(write_shape(args.model_shape, out / f"shape-{args.model_shape}", dtype=dtype, **overrides))
+        model = str(write_shape(args.model_shape, out.entry(f"shape-{args.model_shape}"), dtype=dtype, **overrides))
     peak = matmul_peak(args.device, size=8192 if gpu else 1024, repeats=10 if gpu else 3)
     shape, config = lora_shape(model, TARGETS)
     seq = mean_example_tokens(model)
@@ -338,7 +339,8 @@ def main() -> None:
         rollout_rows(check)
     if "eval" in parts:
         eval_rows(check)
-    print(f"\nlogs and runs in {out}")
+    out.seal()
+    print(f"\nlogs and runs in {out.path}")
 
 
 if __name__ == "__main__":

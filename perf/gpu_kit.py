@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import re
 import subprocess
 import sys
 import tarfile
@@ -35,10 +34,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from perf import ROOT
-from perf.folders import fresh_folder
+from rectune.core.io import RecTuneError
+from rectune.core.outputs import output_set
 
 LIMIT_MIB = 60
-KIT_ENTRIES = re.compile(r"wheels|project\.tar\.gz|requirements\.txt|run_gpu_check\.sh")  # what a build writes
 # what the GPU check imports (train, GRPO, evaluation, `transformers serve`), as this checkout requires them
 # (LLMRec's text metrics, the embedded model's GGUF reader, duckdb and W&B load only where used: left out)
 ROOTS = ["transformers", "peft", "trl", "accelerate", "datasets", "rapidfuzz", "pyyaml", "tqdm", "matplotlib",
@@ -178,14 +177,16 @@ exit "$status"
 """
 
 
-def build(python: str, platform: str, out: Path) -> int:
-    fresh_folder(out, "gpu-kit", KIT_ENTRIES)
-    carried, expected = kit_packages(python)
-    download(carried, EXTRA_WHEELS, python, platform, out / "wheels")
-    project_archive(out / "project.tar.gz")
-    (out / "requirements.txt").write_text("\n".join(expected) + "\n")
-    (out / "run_gpu_check.sh").write_text(SCRIPT)
-    size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
+def build(python: str, platform: str, out: Path, *, overwrite: bool = False) -> int:
+    """Write the kit to ``out``, whole or not at all (a download cut short leaves the earlier kit); 1 when it
+    is over ``LIMIT_MIB``. ``out`` must be new, empty or an earlier kit holding nothing else (``overwrite``: any)."""
+    with output_set(out, "gpu kit", overwrite=overwrite) as staging:
+        carried, expected = kit_packages(python)
+        download(carried, EXTRA_WHEELS, python, platform, staging / "wheels")
+        project_archive(staging / "project.tar.gz")
+        (staging / "requirements.txt").write_text("\n".join(expected) + "\n")
+        (staging / "run_gpu_check.sh").write_text(SCRIPT)
+        size = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
     print(f"gpu-kit: {out}: {len(carried) + len(EXTRA_WHEELS)} wheels for Python {python} on {platform}, "
           f"the project and its demo data: {size / 2**20:.1f} MiB (limit {LIMIT_MIB})")  # fmt: skip
     print(f"  carried: {', '.join(f'{n} {v}' for n, v in sorted(carried.items()))}, {', '.join(EXTRA_WHEELS)}")
@@ -217,11 +218,15 @@ def main() -> None:
     make.add_argument("--python", default="3.12", help="the target's Python (the lent machines': 3.12)")
     make.add_argument("--platform", default="manylinux_2_28_x86_64")
     make.add_argument("--out", default="outputs/gpu_kit")
+    make.add_argument("--overwrite", action="store_true", help="replace --out, whoever wrote it")
     check = sub.add_parser("check", help="on the target: are the image's packages what the kit expects?")
     check.add_argument("--requirements", required=True)
     args = parser.parse_args()
     if args.command == "build":
-        sys.exit(build(args.python, args.platform, (ROOT / args.out).resolve()))
+        try:
+            sys.exit(build(args.python, args.platform, (ROOT / args.out).resolve(), overwrite=args.overwrite))
+        except RecTuneError as refused:
+            sys.exit(f"gpu-kit: {refused}")
     lines = [line for line in Path(args.requirements).read_text().splitlines() if line.strip()]
     missing = unmet(lines)
     if missing:

@@ -11,16 +11,9 @@ import time
 from pathlib import Path
 
 from perf import ROOT
-from perf.folders import fresh_folder
+from perf.folders import GrowingFolder
 
 GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
-# what gpu-check writes into its folder: runs and their logs, the model shape, the logs of its other steps
-CHECK_ENTRIES = re.compile(r"(sft|grpo|shape)-[^/]+|(rollouts|serve|data)\.log|eval_(hf|served)(\.log)?")
-
-
-def fresh_check_folder(out: Path) -> None:
-    """gpu-check's folder, emptied of an earlier check's runs and logs; refused where it holds anything else."""
-    fresh_folder(out, "gpu-check", CHECK_ENTRIES)
 
 
 def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:
@@ -94,7 +87,7 @@ def generated_tokens(model: str, folder: Path) -> int:
     return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
 
 
-def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path) -> tuple[float, Path]:
+def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: GrowingFolder) -> tuple[float, Path]:
     """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it; wall seconds."""
     import socket
 
@@ -104,7 +97,7 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path
     # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
     serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
              str(port), "--device", device, "--continuous-batching"]  # fmt: skip
-    log = (out / "serve.log").open("w")
+    log = out.entry("serve.log").open("w")
     server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
         import urllib.request
@@ -116,9 +109,9 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Path
             except OSError:
                 time.sleep(1)
         served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
-                  model, "--concurrency", "32", "--out", str(out / "eval_served")]  # fmt: skip
-        seconds = run([sys.executable, "evaluate/run.py", *served], out / "eval_served.log")
+                  model, "--concurrency", "32", "--out", str(out.entry("eval_served"))]  # fmt: skip
+        seconds = run([sys.executable, "evaluate/run.py", *served], out.entry("eval_served.log"))
     finally:
         server.terminate()
         server.wait(timeout=60)
-    return seconds, out / "eval_served"
+    return seconds, out.entry("eval_served")

@@ -17,6 +17,9 @@ import json
 import sys
 from pathlib import Path
 
+from rectune.core.io import RecTuneError
+from rectune.core.outputs import check_output_folder, output_set
+
 SHAPES: dict[str, dict] = {
     "qwen2.5-3b": {  # Qwen/Qwen2.5-3B-Instruct
         "model_type": "qwen2",
@@ -104,31 +107,15 @@ def byte_tokenizer(vocab_size: int):
     return tokenizer
 
 
-def check_replaceable(out: Path) -> None:
-    """Refuse ``out`` unless it is missing, empty, or a shape this script wrote holding only the files it wrote
-    (its ``shape.json`` lists them): a model folder of someone's own would lose its weights to random ones."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        return
-    try:
-        written = set(json.loads((out / "shape.json").read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        theirs = f"{out} exists and is not a model shape this script wrote; choose another folder"
-        raise FileExistsError(theirs) from None
-    foreign = sorted({entry.name for entry in out.iterdir()} - written - {"shape.json"})
-    if foreign:
-        listed = ", ".join(foreign)
-        raise FileExistsError(f"{out} holds files this script did not write ({listed}); choose another folder")
-
-
-def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", **overrides) -> Path:
-    """A model folder of shape ``name`` with random weights (``dtype``) and a byte-level tokenizer."""
+def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", overwrite: bool = False, **overrides) -> Path:
+    """A model folder of shape ``name`` with random weights (``dtype``) and a byte-level tokenizer, written whole
+    or not at all. ``out`` must be new, empty or a shape written here holding nothing else (``overwrite``: any):
+    a model folder of someone's own would lose its weights to random ones."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from rectune.core.outputs import staged_folder
-
     out = Path(out)
-    check_replaceable(out)
+    check_output_folder(out, "model shape", overwrite=overwrite)  # before minutes of building a 3B model
     config = shape_config(name, **overrides)
     tokenizer = byte_tokenizer(config.vocab_size)
     config.pad_token_id = tokenizer.pad_token_id
@@ -138,11 +125,11 @@ def write_shape(name: str, out: str | Path, *, dtype: str = "bfloat16", **overri
     model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    with staged_folder(out, replace=True) as staging:  # whole or not at all: a cut-short write leaves no folder
+    # vouched for by size and time only: hashing a 3B shape's 6 GB of random weights takes a lent GPU's seconds
+    with output_set(out, "model shape", overwrite=overwrite, digest=False) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        files = sorted(entry.name for entry in staging.iterdir())
-        record = {"shape": name, "overrides": overrides, "random_weights": True, "files": files}
+        record = {"shape": name, "overrides": overrides, "random_weights": True}
         (staging / "shape.json").write_text(json.dumps(record))
     return out
 
@@ -151,10 +138,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shape", choices=sorted(SHAPES))
     parser.add_argument("out")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUT, whoever wrote it")
     args = parser.parse_args()
     try:
-        print(f"wrote {write_shape(args.shape, args.out)}")
-    except FileExistsError as refused:
+        print(f"wrote {write_shape(args.shape, args.out, overwrite=args.overwrite)}")
+    except RecTuneError as refused:
         sys.exit(f"model-shapes: {refused}")
 
 

@@ -84,12 +84,13 @@ def lock_output(target: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False) -> Iterator[Path]:
+def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False, digest: bool = True) -> Iterator[Path]:
     """Build a whole output folder (a data set, a merged adapter) beside ``target``, then swap it in.
 
     Readers see the old set or the new one, never a mix. ``target`` may be missing, empty, or an
     earlier RecTune output of the same ``kind`` holding nothing else; anything else is refused
-    unless ``overwrite`` (which replaces the folder and everything in it).
+    unless ``overwrite`` (which replaces the folder and everything in it). ``digest``: as in
+    :func:`write_marker`.
     """
     target = Path(target)
     check_output_path(target)
@@ -97,7 +98,7 @@ def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False)
         check_output_folder(target, kind, overwrite=overwrite)
         with staged_folder(target, replace=True) as staging:
             yield staging
-            write_marker(staging, kind, [entry.name for entry in staging.iterdir()])
+            write_marker(staging, kind, [entry.name for entry in staging.iterdir()], digest=digest)
 
 
 def check_output_path(target: Path) -> None:
@@ -167,10 +168,14 @@ def read_marker(folder: Path) -> dict | None:
     return marker if isinstance(marker, dict) else None
 
 
-def write_marker(folder: Path, kind: str, entries: list[str], *, hashed: list[str] | None = None) -> None:
+def write_marker(
+    folder: Path, kind: str, entries: list[str], *, hashed: list[str] | None = None, digest: bool = True
+) -> None:
     """Mark ``folder`` as a ``kind`` output holding ``entries``, with the size, time and SHA-256 of each file
     under the ``hashed`` ones (default: all), so a rerun notices a file changed since. A run about to change
-    its folder's files marks it with ``hashed=[]`` first: no file is vouched for until it is done."""
+    its folder's files marks it with ``hashed=[]`` first: no file is vouched for until it is done.
+    ``digest=False`` records size and time only (a model shape's random weights: GBs hashed for nothing),
+    so any change to them, even one that leaves the bytes as they were, counts as a change."""
     entries = sorted(set(entries) - {MARKER})
     files = {}
     for name in entries if hashed is None else hashed:
@@ -179,7 +184,9 @@ def write_marker(folder: Path, kind: str, entries: list[str], *, hashed: list[st
             if path.is_file() and not path.is_symlink():
                 stat = path.stat()
                 relative = path.relative_to(folder).as_posix()
-                files[relative] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_of(path)}
+                files[relative] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+                if digest:
+                    files[relative]["sha256"] = sha256_of(path)
     write_json(folder / MARKER, {"kind": kind, "entries": entries, "files": files})
 
 
@@ -194,7 +201,7 @@ def changed_files(folder: Path, marker: dict) -> list[str]:
         stat = path.stat()
         if (stat.st_size, stat.st_mtime_ns) == (recorded.get("size"), recorded.get("mtime_ns")):
             continue
-        if sha256_of(path) != recorded.get("sha256"):
+        if "sha256" not in recorded or sha256_of(path) != recorded["sha256"]:
             changed.append(relative)
     return changed
 

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 from conftest import read_jsonl
@@ -193,6 +194,19 @@ def test_output_sets_replace_their_own_folders_only(tmp_path):
         raise RecTuneError("boom")
     assert sorted(p.name for p in target.iterdir()) == [".rectune.json", "train.jsonl"]  # untouched
     assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the failed staging folder is gone
+
+
+def test_an_output_vouched_for_by_size_and_time_refuses_a_touched_file_unhashed(tmp_path):
+    target = tmp_path / "shape"
+    with output_set(target, "model shape", digest=False) as staging:
+        (staging / "model.safetensors").write_bytes(b"random weights")
+    recorded = json.loads((target / ".rectune.json").read_text())["files"]["model.safetensors"]
+    assert set(recorded) == {"size", "mtime_ns"}  # no SHA-256: 6 GB would take seconds to hash
+    check_output_folder(target, "model shape", overwrite=False)  # untouched: its own, replaceable
+    weights = target / "model.safetensors"
+    os.utime(weights, ns=(recorded["mtime_ns"] + 10**9, recorded["mtime_ns"] + 10**9))  # the same bytes, touched
+    with pytest.raises(RecTuneError, match="model.safetensors changed since RecTune wrote it"):
+        check_output_folder(target, "model shape", overwrite=False)
 
 
 NESTED = "[" * 100_000 + "]" * 100_000  # deeper than Python's parser recurses

@@ -20,6 +20,7 @@ from conftest import ROOT
 from packaging.utils import canonicalize_name
 
 from perf.gpu_kit import LIMIT_MIB, image_packages
+from rectune.core.outputs import write_marker
 
 TOY = ["--device", "cpu", "--model-shape", "smollm2-135m", "--shape-layers", "2", "--settings", "baseline",
        "--sft-steps", "2", "--max-length", "1024", "--batch-size", "1", "--plain-steps", "2", "--grpo-steps", "1",
@@ -104,19 +105,20 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
 def test_a_folder_the_kit_did_not_write_is_never_replaced(tmp_path):
     theirs = tmp_path / "kit"
     theirs.mkdir()
-    (theirs / "requirements.txt").write_text("mine\n")  # a kit's file name, but no kit marker
+    (theirs / "requirements.txt").write_text("mine\n")  # a kit's file name, but no marker
     result = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--out", str(theirs)],
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert result.returncode == 1 and "exists and was not written by gpu-kit" in result.stderr
+    assert result.returncode == 1
+    assert f"gpu-kit: {theirs}: holds files RecTune did not write there (requirements.txt; no" in result.stderr
     assert [p.name for p in theirs.iterdir()] == ["requirements.txt"] and (
         theirs / "requirements.txt"
     ).read_text() == "mine\n"
-    (theirs / ".gpu_kit").write_text("written by gpu-kit\n")  # a kit someone added a file to
+    write_marker(theirs, "gpu kit", ["requirements.txt"])  # a kit someone added a file to
     (theirs / "notes.txt").write_text("mine\n")
     result = subprocess.run([sys.executable, "-m", "perf.gpu_kit", "build", "--out", str(theirs)],
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert result.returncode == 1 and "holds files gpu-kit did not write (notes.txt)" in result.stderr
-    assert sorted(p.name for p in theirs.iterdir()) == [".gpu_kit", "notes.txt", "requirements.txt"]
+    assert result.returncode == 1 and "holds files RecTune did not write there (notes.txt)" in result.stderr
+    assert sorted(p.name for p in theirs.iterdir()) == [".rectune.json", "notes.txt", "requirements.txt"]
 
 
 def test_the_kits_script_never_writes_into_a_folder_it_did_not_write(tmp_path):

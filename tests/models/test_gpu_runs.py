@@ -1,13 +1,16 @@
 """gpu-check's steps as rows (a step that fails is a row saying why, and the check goes on), and its folder."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
 
-from perf.gpu_runs import failure, fresh_check_folder, run, steady_tokens_per_second
+from perf.folders import GrowingFolder
+from perf.gpu_runs import failure, run, steady_tokens_per_second
+from rectune.core.io import RecTuneError
 
 
 def test_a_failed_step_is_none_and_its_row_names_the_error(tmp_path):
@@ -53,25 +56,56 @@ def test_the_steady_rate_is_the_median_step_after_the_first(tmp_path):
     assert steady_tokens_per_second(run) is None  # one step: nothing after the first
 
 
-def test_a_check_folder_is_emptied_of_an_earlier_checks_files_only(tmp_path):
+def test_a_growing_folder_removes_what_it_listed_and_refuses_anything_else(tmp_path):
     out = tmp_path / "check"
-    fresh_check_folder(out)  # created and marked
-    assert [p.name for p in out.iterdir()] == [".gpu_check"]
-    (out / "sft-baseline" / "checkpoint-2").mkdir(parents=True)
-    for name in ("sft-baseline.log", "shape-qwen2.5-3b", "eval_hf.log", "data.log"):
-        (out / name).write_text("an earlier check's")
-    fresh_check_folder(out)
-    assert [p.name for p in out.iterdir()] == [".gpu_check"]
+    folder = GrowingFolder(out, "gpu check")  # created and marked, listing nothing yet
+    assert [p.name for p in out.iterdir()] == [".rectune.json"]
+    (folder.entry("sft-baseline") / "checkpoint-2").mkdir(parents=True)  # listed before it is written
+    folder.entry("sft-baseline.log").write_text("an earlier check's")
+    assert json.loads((out / ".rectune.json").read_text())["entries"] == ["sft-baseline", "sft-baseline.log"]
+    (out / "sft-notes.log").write_text("mine")  # a name like the check's own, never listed
+    with pytest.raises(RecTuneError, match=r"holds files RecTune did not write there \(sft-notes.log\)"):
+        GrowingFolder(out, "gpu check")
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".rectune.json",
+        "sft-baseline",
+        "sft-baseline.log",
+        "sft-notes.log",
+    ]
+    (out / "sft-notes.log").unlink()
+    GrowingFolder(out, "gpu check")  # a rerun: what the earlier run wrote goes
+    assert [p.name for p in out.iterdir()] == [".rectune.json"]
 
-    (out / "grpo-generate.log").write_text("an earlier check's")
-    (out / "my-notes.txt").write_text("mine")
-    with pytest.raises(SystemExit, match=r"holds files gpu-check did not write \(my-notes.txt\); choose another --out"):
-        fresh_check_folder(out)
-    assert sorted(p.name for p in out.iterdir()) == [".gpu_check", "grpo-generate.log", "my-notes.txt"]
+    folder = GrowingFolder(out, "gpu check")
+    folder.entry("data.log").write_text("written")
+    folder.seal()
+    (out / "data.log").write_text("edited by hand")
+    with pytest.raises(RecTuneError, match="data.log changed since RecTune wrote it"):
+        GrowingFolder(out, "gpu check")
+    assert (out / "data.log").read_text() == "edited by hand"
+    GrowingFolder(out, "gpu check", overwrite=True)  # asked for: emptied, whoever wrote it
+    assert [p.name for p in out.iterdir()] == [".rectune.json"]
 
+
+def test_a_growing_folder_never_removes_what_a_strangers_marker_lists(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "sft-baseline.log").write_text("a folder gpu-check never marked")
-    with pytest.raises(SystemExit, match="exists and was not written by gpu-check"):
-        fresh_check_folder(theirs)
+    with pytest.raises(RecTuneError, match="holds files RecTune did not write there"):
+        GrowingFolder(theirs, "gpu check")
     assert (theirs / "sft-baseline.log").read_text() == "a folder gpu-check never marked"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("outside the folder")
+    (theirs / "sft-baseline.log").unlink()
+    (theirs / ".rectune.json").write_text(json.dumps({"kind": "gpu check", "entries": ["../precious.txt", ".."]}))
+    GrowingFolder(theirs, "gpu check")
+    assert precious.read_text() == "outside the folder" and theirs.is_dir()
+
+
+def test_a_second_check_into_the_same_folder_is_refused_while_the_first_runs(tmp_path):
+    out = tmp_path / "check"
+    GrowingFolder(out, "gpu check")  # held by this process until it ends
+    second = subprocess.run([sys.executable, "-m", "perf.gpu_check", "--device", "cpu", "--out", str(out)],
+                            capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert second.returncode == 1 and second.stderr.startswith(f"gpu-check: {out}")
+    assert f"in use by process {os.getpid()}" in second.stderr

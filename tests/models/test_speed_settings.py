@@ -12,6 +12,7 @@ from conftest import ROOT, run_script, write_recipe
 from perf.flops import Shape, dense_training_flops_per_token, generation_flops_per_token, lora_training_flops_per_token
 from perf.memory_estimate import parameter_counts
 from perf.model_shapes import SHAPES, byte_tokenizer, shape_config, write_shape
+from rectune.core.io import RecTuneError
 
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "vocab_size": 300}  # fmt: skip
@@ -85,13 +86,13 @@ def test_a_shape_is_never_written_over_a_model_folder_it_did_not_write(tmp_path)
     theirs = tmp_path / "my-model"
     theirs.mkdir()
     (theirs / "config.json").write_text('{"model_type": "llama"}')
-    with pytest.raises(FileExistsError, match="is not a model shape this script wrote"):
+    with pytest.raises(RecTuneError, match=r"holds files RecTune did not write there \(config.json; no"):
         write_shape("qwen2.5-3b", theirs, dtype="float32", **TINY)
     assert [p.name for p in theirs.iterdir()] == ["config.json"]
     assert (theirs / "config.json").read_text() == '{"model_type": "llama"}'
     result = subprocess.run([sys.executable, "-m", "perf.model_shapes", "qwen2.5-3b", str(theirs)],
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert result.returncode == 1 and result.stderr.startswith(f"model-shapes: {theirs} exists and is not")
+    assert result.returncode == 1 and result.stderr.startswith(f"model-shapes: {theirs}: holds files RecTune did not")
 
 
 def test_a_shape_cut_short_leaves_no_folder_and_the_next_write_is_whole(tmp_path, monkeypatch):
@@ -109,13 +110,17 @@ def test_a_shape_cut_short_leaves_no_folder_and_the_next_write_is_whole(tmp_path
     write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
     written = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "shape.json"} <= written
-    (out / "model.safetensors").write_bytes(b"edited")  # a rewrite replaces what it wrote, whole
-    write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
-    assert {p.name for p in out.iterdir()} == written and (out / "model.safetensors").stat().st_size > 6
+    write_shape("qwen2.5-3b", out, dtype="float32", **TINY)  # a rewrite replaces what it wrote, whole
+    assert {p.name for p in out.iterdir()} == written
     (out / "notes.txt").write_text("mine")  # but not a folder holding something it did not write
-    with pytest.raises(FileExistsError, match=r"holds files this script did not write \(notes.txt\)"):
+    with pytest.raises(RecTuneError, match=r"holds files RecTune did not write there \(notes.txt\)"):
         write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
     assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    (out / "model.safetensors").write_bytes(b"edited")  # nor one whose files were changed since
+    with pytest.raises(RecTuneError, match="model.safetensors changed since RecTune wrote it"):
+        write_shape("qwen2.5-3b", out, dtype="float32", **TINY)
+    assert (out / "model.safetensors").read_bytes() == b"edited"
 
 
 def setup_line(result) -> str:
