@@ -116,9 +116,10 @@ gpu-check: install
 
 # The GPU check for a machine with no network (docs/scaling-and-gpus.md): outputs/gpu_kit holds the wheels the
 # lent machines' image lacks (for KIT_PYTHON), this checkout with its demo data, and run_gpu_check.sh.
+# GPU_KIT_ARGS=--overwrite replaces a folder there that the kit did not write.
 KIT_PYTHON ?= 3.12
 gpu-kit: install
-	$(PY) -m perf.gpu_kit build --python $(KIT_PYTHON) --out outputs/gpu_kit
+	$(PY) -m perf.gpu_kit build --python $(KIT_PYTHON) --out outputs/gpu_kit $(GPU_KIT_ARGS)
 
 # GRPO prompts per minute: RecTune's step (each group's prompt encoded once, the output head tuned for CPUs) against TRL's.
 bench-grpo-step: install
