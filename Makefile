@@ -44,7 +44,7 @@ LLMREC_BASELINES ?= global-mean bias mf popularity itemknn bpr sasrec
 
 DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
-DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 64 --batch-size 16
+DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 96 --batch-size 16
 
 .PHONY: gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
@@ -364,7 +364,7 @@ EXP_BASELINE_REPORTS := $(foreach b,$(EXP_BASELINES),reports/experiment/baseline
 # a seeded sample of the test split, stratified by task, the same queries for every row (all 374 took 38 of the
 # 103 minutes measured with every query scored)
 EXP_SAMPLE ?= 200
-EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 64 --batch-size 16 --sample $(EXP_SAMPLE)
+EXP_EVAL := $(PY) evaluate/run.py --data $(EXP_DATA)/test.jsonl --max-new-tokens 96 --batch-size 16 --sample $(EXP_SAMPLE)
 
 data-experiment: install
 	$(PY) data_prep/demo_world.py --users 800 --out data/experiment_world
