@@ -32,7 +32,7 @@ def greedy_answers(model_name: str, prompts: list[list[dict]]) -> list[str]:
     settings = GenerationSettings(batch_size=len(prompts), max_new_tokens=48)
     answers = [""] * len(prompts)
     for batch in generate(model, tokenizer, prompts, settings, desc=f"greedy answers of {model_name}"):
-        for index, text in batch:
+        for index, text, _ in batch:
             answers[index] = text
     return answers
 

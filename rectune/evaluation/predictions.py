@@ -107,6 +107,20 @@ def run_generation(
     return finished
 
 
+def answers_at_token_limit(path: Path, ids: set[str]) -> int | None:
+    """How many answers of ``ids`` used every new token they were allowed (``finish_reason`` ``"length"``, as
+    generation and OpenAI-compatible servers record it): cut short, perhaps mid-title. None when no answer
+    records a finish reason (a baseline's, an answer file's, or predictions written before reasons were)."""
+    recorded = cut = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            row = _prediction(raw)
+            if row is not None and row["id"] in ids and row.get("finish_reason") is not None:
+                recorded += 1
+                cut += row["finish_reason"] == "length"
+    return cut if recorded else None
+
+
 def failed_requests(path: Path, ids: set[str]) -> dict[str, str]:
     """Row id -> the endpoint's error, for the requests of ``ids`` it refused in this run."""
     failed: dict[str, str] = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -26,11 +27,13 @@ from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.evaluation.answer_files import batch_request, check_failures, resolve_ids, write_batch_requests
 from rectune.evaluation.endpoint import endpoint_usage
-from rectune.evaluation.predictions import failed_requests, run_generation
+from rectune.evaluation.predictions import answers_at_token_limit, failed_requests, run_generation
 from rectune.evaluation.sampling import selection_record, selection_text, stratified_sample
 from rectune.evaluation.scoring import check_coverage, score_benchmark
 from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_record
 from rectune.models.generation import GenerationSettings
+
+log = logging.getLogger(__name__)
 
 
 def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | None) -> dict:
@@ -125,6 +128,11 @@ def evaluate_checkpoint(
         data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
     )
     report, table = score_benchmark(rows, predictions, resources)
+    cut = answers_at_token_limit(out / "predictions.jsonl", {r.id for r in rows}) if answers is None else None
+    report["completions"].update(cut_at_max_new_tokens=cut, max_new_tokens=settings.max_new_tokens)
+    cut_text = token_limit_text(cut, len(rows), settings.max_new_tokens)
+    if cut_text:
+        log.warning("%s: %s", out, cut_text)
     report["config"] = config
     if baseline is not None:
         report["baseline"] = baseline
@@ -140,8 +148,20 @@ def evaluate_checkpoint(
         chosen = markdown_text(f": {chosen}") if chosen else ""
         handle.write(f"# {heading}\n\ncheckpoint {path} on {source} ({len(rows)} queries{chosen})\n\n")
         handle.write(report["table"] + "\n")
+        if cut_text:
+            handle.write(f"\n{cut_text}\n")
     seal_report_folder(out)
     return report, table
+
+
+def token_limit_text(cut: int | None, answers: int, max_new_tokens: int) -> str | None:
+    """The warning for answers that ran out of new tokens: their last title may be cut, scored as a miss."""
+    if not cut:
+        return None
+    return (
+        f"{cut} of {answers} answers used all {max_new_tokens} new tokens and may be cut short: "
+        "scores count what was written, so raise --max-new-tokens"
+    )
 
 
 def start_report_folder(

@@ -24,8 +24,11 @@ class GenerationSettings:
 
 def generate(
     model, tokenizer, prompts: list[list[dict]], settings: GenerationSettings, desc: str = "generating"
-) -> Iterator[list[tuple[int, str]]]:
-    """Yield ``[(prompt index, completion), ...]`` batch by batch, longest prompts first.
+) -> Iterator[list[tuple[int, str, dict]]]:
+    """Yield ``[(prompt index, completion, {"finish_reason": ...}), ...]`` batch by batch, longest prompts first.
+
+    The finish reason is OpenAI's: ``"stop"`` when the answer ended with an end-of-sequence token,
+    ``"length"`` when it used all ``max_new_tokens`` and may be cut short.
 
     Sorting by length keeps padding small; the longest batch comes first so running out of
     memory shows at once, not at the end. The progress bar shows one estimate, the most the rest can
@@ -35,6 +38,7 @@ def generate(
     texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    stops = torch.tensor(sorted(end_token_ids(model)), dtype=torch.long)
     torch.manual_seed(settings.seed)
     with tqdm(total=len(order), desc=desc, unit="query", bar_format=BAR_FORMAT) as progress:
         for start in range(0, len(order), settings.batch_size):
@@ -53,6 +57,7 @@ def generate(
                 )
             new_tokens = output[:, batch["input_ids"].shape[1] :]
             completions = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            ended = torch.isin(new_tokens.cpu(), stops).any(dim=1).tolist()
             per_step = (time.perf_counter() - started) / max(new_tokens.shape[1], 1)
             left = time_left_bound(per_step, len(order) - start - len(indices), settings)
             progress.set_postfix_str(
@@ -60,7 +65,15 @@ def generate(
                 refresh=False,
             )
             progress.update(len(indices))
-            yield list(zip(indices, completions, strict=True))
+            reasons = [{"finish_reason": "stop" if end else "length"} for end in ended]
+            yield list(zip(indices, completions, reasons, strict=True))
+
+
+def end_token_ids(model) -> set[int]:
+    """The tokens ``generate`` stops an answer at: the generation config's, one id or several (none: every
+    answer runs to ``max_new_tokens``)."""
+    configured = model.generation_config.eos_token_id
+    return {i for i in (configured if isinstance(configured, list) else [configured]) if i is not None}
 
 
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"  # tqdm's less its ETA
@@ -75,7 +88,7 @@ def time_left_bound(seconds_per_step: float, queries_left: int, settings: Genera
 
 def generate_vllm(
     checkpoint, prompts: list[list[dict]], settings: GenerationSettings
-) -> Iterator[list[tuple[int, str]]]:
+) -> Iterator[list[tuple[int, str, dict]]]:
     """The same contract through vLLM (GPU only; LoRA adapters served without merging). Untested here: no GPU."""
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
@@ -90,4 +103,7 @@ def generate_vllm(
     for start in range(0, len(prompts), 256):
         chunk = prompts[start : start + 256]
         outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True)
-        yield [(start + i, out.outputs[0].text) for i, out in enumerate(outputs)]
+        yield [
+            (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
+            for i, out in enumerate(outputs)
+        ]

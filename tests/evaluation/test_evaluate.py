@@ -16,8 +16,8 @@ from conftest import read_jsonl, run_script, wandb_run, write_recipe
 from rectune.benchmarks import load_rows
 from rectune.benchmarks.recbench.prompts import build_messages
 from rectune.core.io import DataError
-from rectune.evaluation.predictions import run_generation
-from rectune.evaluation.reports import prompt_variant
+from rectune.evaluation.predictions import answers_at_token_limit, run_generation
+from rectune.evaluation.reports import prompt_variant, token_limit_text
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, time_left_bound
 
@@ -79,11 +79,29 @@ def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
     model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")]
     settings = GenerationSettings(batch_size=4, max_new_tokens=8)
-    batched = dict(pair for batch in generate(model, tokenizer, prompts, settings) for pair in batch)
+    batched = {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
     alone = GenerationSettings(batch_size=1, max_new_tokens=8)
-    single = dict(pair for batch in generate(model, tokenizer, prompts, alone) for pair in batch)
+    single = {i: answer for batch in generate(model, tokenizer, prompts, alone) for i, *answer in batch}
     assert sorted(batched) == list(range(len(prompts)))
     assert batched == single
+
+
+def test_each_answer_says_whether_it_ran_out_of_tokens(tiny_model, movie_data):
+    """An answer that ends with an end token is ``stop``; one that used every new token is ``length``."""
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:2]
+    settings = GenerationSettings(batch_size=2, max_new_tokens=4)
+    model.generation_config.eos_token_id = None  # nothing ends an answer: all run to the limit
+    ran_out = {i: reason for batch in generate(model, tokenizer, prompts, settings) for i, _, reason in batch}
+    assert ran_out == {0: {"finish_reason": "length"}, 1: {"finish_reason": "length"}}
+    # make the third token the first prompt's answer writes an end token: that answer stops there
+    first = tokenizer.apply_chat_template(prompts[0], tokenize=False, add_generation_prompt=True)
+    inputs = tokenizer(first, return_tensors="pt", add_special_tokens=False)
+    written = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    third = int(written[0, inputs["input_ids"].shape[1] + 2])
+    model.generation_config.eos_token_id = [third]
+    ended = {i: reason for batch in generate(model, tokenizer, prompts, settings) for i, _, reason in batch}
+    assert ended[0] == {"finish_reason": "stop"}
 
 
 def test_progress_states_the_most_the_rest_can_take(tiny_model, movie_data, capsys):
@@ -158,6 +176,25 @@ def test_a_row_cut_just_before_its_newline_is_redone(tmp_path, movie_data):
     assert sorted(r["id"] for r in read_jsonl(path)) == sorted(r.id for r in rows)
 
 
+def test_answers_at_the_token_limit_are_counted_where_recorded(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    lines = [
+        {"id": "a", "completion": "Heat (1995) [SEP] Rocky (19", "finish_reason": "length"},
+        {"id": "b", "completion": "Heat (1995)", "finish_reason": "stop"},
+        {"id": "c", "completion": "not asked for here", "finish_reason": "length"},
+        {"id": "d", "completion": "no reason recorded"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"id": "a", "compl')
+    assert answers_at_token_limit(path, {"a", "b", "d"}) == 1
+    assert answers_at_token_limit(path, {"b"}) == 0
+    assert answers_at_token_limit(path, {"d"}) is None  # a baseline's or an answer file's: not known
+    assert token_limit_text(None, 4, 96) is None and token_limit_text(0, 4, 96) is None
+    assert token_limit_text(3, 4, 96) == (
+        "3 of 4 answers used all 96 new tokens and may be cut short: scores count what was written, so raise "
+        "--max-new-tokens"
+    )
+
+
 def test_predictions_for_other_data_are_refused(tmp_path, movie_data):
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "book/explicit/0", "completion": "x"}\n')
@@ -206,8 +243,15 @@ def test_run_end_to_end_with_wandb_offline(tmp_path, tiny_adapter, movie_data):
         "candidate_facts": False,
         "candidate_order": None,
     }
-    assert len(read_jsonl(out / "predictions.jsonl")) == 9
+    predictions = read_jsonl(out / "predictions.jsonl")
+    assert len(predictions) == 9
     assert (out / "report.md").read_text().startswith("# tiny_sft")
+    # each answer records how it ended; those that used all 6 tokens are counted, and named if any
+    assert {p["finish_reason"] for p in predictions} <= {"stop", "length"}
+    cut = sum(p["finish_reason"] == "length" for p in predictions)
+    assert (report["completions"]["cut_at_max_new_tokens"], report["completions"]["max_new_tokens"]) == (cut, 6)
+    warned = f"{cut} of 9 answers used all 6 new tokens and may be cut short"
+    assert (warned in (out / "report.md").read_text()) == (warned in result.stderr) == (cut > 0)
     (run_file,) = glob.glob(str(out / "wandb" / "offline-run-*" / "run-*.wandb"))
     logged = wandb_run(run_file)
     assert logged["summary"]["explicit/recall"] == report["by_task"]["explicit"]["recall"]
