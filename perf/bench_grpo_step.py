@@ -1,7 +1,7 @@
 """GRPO prompts per minute: each group's prompt encoded once (``shared_prefix``) against once per completion.
 
 The experiment's GRPO recipe (recipes/smollm2_movie_experiment_grpo.yaml: the embedded model, LoRA r 16
-on q, k, v, o, 20-candidate prompts of about 400 tokens, 8 completions of up to 64 tokens, DAPO, no
+on q, k, v, o, 20-candidate prompts of about 400 tokens, 8 completions of up to 96 tokens, DAPO, no
 reference model) on its own training prompts (``make data-experiment`` first), through RecTune's
 trainer. Each configuration runs a step's parts on the same prompts:
 

@@ -10,7 +10,7 @@ GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout
 * merged: the adapter merged into the base weights, eval mode, with transformers' draw and with the
   inverse-CDF draw (``merge_for_sampling``, RecTune's default: rectune/training/rollouts.py, inverse_cdf.py);
 * merged, sampled from a bfloat16 copy refreshed from the policy (``rollout_dtype: bfloat16``, the CPU
-  GRPO recipes' setting), at the experiment recipe's and the demo recipe's completion lengths; the KL
+  GRPO recipes' setting), at two completion lengths (``--max-new-tokens``, ``--short-max-new-tokens``); the KL
   divergence of the copy's next-token distribution from the policy's is printed below the table;
 * merged, continuous batching: ``generate_batch`` (TRL's ``use_transformers_continuous_batching``), as TRL
   sets it up and with its cache and batches sized to the step (:func:`sized_to_the_step`).
@@ -131,8 +131,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step (CPU recipe: 2)")
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (experiment recipe: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="experiment recipe: 64")
-    parser.add_argument("--short-max-new-tokens", type=int, default=48, help="demo recipe: 48")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="completion length (docs/measured-figures.md's runs: 64)")
+    parser.add_argument("--short-max-new-tokens", type=int, default=48, help="a shorter one to compare (measured: 48)")
     parser.add_argument("--rounds", type=int, default=3, help="each path runs once per round, interleaved")
     args = parser.parse_args()
 
