@@ -334,7 +334,7 @@ define train_and_score
 	$(2) --model outputs/$(1)/sft_rft --out $(3)/sft_rft
 endef
 
-# The whole toolkit on the embedded model and the demo world, on CPU (17 minutes on 2 cores in a fresh clone, measured):
+# The whole toolkit on the embedded model and the demo world, on CPU (18 minutes on 2 cores in a fresh clone, measured):
 # build the benchmark, score the base model, train SFT, RFT and SFT->RFT, score each, compare.
 # W&B logs offline unless WANDB_MODE says otherwise.
 demo: export WANDB_MODE ?= offline

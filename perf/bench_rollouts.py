@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step (CPU recipe: 2)")
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (experiment recipe: 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="completion length (docs/measured-figures.md's runs: 64)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="completion length (as measured: 64)")
     parser.add_argument("--short-max-new-tokens", type=int, default=48, help="a shorter one to compare (measured: 48)")
     parser.add_argument("--rounds", type=int, default=3, help="each path runs once per round, interleaved")
     args = parser.parse_args()
