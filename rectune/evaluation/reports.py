@@ -2,7 +2,7 @@
 
 Outputs in the report folder:
 
-* ``predictions.jsonl`` — ``{"id", "completion"}`` rows, appended and flushed batch by batch;
+* ``predictions.jsonl`` — ``{"id", "completion", "finish_reason"}`` rows, appended and flushed batch by batch;
   a rerun skips the ids already there (:mod:`rectune.evaluation.predictions`);
 * ``report.json`` — the scorer's report plus the run's configuration;
 * ``report.md`` — the per-task table;
@@ -129,7 +129,7 @@ def evaluate_checkpoint(
     )
     report, table = score_benchmark(rows, predictions, resources)
     cut = answers_at_token_limit(out / "predictions.jsonl", {r.id for r in rows}) if answers is None else None
-    report["completions"].update(cut_at_max_new_tokens=cut, max_new_tokens=settings.max_new_tokens)
+    report["completions"]["cut_at_max_new_tokens"] = cut
     cut_text = token_limit_text(cut, len(rows), settings.max_new_tokens)
     if cut_text:
         log.warning("%s: %s", out, cut_text)
@@ -155,7 +155,8 @@ def evaluate_checkpoint(
 
 
 def token_limit_text(cut: int | None, answers: int, max_new_tokens: int) -> str | None:
-    """The warning for answers that ran out of new tokens: their last title may be cut, scored as a miss."""
+    """The warning for answers that ran out of new tokens: what they lack (a last title, a rating) is scored
+    as missing."""
     if not cut:
         return None
     return (
