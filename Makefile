@@ -39,7 +39,7 @@ LLMREC_VARIANT ?= _cpu
 LLMREC_RUN := llmrec_mix$(LLMREC_VARIANT)
 LLMREC_DATA ?= $(if $(LLMREC_VARIANT),data/demo_llmrec,data/llmrec)
 LLMREC_BASE ?= $(if $(LLMREC_VARIANT),embedded:smollm2,Qwen/Qwen2.5-3B-Instruct)
-LLMREC_EVAL_ARGS ?= --max-new-tokens 64 --batch-size 16
+LLMREC_EVAL_ARGS ?= --max-new-tokens 160 --batch-size 16
 LLMREC_BASELINES ?= global-mean bias mf popularity itemknn bpr sasrec
 
 DEMO_RUN := smollm2_movie_cpu
