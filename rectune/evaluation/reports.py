@@ -2,8 +2,8 @@
 
 Outputs in the report folder:
 
-* ``predictions.jsonl`` — ``{"id", "completion", "finish_reason"}`` rows, appended and flushed batch by batch;
-  a rerun skips the ids already there (:mod:`rectune.evaluation.predictions`);
+* ``predictions.jsonl`` — ``{"id", "completion"}`` rows (generated ones also ``"finish_reason"``), appended and
+  flushed batch by batch; a rerun skips the ids already there (:mod:`rectune.evaluation.predictions`);
 * ``report.json`` — the scorer's report plus the run's configuration;
 * ``report.md`` — the per-task table;
 * ``details.jsonl`` — one record per query (per PerRecBench row): the question, the answer, what it
