@@ -205,7 +205,7 @@ def main() -> None:
             )
             print(f"wrote {path}: upload it as an OpenAI batch, then rerun with --batch-output OUTPUT_FILE")
             return
-        answers = (args.batch_output, *load_answers(args.batch_output))
+        answers = (args.batch_output, load_answers(args.batch_output))
     elif args.backend == "openai":
         endpoint = Endpoint(
             args.base_url,

@@ -3,11 +3,11 @@
 Answer files read by :func:`load_answers`, one object per line (JSONL, also in a file named
 ``.json``) or one JSON list:
 
-* RecTune's ``{"id", "completion"}`` rows (``predictions.jsonl``);
+* RecTune's ``{"id", "completion"}`` rows (``predictions.jsonl``, generated ones with a ``"finish_reason"``);
 * the RecBench+ authors' ``{"id", "response"}`` lines (``...-prediction.jsonl``,
   ``...-OpenaiBatchFile-0_output.jsonl``); DeepSeek-R1's extra ``"reasoning"`` is not read;
 * OpenAI Batch API output files: ``{"custom_id", "response": {"status_code", "body": {"choices":
-  [{"message": {"content"}}]}}}``; a separate ``reasoning_content`` is not read. A request that
+  [{"message": {"content"}, "finish_reason"}]}}}``; a separate ``reasoning_content`` is not read. A request that
   failed (``"error"``, a status other than 200, no choices) stops scoring, as the live backend's do,
   unless failures are to be scored as empty answers (and counted in the report).
 
@@ -21,6 +21,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from rectune.core.io import DataError, RecTuneError, atomic_write, parse_json
 
@@ -47,42 +48,59 @@ def _objects(path: Path) -> list[tuple[int, object]]:
     return objects
 
 
-def _answer(raw: object, path: Path, line: int) -> tuple[str, str, str | None]:
-    """(id, answer text, why the request failed or None) of one answer object in any of the shapes above."""
+class Answers(NamedTuple):
+    """An answer file's content, keyed by the ids it uses."""
+
+    texts: dict[str, str]  # id -> answer text (empty for a failed request)
+    failed: dict[str, str]  # id -> why its request failed
+    finish_reasons: dict[str, str]  # id -> "stop", "length", ..., for the answers that record one
+
+
+def _answer(raw: object, path: Path, line: int) -> tuple[str, str, str | None, str | None]:
+    """(id, answer text, why the request failed or None, finish reason or None) of one answer object in any of
+    the shapes above."""
     if not isinstance(raw, dict):
         raise DataError(path, f"expected a JSON object, got {type(raw).__name__}", line=line)
     row_id = raw["custom_id"] if "custom_id" in raw else raw.get("id")  # a batch output's "id" is the provider's
     if isinstance(row_id, bool) or not isinstance(row_id, (str, int)):
         raise DataError(path, "field 'id' (or 'custom_id'): must be a string or an integer", line=line)
     if "completion" in raw:
-        text = raw["completion"]
+        text, finish = raw["completion"], raw.get("finish_reason")
     elif raw.get("error"):  # the batch API's failed request, whatever else the line holds
-        return str(row_id), "", f"error {_short(raw['error'])}"
+        return str(row_id), "", f"error {_short(raw['error'])}", None
     elif isinstance(raw.get("response"), dict):
         return (str(row_id), *_batch_body(raw["response"], path, line, row_id))
     else:
-        text = raw.get("response")
+        text, finish = raw.get("response"), None
     if not isinstance(text, str):
         raise DataError(path, f"answer {row_id!r}: needs 'completion', 'response' or a batch 'response' body", line)
-    return str(row_id), text, None
+    return str(row_id), text, None, _finish_reason(finish)
 
 
-def _batch_body(response: dict, path: Path, line: int, row_id: object) -> tuple[str, str | None]:
-    """(text, failure) of a batch output's ``response``: a non-200 status or a body without choices failed."""
+def _batch_body(response: dict, path: Path, line: int, row_id: object) -> tuple[str, str | None, str | None]:
+    """(text, failure, finish reason) of a batch output's ``response``: a non-200 status or a body without
+    choices failed."""
     status, body = response.get("status_code"), response.get("body")
     if status not in (None, 200) or not isinstance(body, dict):
         message = body.get("error") if isinstance(body, dict) else body
-        return "", f"HTTP {_short(status)} {_short(message)}"
+        return "", f"HTTP {_short(status)} {_short(message)}", None
     choices = body.get("choices")
     if choices is not None and not isinstance(choices, list):
         raise DataError(path, f"answer {row_id!r}: 'choices' must be a list", line)
     if not choices:
-        return "", f"no choices in the body {_short(body)}"
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        return "", f"no choices in the body {_short(body)}", None
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = choice.get("message")
     text = message.get("content") if isinstance(message, dict) else None
     if text is not None and not isinstance(text, str):
         raise DataError(path, f"answer {row_id!r}: the message's 'content' must be a string", line)
-    return ("" if text is None else text), None  # a reasoning model may answer with reasoning alone
+    # a reasoning model may answer with reasoning alone
+    return ("" if text is None else text), None, _finish_reason(choice.get("finish_reason"))
+
+
+def _finish_reason(value: object) -> str | None:
+    """A recorded finish reason as a short string, None where the file records none."""
+    return None if value is None else _short(value)
 
 
 def _short(value: object) -> str:
@@ -92,22 +110,23 @@ def _short(value: object) -> str:
     return " ".join(str(value).split())[:200]
 
 
-def load_answers(path: str | os.PathLike) -> tuple[dict[str, str], dict[str, str]]:
-    """(id -> answer text, id -> why its request failed) of an answer file in any supported shape; a failed
-    request's answer is empty; a duplicate id is an error."""
+def load_answers(path: str | os.PathLike) -> Answers:
+    """The answers of a file in any supported shape; a failed request's answer is empty; a duplicate id is
+    an error."""
     path = Path(path)
-    answers: dict[str, str] = {}
-    failed: dict[str, str] = {}
+    answers = Answers({}, {}, {})
     for line, raw in _objects(path):
-        row_id, text, failure = _answer(raw, path, line)
-        if row_id in answers:
+        row_id, text, failure, finish = _answer(raw, path, line)
+        if row_id in answers.texts:
             raise DataError(path, f"duplicate answer for id {row_id!r}", line=line)
-        answers[row_id] = text
+        answers.texts[row_id] = text
         if failure is not None:
-            failed[row_id] = failure
-    if not answers:
+            answers.failed[row_id] = failure
+        if finish is not None:
+            answers.finish_reasons[row_id] = finish
+    if not answers.texts:
         raise DataError(path, "file holds no answers")
-    return answers, failed
+    return answers
 
 
 def check_failures(failed: dict[str, str], total: int, noun: str, *, as_empty: bool, source: object = None) -> None:

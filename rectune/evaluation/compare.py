@@ -114,11 +114,11 @@ def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:
             folders[report_name(folder, read_json(config) if config.is_file() else None)] = folder
     if baseline not in folders:
         return []
-    before, _ = load_answers(folders[baseline] / "predictions.jsonl")
+    before = load_answers(folders[baseline] / "predictions.jsonl").texts
     lines = []
     for name, folder in folders.items():
         if name != baseline:
-            after, _ = load_answers(folder / "predictions.jsonl")
+            after = load_answers(folder / "predictions.jsonl").texts
             shared = before.keys() & after.keys()
             lines.append(f"{name}: {sum(before[i] != after[i] for i in shared)} of {len(shared)}")
     return lines

@@ -25,7 +25,13 @@ from rectune.core.escaping import markdown_text
 from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
-from rectune.evaluation.answer_files import batch_request, check_failures, resolve_ids, write_batch_requests
+from rectune.evaluation.answer_files import (
+    Answers,
+    batch_request,
+    check_failures,
+    resolve_ids,
+    write_batch_requests,
+)
 from rectune.evaluation.endpoint import endpoint_usage
 from rectune.evaluation.predictions import answers_at_token_limit, failed_requests, run_generation
 from rectune.evaluation.sampling import selection_record, selection_text, stratified_sample
@@ -82,7 +88,7 @@ def evaluate_checkpoint(
     commit: str = "unknown",
     overwrite: bool = False,
     limits: CompletionLimits = DEFAULT_LIMITS,
-    answers: tuple[str, dict[str, str], dict[str, str]] | None = None,
+    answers: tuple[str, Answers] | None = None,
     convention: str = "default",
     score_failures_as_empty: bool = False,
     tasks: list[str] | None = None,
@@ -95,11 +101,10 @@ def evaluate_checkpoint(
     ``out`` must be new, empty or an earlier report folder; predictions already in it are reused only
     when the same checkpoint, data, prompt and generation settings made them, else this refuses.
     ``overwrite`` starts afresh (removing only the files evaluation writes). ``answers`` (the file
-    they came from, id -> text and id -> why its request failed, as :func:`load_answers` reads a batch
-    output file) stand in for generation. Requests an
-    endpoint refused stop the run before scoring unless ``score_failures_as_empty``. ``tasks`` keeps
-    only rows of those tasks (before ``limit``); ``sample`` then draws that many units stratified by
-    task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``answered_tasks`` (a
+    they came from and what :func:`load_answers` read in it, e.g. a batch output file) stand in for
+    generation. Requests an endpoint refused stop the run before scoring unless ``score_failures_as_empty``.
+    ``tasks`` keeps only rows of those tasks (before ``limit``); ``sample`` then draws that many units
+    stratified by task (:mod:`rectune.evaluation.sampling`, seeded by the generation seed); ``answered_tasks`` (a
     baseline that answers some tasks only) keeps the rows of those tasks after the limit or sample, so its
     queries are the ones a checkpoint run with the same arguments scores; ``baseline`` is a
     baseline's fitting record, kept in the report; ``from_rows``: see :func:`run_generation`.
@@ -128,9 +133,10 @@ def evaluate_checkpoint(
         data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
     )
     report, table = score_benchmark(rows, predictions, resources)
-    cut = answers_at_token_limit(out / "predictions.jsonl", {r.id for r in rows}) if answers is None else None
+    cut = answers_at_token_limit(out / "predictions.jsonl", {r.id for r in rows})
     report["completions"]["cut_at_max_new_tokens"] = cut
-    cut_text = token_limit_text(cut, len(rows), settings.max_new_tokens)
+    # an answer file's requests may have asked for another limit than these settings
+    cut_text = token_limit_text(cut, len(rows), settings.max_new_tokens if answers is None else None)
     if cut_text:
         log.warning("%s: %s", out, cut_text)
     report["config"] = config
@@ -154,13 +160,14 @@ def evaluate_checkpoint(
     return report, table
 
 
-def token_limit_text(cut: int | None, answers: int, max_new_tokens: int) -> str | None:
-    """The warning for answers that ran out of new tokens: what they lack (a last title, a rating) is scored
-    as missing."""
+def token_limit_text(cut: int | None, answers: int, max_new_tokens: int | None) -> str | None:
+    """The warning for answers that ran out of new tokens (``max_new_tokens``: their limit, None where not
+    known here): what they lack (a last title, a rating) is scored as missing."""
     if not cut:
         return None
+    tokens = f"all {max_new_tokens} new tokens" if max_new_tokens is not None else 'their token limit ("length")'
     return (
-        f"{cut} of {answers} answers used all {max_new_tokens} new tokens and may be cut short: "
+        f"{cut} of {answers} answers used {tokens} and may be cut short: "
         "scores count what was written, so raise --max-new-tokens"
     )
 
@@ -196,12 +203,12 @@ def start_report_folder(
 
 
 def record_answers(
-    rows: list, all_rows: list, answers: tuple[str, dict[str, str], dict[str, str]], path: Path, as_empty: bool
+    rows: list, all_rows: list, answers: tuple[str, Answers], path: Path, as_empty: bool
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """Write the answers of ``rows`` (``answers``: their file, id -> text, id -> why its request failed) as
-    ``predictions.jsonl``: each row needs one, and failed requests stop here unless ``as_empty``.
-    Returns the predictions and the failures among ``rows``."""
-    source, texts, failures = answers
+    """Write the answers of ``rows`` (``answers``: their file and what it holds) as ``predictions.jsonl``, with
+    the finish reasons the file records: each row needs an answer, and failed requests stop here unless
+    ``as_empty``. Returns the predictions and the failures among ``rows``."""
+    source, (texts, failures, finish_reasons) = answers
     texts = resolve_ids(texts, all_rows, source, task=None)
     check_coverage(all_rows, texts, source, allow_subset=True)  # answers to other data are refused
     ids = {row.id for row in rows}
@@ -209,11 +216,11 @@ def record_answers(
     failed = {k: v for k, v in resolve_ids(failures, all_rows, source, task=None).items() if k in ids}
     check_failures(failed, len(rows), "answers", as_empty=as_empty, source=source)
     predictions = {row.id: texts[row.id] for row in rows}
+    finished = resolve_ids(finish_reasons, all_rows, source, task=None)
     with atomic_write(path) as handle:
-        handle.writelines(
-            json.dumps({"id": row_id, "completion": text}, ensure_ascii=False) + "\n"
-            for row_id, text in predictions.items()
-        )
+        for row_id, text in predictions.items():
+            reason = {"finish_reason": finished[row_id]} if row_id in finished else {}
+            handle.write(json.dumps({"id": row_id, "completion": text, **reason}, ensure_ascii=False) + "\n")
     return predictions, failed
 
 

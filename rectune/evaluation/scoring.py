@@ -98,13 +98,16 @@ def score_files(
         rows = [row for row in rows if row.task == task]
         if not rows:
             raise DataError(data, f"no rows of task {task!r}")
-    answers, failures = load_answers(predictions_path)
-    predictions = resolve_ids(answers, rows, predictions_path, task)
+    answers = load_answers(predictions_path)
+    predictions = resolve_ids(answers.texts, rows, predictions_path, task)
     scored = check_coverage(rows, predictions, predictions_path, allow_subset)
-    failed = resolve_ids(failures, rows, predictions_path, task)
+    failed = resolve_ids(answers.failed, rows, predictions_path, task)
     check_failures(failed, len(scored), "answers", as_empty=score_failures_as_empty, source=predictions_path)
     resources = Resources(data, catalog, kg, fuzzy_cutoff, limits, convention=convention, top_k=top_k, variant=variant)
     report, _ = _score(scored, predictions, resources)  # the per-query table is not written here
+    finished = resolve_ids(answers.finish_reasons, rows, predictions_path, task)
+    recorded = [finished[row.id] for row in scored if row.id in finished]
+    report["completions"]["cut_at_max_new_tokens"] = recorded.count("length") if recorded else None
     report["data"] = str(data)
     report["predictions"] = str(predictions_path)
     report["failed_requests"] = len(failed)

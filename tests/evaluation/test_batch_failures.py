@@ -13,11 +13,15 @@ from rectune.evaluation.answer_files import load_answers
 REFUSED = {"status_code": 400, "body": {"error": {"message": "Invalid  model\nname", "type": "invalid_request"}}}
 
 
-def batch_output(path, ids, refused=()):
-    """An OpenAI batch output: 200s answering "Heat", 400s for ``refused``."""
-    ok = {"status_code": 200, "body": {"choices": [{"message": {"role": "assistant", "content": "Heat"}}]}}
+def batch_output(path, ids, refused=(), cut=()):
+    """An OpenAI batch output: 200s answering "Heat" (ended by the token limit for ``cut``), 400s for
+    ``refused``."""
     with path.open("w") as handle:
         for row_id in ids:
+            choice = {"message": {"role": "assistant", "content": "Heat"}, "finish_reason": "stop"}
+            if row_id in cut:
+                choice["finish_reason"] = "length"
+            ok = {"status_code": 200, "body": {"choices": [choice]}}
             handle.write(json.dumps({"custom_id": row_id, "response": REFUSED if row_id in refused else ok}) + "\n")
     return path
 
@@ -65,6 +69,34 @@ def test_odd_batch_lines_are_one_line_or_a_counted_failure(tmp_path):
         {"custom_id": "c", "response": None, "error": {"message": "expired"}},
         {"custom_id": "d", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": "Ronin"}}]}}},
     ]) + "\n")  # fmt: skip
-    answers, failed = load_answers(path)
-    assert answers == {"a": "", "b": "", "c": "", "d": "Ronin"}
-    assert failed == {"a": "error boom", "b": "no choices in the body {'choices': []}", "c": "error expired"}
+    answers = load_answers(path)
+    assert answers.texts == {"a": "", "b": "", "c": "", "d": "Ronin"}
+    assert answers.failed == {"a": "error boom", "b": "no choices in the body {'choices': []}", "c": "error expired"}
+    assert answers.finish_reasons == {}  # none of these lines records one
+
+
+def test_a_batch_outputs_finish_reasons_count_the_answers_cut_at_the_token_limit(tmp_path, movie_data):
+    out = tmp_path / "batch"
+    base = ("evaluate/run.py", "--backend", "openai-batch", "--model", "gpt-4o", "--data", movie_data / "test.jsonl",
+            "--out", out, "--no-wandb")  # fmt: skip
+    run_script(*base)
+    ids = [json.loads(line)["custom_id"] for line in (out / "batch_requests.jsonl").read_text().splitlines()]
+    output = batch_output(tmp_path / "output.jsonl", ids, cut=ids[1:3])
+    result = run_script(*base, "--batch-output", output)
+    warning = f'2 of {len(ids)} answers used their token limit ("length") and may be cut short'
+    assert warning in result.stderr and warning in (out / "report.md").read_text()
+    assert json.loads((out / "report.json").read_text())["completions"]["cut_at_max_new_tokens"] == 2
+    lines = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert {line["id"]: line["finish_reason"] for line in lines} == {
+        row_id: "length" if row_id in ids[1:3] else "stop" for row_id in ids
+    }
+    # score.py counts the same answers, from the batch output and from the predictions it became
+    for answers in (output, out / "predictions.jsonl"):
+        scored = tmp_path / "scored.json"
+        run_script("evaluate/score.py", "--data", movie_data / "test.jsonl", "--predictions", answers, "--out", scored)
+        assert json.loads(scored.read_text())["completions"]["cut_at_max_new_tokens"] == 2
+    # the authors' {"id", "response"} lines record no reason: nothing is counted, and nothing is claimed
+    authors = tmp_path / "authors-prediction.jsonl"
+    authors.write_text("".join(json.dumps({"id": row_id, "response": "Heat"}) + "\n" for row_id in ids))
+    run_script("evaluate/score.py", "--data", movie_data / "test.jsonl", "--predictions", authors, "--out", scored)
+    assert json.loads(scored.read_text())["completions"]["cut_at_max_new_tokens"] is None
