@@ -13,8 +13,9 @@ trainer. Each configuration runs a step's parts on the same prompts:
 
 Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head), the same batch as
 RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
-and ``--prompts`` prompts x 8 as RecTune takes them, with fp32 and with bfloat16 rollouts
-(``rollout_dtype``). Every row runs once per round, rounds
+and ``--prompts`` prompts x 8 as RecTune takes them: with each prompt's keys and values copied into its
+rows' caches after the shared prefill (as before rectune/training/prefix_decoding.py), kept once while
+decoding (the default), and so with bfloat16 rollouts (``rollout_dtype``). Every row runs once per round, rounds
 interleaved, after a round that warms each up and is not counted; the table shows medians over rounds and
 prompts per minute, and the ratio to the first row. The optimizer's update (well under a second on
 LoRA's parameters) is left out of every row alike.
@@ -61,11 +62,13 @@ def build_trainer(recipe: str) -> ShapedGRPOTrainer:
 
 
 def one_step(
-    trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, rollout_dtype: str | None, seed: int, tuned_head: bool
+    trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, cascade: bool, rollout_dtype: str | None, seed: int
 ) -> dict:
     """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions;
-    ``shared``: each group's prompt encoded once; ``tuned_head``: RecTune's output head for CPUs."""
-    trainer.shared_prefix = trainer.shared_prefix_rollouts = shared
+    ``shared``: each group's prompt encoded once, with RecTune's output head for CPUs; ``cascade``: and kept
+    once while decoding."""
+    trainer.shared_prefix = trainer.shared_prefix_rollouts = tuned_head = shared
+    trainer.shared_prefix_decoding = cascade
     tune_cpu_lm_head(tuned_head)
     trainer.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
     trainer.step_seconds.clear()
@@ -99,13 +102,14 @@ def main() -> None:
     generations = trainer.num_generations
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
-    configs = [("2 x 8, as TRL", 2, False, None), ("2 x 8, RecTune", 2, True, None),
-               (f"{args.prompts} x 8, RecTune", args.prompts, True, None),
-               (f"{args.prompts} x 8, RecTune, bfloat16 rollouts", args.prompts, True, "bfloat16")]  # fmt: skip
+    configs = [("2 x 8, as TRL", 2, False, False, None), ("2 x 8, RecTune", 2, True, True, None),
+               (f"{args.prompts} x 8, RecTune, prompt copied per row", args.prompts, True, False, None),
+               (f"{args.prompts} x 8, RecTune", args.prompts, True, True, None),
+               (f"{args.prompts} x 8, RecTune, bfloat16 rollouts", args.prompts, True, True, "bfloat16")]  # fmt: skip
     results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
     for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
-        for name, prompts, shared, dtype in configs:
-            step = one_step(trainer, rows[prompts], shared, dtype, seed=max(round_, 0), tuned_head=shared)
+        for name, prompts, shared, cascade, dtype in configs:
+            step = one_step(trainer, rows[prompts], shared, cascade, dtype, seed=max(round_, 0))
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k != "completions")
             print(f"round {round_ + 1} {name}: {parts}")
             if round_ >= 0:

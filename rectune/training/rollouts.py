@@ -35,6 +35,7 @@ from peft import PeftModel
 from transformers import GenerationConfig, LlamaForCausalLM
 
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
+from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,16 @@ def _first_rows(inverse: torch.Tensor, groups: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def generate_sharing_prompts(model: torch.nn.Module, generate, *args, input_ids=None, attention_mask=None, **kwargs):
+def generate_sharing_prompts(
+    model: torch.nn.Module, generate, *args, input_ids=None, attention_mask=None, cascade: bool = True, **kwargs
+):
     """``generate(input_ids=..., attention_mask=..., **kwargs)`` with each distinct prompt of the batch
     prefilled once: one forward over the distinct prompts (all but their last token, at the positions
-    ``generate`` gives them) fills a cache whose rows are then copied to every row holding that prompt,
-    and ``generate`` goes on from there, as if it had prefilled every row itself. Nothing is drawn during
-    the shared prefill, so a seeded run draws the same numbers as an unshared one."""
+    ``generate`` gives them) fills a cache, and ``generate`` goes on from there, as if it had prefilled every
+    row itself. Nothing is drawn during the shared prefill, so a seeded run draws the same numbers as an
+    unshared one. While decoding, each prompt's keys and values stay once (``cascade`` and where
+    :func:`~rectune.training.prefix_decoding.can_share` allows), else they are copied to every row holding
+    that prompt."""
     if args or input_ids is None or attention_mask is None or input_ids.shape[1] < 2 or kwargs.get(_CACHE) is not None:
         return generate(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     keys = input_ids.masked_fill(attention_mask == 0, -1)
@@ -92,18 +97,25 @@ def generate_sharing_prompts(model: torch.nn.Module, generate, *args, input_ids=
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate derives them from the mask
     prefilled = model(input_ids=prompts, attention_mask=mask, position_ids=positions, use_cache=True)
     cache = prefilled[_CACHE]
+    if cascade and can_share(model, inverse, len(distinct)):
+        shared = SharedPrefixCache(cache, mask, inverse)
+        with decoding_shared_prefix(model, shared):
+            return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **kwargs)
     cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **kwargs)
 
 
 @contextmanager
-def generating_with(policy: torch.nn.Module, model: torch.nn.Module, share_prompts: bool = False) -> Iterator[None]:
+def generating_with(
+    policy: torch.nn.Module, model: torch.nn.Module, share_prompts: bool = False, cascade: bool = True
+) -> Iterator[None]:
     """Within: ``policy.generate`` generates with ``model`` (the policy itself or its :class:`RolloutCopy`'s
     model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py), each distinct prompt
-    prefilled once when ``share_prompts`` (:func:`generate_sharing_prompts`)."""
+    prefilled once when ``share_prompts``, and kept once while decoding when ``cascade``
+    (:func:`generate_sharing_prompts`)."""
     generate = model.generate  # bound before the shadowing below: ``model`` may be ``policy``
     if share_prompts:
-        generate = functools.partial(generate_sharing_prompts, model, generate)
+        generate = functools.partial(generate_sharing_prompts, model, generate, cascade=cascade)
     # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
     policy.generate = functools.partial(generate_drawing_by_inverse_cdf, generate, model.generation_config)
     try:
@@ -128,6 +140,9 @@ class RolloutCopy:
         else:
             self.model = copy.deepcopy(policy)
             source = policy
+        # TRL's fused output head replaces the policy's ``forward`` with a function bound to the policy: the
+        # copy would inherit it and run the policy's own weights. Samples need the class's forward only.
+        self.model.__dict__.pop("forward", None)
         # sampled under no_grad, yet parameters that do not require grad made bfloat16 ``generate`` on CPU
         # ~20 % slower (torch 2.13, measured): keep them requiring it; nothing trains this copy
         self.model.to(dtype).eval().requires_grad_(True)
@@ -227,6 +242,7 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
             warnings.warn("rollout_dtype needs merge_for_sampling and whole (unsharded) weights: ignored", stacklevel=2)
             self.rollout_dtype = None
         self._rollout_copy: RolloutCopy | None = None
+        self.shared_prefix_decoding = True  # off: each prompt copied into its rows' caches (make bench-grpo-step)
 
     def _generate_single_turn(self, *args, **kwargs):
         policy = self.accelerator.unwrap_model(self.model)
@@ -242,5 +258,6 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
                              str(self.rollout_dtype).removeprefix("torch."))  # fmt: skip
                 self._rollout_copy.sync()
                 sampler = self._rollout_copy.model
-            with generating_with(policy, sampler, self.shared_prefix_rollouts), self.prefill_timed(_backbone(sampler)):
+            sharing = generating_with(policy, sampler, self.shared_prefix_rollouts, self.shared_prefix_decoding)
+            with sharing, self.prefill_timed(_backbone(sampler)):
                 return super()._generate_single_turn(*args, **kwargs)

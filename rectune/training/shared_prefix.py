@@ -138,7 +138,7 @@ def pack_shared_prefixes(
     return PackedGroups(input_ids, position_ids, allowed, shift_labels, source, rows, completion_length)
 
 
-def _slides(config) -> bool:
+def has_sliding_layers(config) -> bool:
     """Whether some attention layer sees a sliding window only: one 4-D mask cannot say that to it."""
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     layer_types = getattr(text, "layer_types", None)
@@ -158,7 +158,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
         config = self.accelerator.unwrap_model(self.model).config
         implementation = getattr(config, "_attn_implementation", None)
-        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not _slides(config)
+        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
         if shared_prefix and not self.shared_prefix:
             needs = f"SDPA or eager attention without sliding windows, not {implementation}"
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)

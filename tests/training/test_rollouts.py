@@ -99,6 +99,21 @@ def test_a_rollout_copy_samples_the_merged_policy_and_follows_its_updates(tiny_m
     assert torch.equal(synced, expected)  # after it: exactly the merged policy cast to bfloat16
 
 
+def test_a_rollout_copy_of_a_policy_with_trls_output_head_runs_its_own_weights(tiny_model):
+    from trl.trainer.utils import add_fused_lm_head
+
+    policy = AutoModelForCausalLM.from_pretrained(tiny_model)
+    add_fused_lm_head(policy)  # as GRPOTrainer does, before PEFT wraps the model
+    policy = get_peft_model(policy, LoraConfig(r=4, target_modules=["q_proj"]))
+    ids = torch.tensor([[2, 40, 41, 42]])
+    with merged_for_sampling(policy), torch.no_grad():
+        rollout = RolloutCopy(policy, torch.bfloat16)
+        logits = rollout.model(input_ids=ids).logits
+        expected = policy(input_ids=ids).logits
+    assert logits.dtype == torch.bfloat16  # the copy's weights, not the float32 policy's
+    torch.testing.assert_close(logits.float(), expected, atol=0.3, rtol=0)  # bfloat16 rounding only
+
+
 def test_a_full_model_has_a_rollout_copy_too(tiny_model):
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     rollout = RolloutCopy(model, torch.bfloat16)

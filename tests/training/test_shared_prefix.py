@@ -41,10 +41,11 @@ def test_rows_without_a_shared_prompt_or_in_another_layout_are_left_to_trl():
 def test_models_with_sliding_window_layers_keep_trls_rows():
     from transformers import LlamaConfig, MistralConfig, Qwen2Config
 
-    from rectune.training.shared_prefix import _slides
+    from rectune.training.shared_prefix import has_sliding_layers
 
-    assert not _slides(LlamaConfig()) and not _slides(Qwen2Config())  # Qwen2.5 ships with the window off
-    assert _slides(Qwen2Config(use_sliding_window=True, max_window_layers=0)) and _slides(MistralConfig())
+    slides = has_sliding_layers
+    assert not slides(LlamaConfig()) and not slides(Qwen2Config())  # Qwen2.5 ships with the window off
+    assert slides(Qwen2Config(use_sliding_window=True, max_window_layers=0)) and slides(MistralConfig())
 
 
 @pytest.fixture(scope="module")
