@@ -26,12 +26,18 @@ def batch_output(path, ids, refused=(), cut=()):
     return path
 
 
-def test_http_errors_in_a_batch_output_stop_the_run_unless_scored_as_empty(tmp_path, movie_data):
-    out = tmp_path / "batch"
+def batch_requests(out, movie_data):
+    """The command that writes the test set's batch requests to ``out`` (and scores their output), run once,
+    and the requests' ids."""
     base = ("evaluate/run.py", "--backend", "openai-batch", "--model", "gpt-4o", "--data", movie_data / "test.jsonl",
             "--out", out, "--no-wandb")  # fmt: skip
     run_script(*base)
-    ids = [json.loads(line)["custom_id"] for line in (out / "batch_requests.jsonl").read_text().splitlines()]
+    return base, [json.loads(line)["custom_id"] for line in (out / "batch_requests.jsonl").read_text().splitlines()]
+
+
+def test_http_errors_in_a_batch_output_stop_the_run_unless_scored_as_empty(tmp_path, movie_data):
+    out = tmp_path / "batch"
+    base, ids = batch_requests(out, movie_data)
     output = batch_output(tmp_path / "output.jsonl", ids, refused=ids[:3])
     result = run_script(*base, "--batch-output", output, check=False)
     one_line(result, f"3 of {len(ids)} answers failed: HTTP 400 Invalid model name", "--score-failures-as-empty")
@@ -77,10 +83,7 @@ def test_odd_batch_lines_are_one_line_or_a_counted_failure(tmp_path):
 
 def test_a_batch_outputs_finish_reasons_count_the_answers_cut_at_the_token_limit(tmp_path, movie_data):
     out = tmp_path / "batch"
-    base = ("evaluate/run.py", "--backend", "openai-batch", "--model", "gpt-4o", "--data", movie_data / "test.jsonl",
-            "--out", out, "--no-wandb")  # fmt: skip
-    run_script(*base)
-    ids = [json.loads(line)["custom_id"] for line in (out / "batch_requests.jsonl").read_text().splitlines()]
+    base, ids = batch_requests(out, movie_data)
     output = batch_output(tmp_path / "output.jsonl", ids, cut=ids[1:3])
     result = run_script(*base, "--batch-output", output)
     warning = f'2 of {len(ids)} answers used their token limit ("length") and may be cut short'

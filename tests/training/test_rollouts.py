@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from rectune.training.rollouts import (
     RolloutCopy,
     compile_decoding,
+    cpu_has_bfloat16,
     engine_sampling,
     generating_with,
     longest_prompt_tokens,
@@ -129,7 +130,11 @@ def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_d
         rollout_dtype="bfloat16",
     )  # fmt: skip
     result = run_script("train/grpo.py", recipe, *TEST_REWARD)
-    assert "rollouts: sampled from a bfloat16 copy of the merged policy" in result.stderr  # the copy was used
+    if cpu_has_bfloat16() or torch.cuda.is_available():
+        assert "rollouts: sampled from a bfloat16 copy of the merged policy" in result.stderr  # the copy was used
+    else:  # a CPU without bfloat16 instructions samples the float32 policy, and says so
+        assert "rollout_dtype: bfloat16 is ignored: this CPU has no bfloat16 instructions" in result.stderr
+        assert "sampled from a bfloat16 copy" not in result.stderr
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 
