@@ -35,15 +35,12 @@ _ACTIVE: contextvars.ContextVar[SharedPrefixCache | None] = contextvars.ContextV
 
 class SharedPrefixLayer(DynamicLayer):
     """One layer's cache: the prompts' keys and values once per distinct prompt (``prefix_keys``,
-    ``prefix_values``: groups x heads x prompt x dim) and each row's generated tokens (``keys``, ``values``)."""
+    ``prefix_values``: groups x heads x prompt x dim) and each row's generated tokens (``keys``, ``values``,
+    which ``update`` appends to and returns: the prompt's are read by the attention)."""
 
     def __init__(self, prefix_keys: torch.Tensor, prefix_values: torch.Tensor):
         super().__init__()
         self.prefix_keys, self.prefix_values = prefix_keys, prefix_values
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        """Append the rows' new keys and values; returns the rows' own (the prompt's are read by the attention)."""
-        return super().update(key_states, value_states)
 
     def get_seq_length(self) -> int:
         return self.prefix_keys.shape[-2] + super().get_seq_length()
