@@ -46,7 +46,7 @@ def test_the_curve_is_read_from_the_trainer_state(tmp_path):
 @pytest.mark.slow
 def test_a_short_learn_check_shows_grpo_learning(tmp_path):
     """The learn check at 10 steps on the embedded model, with larger steps (learning rate 1e-3) than the
-    recipe's 40 steps at 3e-4: the script exits 1 unless the saved adapter's greedy answers to 16 held-out
+    recipe's 40 steps at 3e-4: the script exits 1 unless the saved adapter's greedy answers to 48 held-out
     prompts earn more reward than the base model's, beyond noise."""
     world, release, data = tmp_path / "world", tmp_path / "release", tmp_path / "movie"
     run_script("data_prep/demo_world.py", "--out", world)
@@ -58,13 +58,12 @@ def test_a_short_learn_check_shows_grpo_learning(tmp_path):
         "data_prep/recbench.py", "--src", release, "--domain", "movie", "--kg", release / "kg.jsonl",
         "--test-size", "0.15", "--out", data,
     )  # fmt: skip
+    # 48 held-out prompts, not the script's 16: a seeded 10-step run lands where the CPU's float rounding
+    # sends it, and on 16 prompts one such run rose +0.25 at 2.95 standard errors; on 48, seeds 42, 1, 2
+    # and 3 rose +0.26 to +0.51 at 4.7 standard errors or more (docs/training.md)
     result = run_script(
         "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "10", "--window", "3",
-        "--prompts", "16", "--learning_rate", "1e-3", "--save_steps", "10",
-        # TRL's one-row-per-completion forward: this seeded 10-step run at a large learning rate is a knife
-        # edge, and the shared-prefix path's float rounding sends it elsewhere (+0.231, 2.4 standard errors,
-        # against +0.457 here); that path's loss and gradients are pinned in test_shared_prefix.py
-        "--shared_prefix", "false", check=False,
+        "--prompts", "48", "--learning_rate", "1e-3", "--save_steps", "10", check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     base, tuned = map(float, re.search(r"base ([\d.]+), saved adapter ([\d.]+)", result.stdout).groups())
