@@ -11,7 +11,8 @@ RELEASE = ROOT / "tests" / "fixtures" / "recbench"
 
 os.environ.setdefault("WANDB_MODE", "offline")
 # Under pytest-xdist (make test) each worker, and each script it starts, takes its share of the cores: torch's
-# OpenMP threads in two workers on 2 cores spun against each other, and the learn check ran 3.7x its time alone.
+# OpenMP threads in two workers on 2 cores spun against each other: the learn check took 1,118 s beside the
+# other worker, 480 s with one thread each, about 300 s alone.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // WORKERS)))
