@@ -59,8 +59,9 @@ def test_a_short_learn_check_shows_grpo_learning(tmp_path):
         "--test-size", "0.15", "--out", data,
     )  # fmt: skip
     # 48 held-out prompts, not the script's 16: a seeded 10-step run lands where the CPU's float rounding
-    # sends it, and on 16 prompts one such run rose +0.25 at 2.95 standard errors; on 48, seeds 42, 1, 2
-    # and 3 rose +0.26 to +0.51 at 4.7 standard errors or more (docs/training.md)
+    # sends it, and on 16 prompts one such run (TRL's forward) rose +0.25 at 2.95 standard errors; on 48,
+    # the default shared-prefix path at seeds 42, 1, 2 and 3 rose +0.26 to +0.51 at 4.7 standard errors or
+    # more (docs/training.md)
     result = run_script(
         "train/learn_check.py", "--data", data, "--out", tmp_path / "check", "--max_steps", "10", "--window", "3",
         "--prompts", "48", "--learning_rate", "1e-3", "--save_steps", "10", check=False,
