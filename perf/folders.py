@@ -26,18 +26,21 @@ class GrowingFolder:
         for entry in (entry for entry in present if overwrite or entry.name in listed):
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         path.mkdir(parents=True, exist_ok=True)
-        self.path, self.kind, self.entries = path, kind, []
+        self.path, self.kind, self.entries, self.sealed = path, kind, [], []
         write_marker(path, kind, [], hashed=[])
 
     def entry(self, name: str) -> Path:
-        """The path of entry ``name``, listed as this script's before it is written."""
-        if name not in self.entries:
-            self.entries.append(name)
-            write_marker(self.path, self.kind, self.entries, hashed=[])
+        """The path of entry ``name``, listed as this script's before it is written; an entry sealed before is
+        no longer vouched for, since it is about to change."""
+        if name not in self.entries or name in self.sealed:
+            self.entries += [] if name in self.entries else [name]
+            self.sealed = [sealed for sealed in self.sealed if sealed != name]
+            write_marker(self.path, self.kind, self.entries, hashed=self.sealed, digest=False)
         return self.path / name
 
     def seal(self) -> None:
-        """Vouch for every file written (its size and time: a model shape's GBs are not hashed), so a rerun
-        refuses a folder where one was edited since."""
-        written = [name for name in self.entries if (self.path / name).exists()]
-        write_marker(self.path, self.kind, written, digest=False)
+        """Vouch for every file written so far (its size and time: a model shape's GBs are not hashed), so a
+        rerun refuses a folder where one was edited since. Called after each part: a run stopped by its time
+        limit leaves the parts it finished vouched for."""
+        self.sealed = [name for name in self.entries if (self.path / name).exists()]
+        write_marker(self.path, self.kind, self.entries, hashed=self.sealed, digest=False)

@@ -191,7 +191,7 @@ def sft_rows(check: Check) -> None:
               f"{steady / loops['documents masked as packed']:.2f}x the document-masked loop's")  # fmt: skip
 
 
-def grpo_rows(check: Check, engines: list[str]) -> None:
+def grpo_rows(check: Check) -> None:
     """One GRPO run per generation engine: tokens/s and where a step's seconds went."""
     # One step generates every completion at once and trains on them in micro-batches: 64 sequences of a 3B
     # model with its 152k-word logits in one forward pass ran out of an H200's 140 GiB.
@@ -209,7 +209,7 @@ def grpo_rows(check: Check, engines: list[str]) -> None:
         "\n| GRPO generation | tokens/s (step, generation included) | seconds "
         "| seconds a step: " + " | ".join(GRPO_PARTS) + " |\n|---|---|---|" + "---|" * len(GRPO_PARTS)
     )
-    for engine in engines:
+    for engine in args.engines.split(","):
         label, flags = grpo_engines(completions)[engine]
         folder, log = check.out.entry(f"grpo-{engine}"), check.out.entry(f"grpo-{engine}.log")
         if run([*grpo, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
@@ -328,18 +328,13 @@ def main() -> None:
     print(f"torch {torch.__version__}, transformers {version('transformers')}, trl {version('trl')}, "
           f"peft {version('peft')}, accelerate {version('accelerate')}")  # fmt: skip
 
-    parts = args.parts.split(",")
-    if "sft" in parts:
-        sft_rows(check)
-    if "grpo" in parts:
-        grpo_rows(check, args.engines.split(","))
-    if "profile" in parts and args.profile_steps:
-        profile_rows(check)
-    if "rollouts" in parts:
-        rollout_rows(check)
-    if "eval" in parts:
-        eval_rows(check)
     out.seal()
+    parts = [part for part in args.parts.split(",") if part != "profile" or args.profile_steps]
+    for part, measure in (("sft", sft_rows), ("grpo", grpo_rows), ("profile", profile_rows),
+                          ("rollouts", rollout_rows), ("eval", eval_rows)):  # fmt: skip
+        if part in parts:
+            measure(check)
+            out.seal()  # the kit's time limit may stop the check during the next part
     print(f"\nlogs and runs in {out.path}")
 
 

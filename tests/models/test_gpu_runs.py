@@ -87,6 +87,25 @@ def test_a_growing_folder_removes_what_it_listed_and_refuses_anything_else(tmp_p
     assert [p.name for p in out.iterdir()] == [".rectune.json"]
 
 
+def test_each_sealed_part_stays_vouched_for_while_later_parts_are_written(tmp_path):
+    out = tmp_path / "check"
+    folder = GrowingFolder(out, "gpu check")
+    folder.entry("sft-baseline.log").write_text("the first part's")
+    folder.seal()  # the first part is done
+    folder.entry("grpo-generate.log").write_text("the second part, stopped by the time limit before its seal")
+    (out / "sft-baseline.log").write_text("edited by hand after its part was sealed")
+    with pytest.raises(RecTuneError, match="sft-baseline.log changed since RecTune wrote it"):
+        GrowingFolder(out, "gpu check")
+    assert (out / "sft-baseline.log").read_text() == "edited by hand after its part was sealed"
+
+    folder = GrowingFolder(out, "gpu check", overwrite=True)
+    folder.entry("eval_hf.log").write_text("one part's")
+    folder.seal()
+    folder.entry("eval_hf.log").write_text("the same entry asked for again is no longer vouched for")
+    GrowingFolder(out, "gpu check")  # so a rerun removes it without calling it edited
+    assert [p.name for p in out.iterdir()] == [".rectune.json"]
+
+
 def test_a_growing_folder_never_removes_what_a_strangers_marker_lists(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
