@@ -26,21 +26,24 @@ class GrowingFolder:
         for entry in (entry for entry in present if overwrite or entry.name in listed):
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         path.mkdir(parents=True, exist_ok=True)
-        self.path, self.kind, self.entries, self.sealed = path, kind, [], []
+        self.path, self.kind, self.entries = path, kind, []
+        self.vouched: dict[str, dict] = {}  # the files of the parts sealed so far, as they were then
         write_marker(path, kind, [], hashed=[])
 
     def entry(self, name: str) -> Path:
-        """The path of entry ``name``, listed as this script's before it is written; an entry sealed before is
-        no longer vouched for, since it is about to change."""
-        if name not in self.entries or name in self.sealed:
+        """The path of entry ``name``, listed as this script's before it is written; one sealed before is no
+        longer vouched for, since it is about to change."""
+        unsealed = {file: record for file, record in self.vouched.items() if file.split("/")[0] != name}
+        if name not in self.entries or unsealed != self.vouched:
             self.entries += [] if name in self.entries else [name]
-            self.sealed = [sealed for sealed in self.sealed if sealed != name]
-            write_marker(self.path, self.kind, self.entries, hashed=self.sealed, digest=False)
+            self.vouched = write_marker(self.path, self.kind, self.entries, hashed=[], vouched=unsealed)
         return self.path / name
 
     def seal(self) -> None:
-        """Vouch for every file written so far (its size and time: a model shape's GBs are not hashed), so a
-        rerun refuses a folder where one was edited since. Called after each part: a run stopped by its time
-        limit leaves the parts it finished vouched for."""
-        self.sealed = [name for name in self.entries if (self.path / name).exists()]
-        write_marker(self.path, self.kind, self.entries, hashed=self.sealed, digest=False)
+        """Vouch for the files written since the last seal (their size and time: a model shape's GBs are not
+        hashed), so a rerun refuses a folder where one was edited since. Called after each part: a run
+        stopped by its time limit leaves the parts it finished vouched for, as they were when each ended."""
+        done = {file.split("/")[0] for file in self.vouched}
+        fresh = [name for name in self.entries if name not in done and (self.path / name).exists()]
+        self.vouched = write_marker(self.path, self.kind, self.entries, hashed=fresh, digest=False,
+                                    vouched=self.vouched)  # fmt: skip

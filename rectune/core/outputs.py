@@ -169,15 +169,22 @@ def read_marker(folder: Path) -> dict | None:
 
 
 def write_marker(
-    folder: Path, kind: str, entries: list[str], *, hashed: list[str] | None = None, digest: bool = True
-) -> None:
+    folder: Path,
+    kind: str,
+    entries: list[str],
+    *,
+    hashed: list[str] | None = None,
+    digest: bool = True,
+    vouched: dict[str, dict] | None = None,
+) -> dict[str, dict]:
     """Mark ``folder`` as a ``kind`` output holding ``entries``, with the size, time and SHA-256 of each file
     under the ``hashed`` ones (default: all), so a rerun notices a file changed since. A run about to change
     its folder's files marks it with ``hashed=[]`` first: no file is vouched for until it is done.
     ``digest=False`` records size and time only (a model shape's random weights: GBs hashed for nothing),
-    so any change to them, even one that leaves the bytes as they were, counts as a change."""
+    so any change to them, even one that leaves the bytes as they were, counts as a change. ``vouched``:
+    files recorded by an earlier marker, kept as they were recorded then. Returns the files vouched for."""
     entries = sorted(set(entries) - {MARKER})
-    files = {}
+    files = dict(vouched or {})
     for name in entries if hashed is None else hashed:
         top = folder / name
         for path in [top] if top.is_file() else sorted(top.rglob("*")) if top.is_dir() else []:
@@ -188,6 +195,7 @@ def write_marker(
                 if digest:
                     files[relative]["sha256"] = sha256_of(path)
     write_json(folder / MARKER, {"kind": kind, "entries": entries, "files": files})
+    return files
 
 
 def changed_files(folder: Path, marker: dict) -> list[str]:

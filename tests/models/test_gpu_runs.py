@@ -92,8 +92,8 @@ def test_each_sealed_part_stays_vouched_for_while_later_parts_are_written(tmp_pa
     folder = GrowingFolder(out, "gpu check")
     folder.entry("sft-baseline.log").write_text("the first part's")
     folder.seal()  # the first part is done
-    folder.entry("grpo-generate.log").write_text("the second part, stopped by the time limit before its seal")
     (out / "sft-baseline.log").write_text("edited by hand after its part was sealed")
+    folder.entry("grpo-generate.log").write_text("the second part, stopped by the time limit before its seal")
     with pytest.raises(RecTuneError, match="sft-baseline.log changed since RecTune wrote it"):
         GrowingFolder(out, "gpu check")
     assert (out / "sft-baseline.log").read_text() == "edited by hand after its part was sealed"
