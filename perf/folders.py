@@ -33,9 +33,10 @@ class GrowingFolder:
     def entry(self, name: str) -> Path:
         """The path of entry ``name``, listed as this script's before it is written; one sealed before is no
         longer vouched for, since it is about to change."""
-        unsealed = {file: record for file, record in self.vouched.items() if file.split("/")[0] != name}
+        unsealed = {file: record for file, record in self.vouched.items() if entry_of(file) != name}
         if name not in self.entries or unsealed != self.vouched:
-            self.entries += [] if name in self.entries else [name]
+            if name not in self.entries:
+                self.entries.append(name)
             self.vouched = write_marker(self.path, self.kind, self.entries, hashed=[], vouched=unsealed)
         return self.path / name
 
@@ -43,7 +44,12 @@ class GrowingFolder:
         """Vouch for the files written since the last seal (their size and time: a model shape's GBs are not
         hashed), so a rerun refuses a folder where one was edited since. Called after each part: a run
         stopped by its time limit leaves the parts it finished vouched for, as they were when each ended."""
-        done = {file.split("/")[0] for file in self.vouched}
+        done = {entry_of(file) for file in self.vouched}
         fresh = [name for name in self.entries if name not in done and (self.path / name).exists()]
         self.vouched = write_marker(self.path, self.kind, self.entries, hashed=fresh, digest=False,
                                     vouched=self.vouched)  # fmt: skip
+
+
+def entry_of(file: str) -> str:
+    """The entry a file the marker records lies in (its path relative to the folder, ``/``-separated)."""
+    return file.split("/", 1)[0]
