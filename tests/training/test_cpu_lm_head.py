@@ -40,11 +40,11 @@ def test_the_tiles_give_the_log_probabilities_entropies_hits_and_gradients_of_fu
     targets = torch.randint(0, 300, (600,))
     calls = Calls()
     log_probs, entropy, _, _, is_top1 = cpu_lm_head._CpuTiles(calls).apply(
-        hidden, weight, None, targets, 1.0, 32768, None, 1.0, OUTPUTS
-    )
+        hidden, weight, None, targets, 0.7, 32768, None, 1.0, OUTPUTS
+    )  # at the CPU demo recipe's sampling temperature: GRPO's log-probabilities are the sampled distribution's
     assert calls.rows == [256, 256, 88] and calls.tiles == [128, 128, 128]
 
-    full = torch.log_softmax(hidden @ weight.T, dim=-1)
+    full = torch.log_softmax(hidden @ weight.T / 0.7, dim=-1)
     assert torch.allclose(log_probs, full.gather(1, targets[:, None]).squeeze(1), atol=1e-5)
     assert torch.allclose(entropy, -(full.exp() * full).sum(-1), atol=1e-5)
     assert torch.equal(is_top1.bool(), full.argmax(-1) == targets)
