@@ -340,7 +340,7 @@ define train_and_score
 	$(2) --model outputs/$(1)/sft_rft --out $(3)/sft_rft
 endef
 
-# The whole toolkit on the embedded model and the demo world, on CPU (51 minutes on 2 AVX2 cores in a fresh clone, 18
+# The whole toolkit on the embedded model and the demo world, on CPU (49 minutes on 2 AVX2 cores in a fresh clone, 18
 # on 2 AVX-512 cores; measured): build the benchmark, score the base model, train SFT, RFT and SFT->RFT, score each,
 # compare.
 # W&B logs offline unless WANDB_MODE says otherwise.
