@@ -191,7 +191,7 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
     except UnicodeDecodeError as err:
         raise DataError(recipe, f"not UTF-8 text (byte {err.start + 1})") from None
     try:
-        _refuse_aliases(recipe, text)
+        _refuse_aliases_and_repeated_keys(recipe, text)
         config = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise DataError(recipe, f"malformed YAML: {err}") from None
@@ -238,13 +238,29 @@ def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
         )
 
 
-def _refuse_aliases(recipe: Path, text: str) -> None:
-    """A YAML alias (``*name``) can expand a few lines into gigabytes (the "billion laughs"); recipes need none."""
+def _refuse_aliases_and_repeated_keys(recipe: Path, text: str) -> None:
+    """Refuse a YAML alias (``*name``): a few lines can expand into gigabytes (the "billion laughs"), and recipes
+    need none. Refuse a key given twice in one mapping: YAML keeps the last without a word, so a value added at
+    the bottom of a long recipe would quietly replace the one above it."""
+    open_nodes: list[list] = []  # per open collection: [a mapping's keys seen (key: line) or None, next is a key]
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent):
-            raise DataError(
-                recipe, f"YAML alias *{event.anchor}: write the value out instead", event.start_mark.line + 1
-            )
+            raise DataError(recipe, f"YAML alias *{event.anchor}: write the value out instead", line)
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            open_nodes.pop()
+        elif not isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            continue  # the stream's and documents' own events
+        parent = open_nodes[-1] if open_nodes else None
+        if isinstance(event, yaml.ScalarEvent) and parent and parent[0] is not None and parent[1]:
+            if event.value in parent[0]:
+                first = parent[0][event.value]
+                raise DataError(recipe, f"key {event.value!r} given twice (first on line {first}); keep one", line)
+            parent[0][event.value] = line
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            open_nodes.append([{} if isinstance(event, yaml.MappingStartEvent) else None, True])
+        elif parent and parent[0] is not None:  # a key or a value ended: the parent mapping expects the other
+            parent[1] = not parent[1]
 
 
 def _plain(value: Any) -> Any:

@@ -61,6 +61,34 @@ def test_malformed_recipes_are_one_line(tmp_path, text, words):
     one_line(run_script("train/sft.py", recipe, check=False), "shared.yaml", words)
 
 
+REPEATED_KEYS = [
+    ("max_steps: 5\nlearning_rate: 1.0e-4\nmax_steps: 7\n", "r.yaml:3: key 'max_steps' given twice (first on line 1)"),
+    (
+        "datasets:\n  - path: a.jsonl\n    split: train\n    path: b.jsonl\n",
+        "r.yaml:4: key 'path' given twice (first on line 2)",
+    ),
+    ("model_init_kwargs: {dtype: auto, dtype: float32}\n", "r.yaml:1: key 'dtype' given twice (first on line 1)"),
+    ("datasets:\n  - {path: a.jsonl}\nwandb_tags: [x]\ndatasets: []\n", "r.yaml:4: key 'datasets' given twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), REPEATED_KEYS, ids=["top level", "in a list's mapping", "flow", "after"])
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, text, words):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text)
+    with pytest.raises(DataError) as caught:
+        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path / "out")])
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_same_key_in_sibling_mappings_is_not_repeated(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("datasets:\n  - {path: a.jsonl, split: train}\n  - {path: b.jsonl, split: train}\nmax_steps: 3\n")
+    training, *_ = parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path / "out")])
+    assert training.max_steps == 3
+
+
 def write_safetensors(path, tensor_bytes=16):
     header = json.dumps({"w": {"dtype": "F32", "shape": [tensor_bytes // 4], "data_offsets": [0, tensor_bytes]}})
     path.write_bytes(len(header).to_bytes(8, "little") + header.encode() + b"\x00" * tensor_bytes)
