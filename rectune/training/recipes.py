@@ -15,9 +15,10 @@ import difflib
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -43,7 +44,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         print(short_help(dataclass_types))
         sys.exit(0)
     args = ["--help" if arg == "--help-all" else arg for arg in args]
-    recipe = None
+    recipe, config = None, {}
     if args and not args[0].startswith("-"):
         recipe = Path(args.pop(0))
     elif "--config" in args:
@@ -52,7 +53,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         del args[index : index + 2]
     _check_flags(args, dataclass_types)
     if recipe is not None:
-        _check_recipe(recipe, dataclass_types)
+        config = _check_recipe(recipe, dataclass_types)
         args = ["--config", str(recipe), *args]
     secrets = _take_secrets(args)
     import torch  # here, not at the top: --help answers before torch loads
@@ -62,8 +63,13 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
         log.info("no CUDA device: training on CPU in fp32")
         args += [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
+    parser = TrlParser(dataclass_types)
+    parser.error = lambda message: _refuse_argument(message, recipe, args)  # not argparse's usage of 300 flags
+    _check_choices(parser, config, recipe)
     try:
-        parsed = TrlParser(dataclass_types).parse_args_and_config(args)
+        parsed = parser.parse_args_and_config(args)
+    except RecTuneError:
+        raise
     except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:  # unused arguments, values the
         raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # configs' own checks refuse
     check_values(parsed, recipe or "command line")
@@ -183,7 +189,7 @@ def announce_code(parsed: tuple[Any, ...]) -> None:
         log.warning(line)
 
 
-def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
+def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, Any]:
     if not recipe.is_file():
         raise DataError(recipe, "recipe file not found")
     try:
@@ -220,6 +226,19 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             names = ", ".join(t.__name__ for t in dataclass_types)
             raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+    return config
+
+
+def _check_choices(parser: Any, config: dict[str, Any], recipe: Path | None) -> None:
+    """A recipe's value for a field with fixed choices must be one of them: argparse checks the command line's
+    values only, and takes a recipe's (its defaults) as they are."""
+    for action in parser._actions:
+        value = config.get(action.dest)
+        if action.choices and value is not None and str(value) not in {str(choice) for choice in action.choices}:
+            choices = ", ".join(str(choice) for choice in action.choices)
+            # YAML 1.1 reads an unquoted no, off, yes or on as a boolean
+            hint = " (YAML reads an unquoted no or yes as a boolean: quote the word)" if isinstance(value, bool) else ""
+            raise DataError(recipe, f"key {action.dest!r}: {value!r} is not one of {choices}{hint}")
 
 
 def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
@@ -236,6 +255,19 @@ def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
         raise RecTuneError(
             f"unknown flag --{name} (not a field of {', '.join(t.__name__ for t in dataclass_types)}){hint}"
         )
+
+
+def _refuse_argument(message: str, recipe: Path | None, args: list[str]) -> NoReturn:
+    """argparse's own refusal (a value of the wrong type, a flag without its value) as one line naming the key
+    and where it was given: argparse would print its usage of every TRL and transformers flag first."""
+    match = re.match(r"argument --(\w+)[^:]*: (.*)", message)
+    if match is None:
+        raise RecTuneError(f"{recipe or 'command line'}: {message}")
+    name, problem = match.groups()
+    flags = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}
+    if name in flags or recipe is None:
+        raise RecTuneError(f"command line: --{name}: {problem}")
+    raise RecTuneError(f"{recipe}: key {name!r}: {problem}")
 
 
 def _refuse_aliases_and_repeated_keys(recipe: Path, text: str) -> None:

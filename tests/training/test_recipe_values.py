@@ -89,6 +89,44 @@ def test_the_same_key_in_sibling_mappings_is_not_repeated(tmp_path):
     assert training.max_steps == 3
 
 
+WRONG_TYPES = [
+    ("lora_r: sixteen\n", [], "r.yaml: key 'lora_r': invalid int value: 'sixteen'"),
+    ("max_steps: 1.0e12\n", [], "r.yaml: key 'max_steps': invalid int value: '1.0e12'"),  # YAML 1.1: a string
+    ("max_steps: 3\n", ["--max-steps", "ten"], "command line: --max_steps: invalid int value: 'ten'"),
+    ("max_steps: 3\n", ["--lora_r"], "command line: --lora_r: expected one argument"),
+    ("dtype: float64\n", [], "r.yaml: key 'dtype': 'float64' is not one of auto, bfloat16, float16, float32"),
+    ("max_steps: 3\n", ["--dtype", "float64"], "command line: --dtype: invalid choice: 'float64'"),
+    (
+        "save_strategy: no\n",
+        [],
+        "r.yaml: key 'save_strategy': False is not one of no, steps, epoch, best (YAML reads an unquoted no",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "words"),
+    WRONG_TYPES,
+    ids=["word for int", "exponent for int", "flag", "flag without value", "choice", "flag choice", "yaml no"],
+)
+def test_a_value_argparse_refuses_is_one_line_naming_the_key(tmp_path, capsys, text, flags, words):
+    """Not argparse's usage of every TRL and transformers flag before its error."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text)
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path / "out"), *flags])
+    assert str(caught.value).startswith(words if words.startswith("command") else str(tmp_path))
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+    assert "usage:" not in capsys.readouterr().err
+
+
+def test_quoted_choices_and_the_command_lines_choices_pass(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text('save_strategy: "no"\nlr_scheduler_type: cosine\ndtype: bfloat16\n')
+    training, model, *_ = parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--dtype", "float32"])
+    assert (training.save_strategy, training.lr_scheduler_type, model.dtype) == ("no", "cosine", "float32")
+
+
 def write_safetensors(path, tensor_bytes=16):
     header = json.dumps({"w": {"dtype": "F32", "shape": [tensor_bytes // 4], "data_offsets": [0, tensor_bytes]}})
     path.write_bytes(len(header).to_bytes(8, "little") + header.encode() + b"\x00" * tensor_bytes)
