@@ -7,6 +7,7 @@ weights. The ranges here are the ones every run needs, whatever the model or dat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -37,16 +38,29 @@ NOT_NEGATIVE = {
 }
 
 
+# key -> what to give; an empty name would point at the current directory (Path("") is ".")
+NAMED = {
+    "model_name_or_path": "name a model: a Hugging Face id, a model folder, or embedded:smollm2",
+    "output_dir": "name the run's folder",
+}
+
+
 def check_values(configs: tuple[Any, ...], source: object) -> None:
     """Refuse the first out-of-range value of ``configs`` (parsed from ``source``: the recipe or the command line)."""
     for config in configs:
-        for key, value in vars(config).items():
-            problem = _problem(key, value)
+        for item in dataclasses.fields(config):
+            value = getattr(config, item.name)
+            problem = _problem(item.name, value)
+            if isinstance(value, bool) and type(item.default) in (int, float):  # YAML's true is Python's 1
+                problem = f"{str(value).lower()} is not a number"
             if problem:
-                raise RecTuneError(f"{source}: key {key!r}: {problem}")
+                raise RecTuneError(f"{source}: key {item.name!r}: {problem}")
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
     if steps == 0 or steps < -1:
         raise RecTuneError(f"{source}: key 'max_steps': {steps} (give a number of steps, or -1 to train by epochs)")
+    for key, what in NAMED.items():
+        if any(hasattr(c, key) and not str(getattr(c, key) or "").strip() for c in configs):
+            raise RecTuneError(f"{source}: key {key!r}: not set ({what})")
 
 
 def check_reward_weights(weights: list[float] | None, rewards: list[str], source: object) -> None:

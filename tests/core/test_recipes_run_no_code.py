@@ -59,14 +59,20 @@ def test_nested_trust_remote_code_and_foreign_rewards_are_refused_in_recipes(tmp
     foreign = write_recipe(tmp_path / "foreign.yaml", reward_funcs=["recall", "my_pkg.rewards.novelty"])
     with pytest.raises(DataError, match=r"key 'reward_funcs': 'my_pkg.rewards.novelty' would import code"):
         parse_recipe(GRPO, [str(foreign)])
-    own = write_recipe(tmp_path / "own.yaml", reward_funcs=["recall", "rectune.training.learn_check.answer_length"])
+    own = write_recipe(
+        tmp_path / "own.yaml",
+        model_name_or_path="m",
+        reward_funcs=["recall", "rectune.training.learn_check.answer_length"],
+    )
     *_, rft_args, _ = parse_recipe(GRPO, [str(own), "--output_dir", str(tmp_path / "o")])
     assert rft_args.reward_funcs[1] == "rectune.training.learn_check.answer_length"
 
 
 def test_code_typed_on_the_command_line_is_announced_once(tmp_path, caplog):
     parsed = parse_recipe(
-        GRPO, ["--output_dir", str(tmp_path / "o"), "--trust_remote_code", "true", "--reward_funcs", "recall", "my.r"]
+        GRPO,
+        ["--model_name_or_path", "m", "--output_dir", str(tmp_path / "o"), "--trust_remote_code", "true"]
+        + ["--reward_funcs", "recall", "my.r"],
     )
     with caplog.at_level(logging.WARNING, logger="rectune.training.recipes"):
         announce_code(parsed[:-1])
@@ -78,16 +84,22 @@ def test_code_typed_on_the_command_line_is_announced_once(tmp_path, caplog):
 
 def test_a_secret_in_model_init_kwargs_on_the_command_line_is_refused(tmp_path):
     with pytest.raises(RecTuneError, match="model_init_kwargs: 'token' would be saved with the run") as caught:
-        parse_recipe(SFT, ["--output_dir", str(tmp_path), "--model_init_kwargs", '{"token": "hf_secretPlanted"}'])
+        parse_recipe(
+            SFT,
+            ["--model_name_or_path", "m", "--output_dir", str(tmp_path)]
+            + ["--model_init_kwargs", '{"token": "hf_secretPlanted"}'],
+        )
     assert "hf_secretPlanted" not in str(caught.value)
 
 
 @pytest.mark.parametrize("spelling", ["--hub-token", "--hub_token"])
 def test_every_spelling_of_the_hub_token_moves_out(monkeypatch, spelling):
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setattr(sys, "argv", ["sft.py", "--output_dir", "out", spelling, "hf_planted", "--report_to", "none"])
+    argv = ["sft.py", "--model_name_or_path", "m", "--output_dir", "out", spelling, "hf_planted", "--report_to", "none"]
+    monkeypatch.setattr(sys, "argv", argv)
     training_args, *_ = parse_recipe(SFT)
-    assert training_args.hub_token is None and sys.argv == ["sft.py", "--output_dir", "out", "--report_to", "none"]
+    assert training_args.hub_token is None
+    assert sys.argv == ["sft.py", "--model_name_or_path", "m", "--output_dir", "out", "--report_to", "none"]
 
 
 def test_urls_lose_every_userinfo_and_query_value():

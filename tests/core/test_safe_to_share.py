@@ -109,8 +109,9 @@ def test_a_recipe_cannot_hold_a_secret(tmp_path):
 
 def test_the_hub_token_moves_out_of_the_arguments(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    argv = ["sft.py", "--output_dir", "out", f"--hub_token={PLANTED_CLI}", "--report_to", "none"]
+    model = ["--model_name_or_path", "m"]
+    argv = ["sft.py", *model, "--output_dir", "out", f"--hub_token={PLANTED_CLI}", "--report_to", "none"]
     monkeypatch.setattr(sys, "argv", argv)
     training_args, *_ = parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments))
     assert training_args.hub_token is None and os.environ["HF_TOKEN"] == PLANTED_CLI
-    assert sys.argv == ["sft.py", "--output_dir", "out", "--report_to", "none"]  # what W&B records
+    assert sys.argv == ["sft.py", *model, "--output_dir", "out", "--report_to", "none"]  # what W&B records

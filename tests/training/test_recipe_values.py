@@ -84,7 +84,10 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path, text, words):
 
 def test_the_same_key_in_sibling_mappings_is_not_repeated(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("datasets:\n  - {path: a.jsonl, split: train}\n  - {path: b.jsonl, split: train}\nmax_steps: 3\n")
+    recipe.write_text(
+        "model_name_or_path: embedded:smollm2\n"
+        "datasets:\n  - {path: a.jsonl, split: train}\n  - {path: b.jsonl, split: train}\nmax_steps: 3\n"
+    )
     training, *_ = parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path / "out")])
     assert training.max_steps == 3
 
@@ -122,9 +125,26 @@ def test_a_value_argparse_refuses_is_one_line_naming_the_key(tmp_path, capsys, t
 
 def test_quoted_choices_and_the_command_lines_choices_pass(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text('save_strategy: "no"\nlr_scheduler_type: cosine\ndtype: bfloat16\n')
+    recipe.write_text('model_name_or_path: m\nsave_strategy: "no"\nlr_scheduler_type: cosine\ndtype: bfloat16\n')
     training, model, *_ = parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--dtype", "float32"])
     assert (training.save_strategy, training.lr_scheduler_type, model.dtype) == ("no", "cosine", "float32")
+
+
+UNNAMED = [
+    ({}, "key 'model_name_or_path': not set (name a model: a Hugging Face id, a model folder, or embedded:smollm2)"),
+    ({"model_name_or_path": " "}, "key 'model_name_or_path': not set"),  # Path(" ".strip()) would be "."
+    ({"model_name_or_path": "m", "output_dir": ""}, "key 'output_dir': not set (name the run's folder)"),
+    ({"model_name_or_path": "m", "max_steps": True}, "key 'max_steps': true is not a number"),  # would be 1 step
+    ({"model_name_or_path": "m", "learning_rate": False}, "key 'learning_rate': false is not a number"),
+]
+
+
+@pytest.mark.parametrize(("values", "words"), UNNAMED, ids=["no model", "blank model", "empty out", "true", "false"])
+def test_an_unnamed_model_or_folder_and_a_boolean_number_are_one_line(tmp_path, values, words):
+    recipe = write_recipe(tmp_path / "r.yaml", **{"output_dir": str(tmp_path / "out"), **values})
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(GRPO, [str(recipe)])
+    assert str(caught.value) == f"{recipe}: {words}" if words.endswith(")") else words in str(caught.value)
 
 
 def write_safetensors(path, tensor_bytes=16):
