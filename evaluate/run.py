@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
-from rectune.core.cli import ArgumentParser, positive_int, run
+from rectune.core.cli import ArgumentParser, fraction, positive, positive_int, run
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
@@ -87,14 +87,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         help="default: the benchmark's longest answer for hf and vllm (RecBench+ 160, PerRecBench 16, LLMRec 96); "
         "2000 for openai* (the authors' max_tokens)",
     )
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--temperature", type=positive, default=1.0)
+    parser.add_argument("--top-p", type=fraction, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
     parser.add_argument("--limit", type=positive_int, default=None, help="first N queries only")

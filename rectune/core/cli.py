@@ -88,6 +88,14 @@ def finite(text: str) -> float:
     return value
 
 
+def positive(text: str) -> float:
+    """argparse type: a finite number above 0 (a sampling temperature, a timeout)."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse as every entry script uses it: no prefix matching (``--baselin`` is not ``--baseline``), a
     raw description (the scripts' docstrings keep their line breaks), and an unknown flag answered with

@@ -19,6 +19,23 @@ def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, va
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [(["--max-new-tokens", "0"], "argument --max-new-tokens: expected a number of at least 1, got 0"),
+     (["--temperature", "-1", "--do-sample"], "argument --temperature: expected a number above 0, got -1"),
+     (["--temperature", "nan", "--do-sample"], "argument --temperature: expected a finite number, got nan"),
+     (["--top-p", "5", "--do-sample"], "argument --top-p: expected a number between 0 and 1, got 5")],
+    ids=["no new tokens", "negative temperature", "nan temperature", "top-p above 1"],
+)  # fmt: skip
+def test_generation_settings_out_of_range_are_refused_before_the_model_loads(tmp_path, flags, words):
+    """transformers' generate would end in a traceback (a temperature) or answer nothing (no new tokens), after
+    the report folder was made."""
+    result = run_script("evaluate/run.py", "--model", "embedded:smollm2", "--data", tmp_path / "test.jsonl",
+                        "--out", tmp_path / "out", *flags, check=False)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert words in result.stderr.splitlines()[-1] and not (tmp_path / "out").exists()
+
+
 def test_k_beyond_the_candidates_or_the_catalog_is_capped(tmp_path):
     out = tmp_path / "data"
     result = run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out,
