@@ -271,8 +271,10 @@ def _error_bars(by_key: dict, tasks: list[str], name: str, metric: str) -> list[
     diffs = [row.get("diff", {}).get(metric) for row in rows]
     if not any(diffs):
         return None
-    low = [d.delta - d.low if d else 0.0 for d in diffs]
-    high = [d.high - d.delta if d else 0.0 for d in diffs]
+    # a percentile interval need not hold the observed difference (few queries, few resamples, a ratio metric):
+    # its whisker on that side is then empty, not negative (matplotlib refuses those)
+    low = [max(0.0, d.delta - d.low) if d else 0.0 for d in diffs]
+    high = [max(0.0, d.high - d.delta) if d else 0.0 for d in diffs]
     return [low, high]
 
 

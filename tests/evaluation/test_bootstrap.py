@@ -264,3 +264,19 @@ def test_a_metric_without_a_value_gets_no_panel_and_crowded_panels_no_labels(tmp
     rows = comparison_rows(crowded, baseline="c0")
     write_outputs(rows, metric_specs(crowded), [tmp_path / f"d{s}" for s in (".md", ".csv", ".png")])
     assert all(not ax.texts for ax in drawn[0].axes)
+
+
+def test_an_interval_beside_its_difference_draws_an_empty_whisker_on_that_side(tmp_path):
+    """One resample of recall 1, 0, 0 against 0, 0, 0 (seed 0) draws the hit three times: the interval is
+    [1, 1], above the observed difference 1/3, and its lower whisker (1/3 - 1) would be negative, which
+    matplotlib refuses."""
+    from rectune.evaluation.compare import _error_bars, write_outputs
+
+    reports = {"base": recbench_report([0.0, 0.0, 0.0]), "sft": recbench_report([1.0, 0.0, 0.0])}
+    rows = comparison_rows(reports, baseline="base", samples=1, seed=0)
+    diff = next(r for r in rows if r["checkpoint"] == "sft" and r["task"] == "overall")["diff"]["recall"]
+    assert diff.delta == pytest.approx(1 / 3) and (diff.low, diff.high) == (1.0, 1.0)
+    by_key = {(r["task"], r["checkpoint"]): r for r in rows}
+    assert _error_bars(by_key, ["overall"], "sft", "recall") == [[0.0], [pytest.approx(2 / 3)]]
+    write_outputs(rows, metric_specs(reports), [tmp_path / f"comparison{s}" for s in (".md", ".csv", ".png")])
+    assert (tmp_path / "comparison.png").stat().st_size > 0

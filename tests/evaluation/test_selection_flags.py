@@ -1,4 +1,4 @@
-"""Counts (K, --sample, --limit, a merge's rank) and generation settings on the command line are checked, and
+"""Counts (K, --sample, --limit, a merge's rank, resamples) and generation settings on the command line are checked, and
 every backend scores the queries chosen."""
 
 import json
@@ -11,7 +11,8 @@ from conftest import RELEASE, read_jsonl, run_script
     ("script", "flag", "value"),
     [("evaluate/run.py", "--k", "-1"), ("evaluate/run.py", "--sample", "-100"), ("evaluate/run.py", "--sample", "0"),
      ("evaluate/run.py", "--limit", "-1"), ("evaluate/score.py", "--k", "0"), ("data_prep/recbench.py", "--k", "0"),
-     ("data_prep/recbench.py", "--k", "-3"), ("train/merge.py", "--svd-rank", "0")],
+     ("data_prep/recbench.py", "--k", "-3"), ("train/merge.py", "--svd-rank", "0"),
+     ("evaluate/compare.py", "--bootstrap-samples", "0")],
 )  # fmt: skip
 def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, value):
     result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
