@@ -22,7 +22,7 @@ from collections import Counter
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
-from rectune.core.cli import ArgumentParser, build_summary, fraction, run
+from rectune.core.cli import ArgumentParser, build_summary, fraction, positive_int, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows
@@ -39,14 +39,20 @@ def parse_args() -> argparse.Namespace:
     parser = ArgumentParser(description=__doc__)
     add_source_arguments(parser, "beauty")
     defaults = build.BuildSettings()
-    parser.add_argument("--min-interactions", type=int, default=defaults.min_interactions, help="k of the k-core")
-    parser.add_argument("--history", type=int, default=defaults.history, help="history items in the prompt")
-    parser.add_argument("--num-candidates", type=int, default=defaults.num_candidates, help="direct recommendation")
+    parser.add_argument(
+        "--min-interactions", type=positive_int, default=defaults.min_interactions, help="k of the k-core"
+    )
+    parser.add_argument("--history", type=positive_int, default=defaults.history, help="history items in the prompt")
+    parser.add_argument(
+        "--num-candidates", type=positive_int, default=defaults.num_candidates, help="direct recommendation"
+    )
     parser.add_argument("--sequential-candidates", action="store_true", help="sequential picks from candidates too")
-    parser.add_argument("--max-review-words", type=int, default=defaults.max_review_words, help="explanation target")
+    parser.add_argument(
+        "--max-review-words", type=positive_int, default=defaults.max_review_words, help="explanation target"
+    )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument(
-        "--max-users", type=int, default=None,
+        "--max-users", type=positive_int, default=None,
         help="keep a seeded sample of this many users, stratified by activity (stats.json: found and kept)",
     )  # fmt: skip
     parser.add_argument(

@@ -24,7 +24,16 @@ from tqdm import tqdm
 
 from rectune.benchmarks.perrec import BENCHMARK, groups
 from rectune.benchmarks.perrec.rows import LABELS
-from rectune.core.cli import ArgumentParser, build_summary, fraction, run
+from rectune.core.cli import (
+    ArgumentParser,
+    build_summary,
+    fraction,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+    run,
+)
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.rating_store import RatingStore
@@ -38,19 +47,23 @@ def parse_args() -> argparse.Namespace:
     parser = ArgumentParser(description=__doc__)
     add_source_arguments(parser, "beauty or movies")
     defaults = groups.GroupSettings()
-    parser.add_argument("--window-days", type=float, default=defaults.window_days, help="co-rating window")
-    parser.add_argument("--min-history", type=int, default=defaults.min_history, help="other items a user needs")
-    parser.add_argument("--min-gap", type=float, default=defaults.min_gap, help="relative ratings differ by more")
+    parser.add_argument("--window-days", type=positive, default=defaults.window_days, help="co-rating window")
+    parser.add_argument(
+        "--min-history", type=non_negative_int, default=defaults.min_history, help="other items a user needs"
+    )
+    parser.add_argument(
+        "--min-gap", type=non_negative, default=defaults.min_gap, help="relative ratings differ by more"
+    )
     parser.add_argument("--max-group-size", type=int, default=defaults.max_size)
-    parser.add_argument("--close-gap", type=float, default=defaults.close_gap, help="difficulty: a near-tie")
-    parser.add_argument("--k", type=int, default=defaults.k, help="history items retrieved by BM25")
+    parser.add_argument("--close-gap", type=non_negative, default=defaults.close_gap, help="difficulty: a near-tie")
+    parser.add_argument("--k", type=positive_int, default=defaults.k, help="history items retrieved by BM25")
     parser.add_argument("--no-profile", action="store_true", help="leave the template user profile out")
     parser.add_argument(
         "--any-history", action="store_true",
         help="retrieve history from all the user's other items, also those rated after the shared item",
     )  # fmt: skip
     parser.add_argument(
-        "--max-groups", type=int, default=None,
+        "--max-groups", type=positive_int, default=None,
         help="keep a seeded sample of this many groups, stratified by difficulty (stats.json: found and kept)",
     )  # fmt: skip
     parser.add_argument("--test-size", type=fraction, default=0.2, help="fraction of items held out")

@@ -15,7 +15,7 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, positive_int, run
+from rectune.core.cli import ArgumentParser, percent, positive_int, run
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.evaluation.reports import prompt_variant
@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")
     parser.add_argument("--allow-subset", action="store_true", help="score only the test ids that have predictions")
     parser.add_argument(
-        "--fuzzy-cutoff", type=float, default=90.0, help="RapidFuzz ratio (0-100) for fuzzy title matches"
+        "--fuzzy-cutoff", type=percent, default=90.0, help="RapidFuzz ratio (0-100) for fuzzy title matches"
     )
     parser.add_argument(
         "--score-failures-as-empty", action="store_true",

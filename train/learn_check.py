@@ -17,7 +17,7 @@ from pathlib import Path
 from transformers.trainer_utils import get_last_checkpoint
 
 from rectune.benchmarks import get_benchmark, load_rows
-from rectune.core.cli import ArgumentParser, run
+from rectune.core.cli import ArgumentParser, positive_int, run
 from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate
@@ -40,12 +40,14 @@ def greedy_answers(model_name: str, prompts: list[list[dict]]) -> list[str]:
 def main() -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="outputs/learn_check", help="folder for the run (its rft/ stage)")
-    parser.add_argument("--max_steps", type=int, default=None, help="GRPO steps (default: the recipe's)")
+    parser.add_argument("--max_steps", type=positive_int, default=None, help="GRPO steps (default: the recipe's)")
     parser.add_argument(
         "--data", default=str(ROOT / "data/demo_movie"), help="prepared RecBench+ folder (built by make data-demo)"
     )
-    parser.add_argument("--window", type=int, default=10, help="steps averaged at each end of the curve")
-    parser.add_argument("--prompts", type=int, default=16, help="held-out prompts whose greedy answers are compared")
+    parser.add_argument("--window", type=positive_int, default=10, help="steps averaged at each end of the curve")
+    parser.add_argument(
+        "--prompts", type=positive_int, default=16, help="held-out prompts whose greedy answers are compared"
+    )
     args, grpo_flags = parser.parse_known_args()
 
     # Data: the demo world's benchmark (built once), its held-out prompts for the greedy comparison.

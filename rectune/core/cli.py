@@ -77,6 +77,33 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number of at least 0 (history items, where none is a choice; retries)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number of at least 0 (a rating gap)."""
+    value = finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text}")
+    return value
+
+
+def percent(text: str) -> float:
+    """argparse type: a number in [0, 100] (a RapidFuzz ratio)."""
+    value = finite(text)
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 100, got {text}")
+    return value
+
+
 def finite(text: str) -> float:
     """argparse type: a finite number (no nan or inf)."""
     try:

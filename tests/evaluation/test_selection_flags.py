@@ -1,5 +1,5 @@
-"""Counts (K, --sample, --limit, a merge's rank, resamples) and generation settings on the command line are checked, and
-every backend scores the queries chosen."""
+"""Counts and ranges of command-line settings (K, --sample, a merge's rank, history, timeouts, generation) are
+checked naming the flag, and every backend scores the queries chosen."""
 
 import json
 
@@ -18,6 +18,25 @@ def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, va
     result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"argument {flag}: expected a number of at least 1, got {value}" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("script", "flag", "value", "words"),
+    [("data_prep/recbench.py", "--history", "-1", "a number of at least 0"),  # was kept as no history at all
+     ("data_prep/demo_world.py", "--users", "0", "a number of at least 1"),  # was a world of 0 users
+     ("data_prep/build_benchmark.py", "--queries-per-user", "0", "a number of at least 1"),
+     ("data_prep/build_benchmark.py", "--max-retries", "-1", "a number of at least 0"),
+     ("data_prep/build_benchmark.py", "--request-timeout", "0", "a number above 0"),
+     ("data_prep/llmrec.py", "--num-candidates", "0", "a number of at least 1"),
+     ("data_prep/perrecbench.py", "--min-gap", "-0.5", "a number of at least 0"),
+     ("data_prep/perrecbench.py", "--window-days", "inf", "a finite number"),
+     ("evaluate/score.py", "--fuzzy-cutoff", "101", "a number between 0 and 100")],
+)  # fmt: skip
+def test_a_setting_out_of_its_range_is_refused_naming_the_flag(tmp_path, script, flag, value, words):
+    result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument {flag}: expected {words}, got {value}" in result.stderr.splitlines()[-1]
     assert not (tmp_path / "out").exists()
 
 
