@@ -46,6 +46,7 @@ from perf.gpu_runs import (
 )
 from perf.memory_estimate import GIB, training_step_bytes
 from perf.plain_loop import TARGETS, plain_loop
+from rectune.core.cli import non_negative_int, positive_int
 from rectune.core.io import RecTuneError
 
 SFT_RECIPE = ROOT / "recipes/smollm2_movie_cpu.yaml"
@@ -264,23 +265,29 @@ def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded:smollm2", help="model the steps train and evaluate")
     parser.add_argument("--model-shape", default=None, help="qwen2.5-3b, llama-3.1-8b or smollm2-135m, random weights")
-    parser.add_argument("--shape-layers", type=int, default=None, help="fewer layers than the shape (quick checks)")
+    parser.add_argument(
+        "--shape-layers", type=positive_int, default=None, help="fewer layers than the shape (quick checks)"
+    )
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a toy run of every step")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--out", default="outputs/gpu_check", help="folder for the runs and logs (its own replaced)")
     parser.add_argument("--overwrite", action="store_true", help="empty --out first, whoever wrote it")
-    parser.add_argument("--sft-steps", type=int, default=20)
-    parser.add_argument("--max-length", type=int, default=4096, help="packed sequence length")
-    parser.add_argument("--batch-size", type=int, default=4, help="packed sequences per SFT step")
-    parser.add_argument("--plain-steps", type=int, default=5, help="timed steps of the plain loop (its median)")
-    parser.add_argument("--profile-steps", type=int, default=3,
+    parser.add_argument("--sft-steps", type=positive_int, default=20)
+    parser.add_argument("--max-length", type=positive_int, default=4096, help="packed sequence length")
+    parser.add_argument("--batch-size", type=positive_int, default=4, help="packed sequences per SFT step")
+    parser.add_argument(
+        "--plain-steps", type=positive_int, default=5, help="timed steps of the plain loop (its median)"
+    )
+    parser.add_argument("--profile-steps", type=non_negative_int, default=3,
                         help="a baseline SFT run of this many steps, its last profiled (0: none)")  # fmt: skip
-    parser.add_argument("--grpo-steps", type=int, default=4)
-    parser.add_argument("--grpo-batch", type=int, default=8, help="prompts per GRPO step, x8 completions each")
-    parser.add_argument("--grpo-micro-batch", type=int, default=16, help="completions per GRPO forward/backward")
-    parser.add_argument("--completion-length", type=int, default=256)
-    parser.add_argument("--rollout-rounds", type=int, default=3, help="rounds of perf/bench_rollouts.py")
-    parser.add_argument("--queries", type=int, default=64)
+    parser.add_argument("--grpo-steps", type=positive_int, default=4)
+    parser.add_argument("--grpo-batch", type=positive_int, default=8, help="prompts per GRPO step, x8 completions each")
+    parser.add_argument(
+        "--grpo-micro-batch", type=positive_int, default=16, help="completions per GRPO forward/backward"
+    )
+    parser.add_argument("--completion-length", type=positive_int, default=256)
+    parser.add_argument("--rollout-rounds", type=positive_int, default=3, help="rounds of perf/bench_rollouts.py")
+    parser.add_argument("--queries", type=positive_int, default=64)
     parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated, in this order: " + ", ".join(PARTS))
     parser.add_argument("--engines", default=",".join(ENGINES), help="GRPO's rows: " + ", ".join(ENGINES))
     args = parser.parse_args()

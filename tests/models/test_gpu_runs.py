@@ -128,3 +128,17 @@ def test_a_second_check_into_the_same_folder_is_refused_while_the_first_runs(tmp
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert second.returncode == 1 and second.stderr.startswith(f"gpu-check: {out}")
     assert f"in use by process {os.getpid()}" in second.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--grpo-steps", "0"), ("--batch-size", "-2"), ("--profile-steps", "-1")])
+def test_a_count_out_of_range_is_refused_before_a_lent_minute_is_spent(monkeypatch, capsys, flag, value):
+    from perf.gpu_check import parse_arguments
+
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", flag, value])
+    with pytest.raises(SystemExit) as stopped:
+        parse_arguments()
+    least = 0 if flag == "--profile-steps" else 1
+    assert stopped.value.code == 2
+    assert f"argument {flag}: expected a number of at least {least}, got {value}" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", "--profile-steps", "0"])  # 0: no profiled run
+    assert parse_arguments().profile_steps == 0
