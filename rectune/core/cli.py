@@ -68,23 +68,22 @@ def fraction(text: str) -> float:
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number of at least 1 (a count of queries, candidates, titles)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
+    return _whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
-    """argparse type: a whole number of at least 0 (history items, where none is a choice; retries)."""
+    """argparse type: a whole number of at least 0 (where 0 means none: history items asked of a user, profiled
+    steps)."""
+    return _whole_number(text, 0)
+
+
+def _whole_number(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a number of at least {least}, got {value}")
     return value
 
 
