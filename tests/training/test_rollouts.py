@@ -144,7 +144,8 @@ def test_an_unknown_rollout_dtype_is_refused_naming_the_key(tmp_path, tiny_model
         rollout_dtype="bf16",
     )  # fmt: skip
     result = run_script("train/grpo.py", recipe, *TEST_REWARD, check=False)
-    assert result.returncode != 0 and "rollout_dtype: 'bf16'" in result.stderr
+    assert result.returncode != 0
+    assert "g.yaml: key 'rollout_dtype': 'bf16' is not one of bfloat16, float16, float32" in result.stderr
     assert not (tmp_path / "rft").exists()
 
 
