@@ -26,7 +26,15 @@ from pathlib import Path
 
 from rectune.benchmarks.recbench.builder import PERSON_RELATIONS, BenchmarkBuilder, BuildSettings, load_items
 from rectune.benchmarks.recbench.records import QUERY_FILES
-from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, run
+from rectune.core.cli import (
+    ArgumentParser,
+    add_output_arguments,
+    build_summary,
+    non_negative_int,
+    positive,
+    positive_int,
+    run,
+)
 from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data import movielens
@@ -50,20 +58,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--anchor-relations", nargs="+", default=None, help="relations a condition query must use")
     parser.add_argument("--allow-tied-pairs", action="store_true", help="interest pairs from same-second events too")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--queries-per-user", type=int, default=2)
+    parser.add_argument("--queries-per-user", type=positive_int, default=2)
     parser.add_argument(
-        "--max-users", type=int, default=None,
+        "--max-users", type=positive_int, default=None,
         help="build from a seeded sample of this many users, stratified by activity (stats.json: found and kept)",
     )  # fmt: skip
-    parser.add_argument("--max-ground-truth", type=int, default=12)
+    parser.add_argument("--max-ground-truth", type=positive_int, default=12)
     parser.add_argument(
         "--rewrite-model", default=None, help="chat model to rephrase queries (optional): a checkpoint, or with "
         "--base-url the model an OpenAI-compatible endpoint serves (the paper phrased its queries with GPT-4o)",
     )  # fmt: skip
     parser.add_argument("--base-url", default=None, help="--rewrite-model is served here (an OpenAI-compatible /v1)")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding its key")
-    parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request attempt")
-    parser.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts (with backoff)")
+    parser.add_argument("--request-timeout", type=positive, default=300.0, help="seconds per request attempt")
+    parser.add_argument(
+        "--max-retries", type=non_negative_int, default=5, help="retries on 429/5xx/timeouts (with backoff)"
+    )
     return parser.parse_args()
 
 

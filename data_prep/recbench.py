@@ -22,7 +22,15 @@ from rectune.benchmarks.recbench.grounding import ORDERS, attach_candidates, ret
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rerec import NEGATIVES, PROTOCOL, attach_rerec_candidates
 from rectune.benchmarks.recbench.rows import TASKS
-from rectune.core.cli import ArgumentParser, add_output_arguments, build_summary, fraction, positive_int, run
+from rectune.core.cli import (
+    ArgumentParser,
+    add_output_arguments,
+    build_summary,
+    fraction,
+    non_negative_int,
+    positive_int,
+    run,
+)
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows, kg_rows
@@ -50,7 +58,9 @@ def parse_args() -> argparse.Namespace:
         "--valid-size", type=fraction, default=0.05, help="fraction of the training queries held out for validation"
     )
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--history", type=int, default=20, help="history items kept per query (most recent)")
+    parser.add_argument(
+        "--history", type=non_negative_int, default=20, help="history items kept per query (most recent)"
+    )
     parser.add_argument("--with-history", action="store_true", help="put the history into training prompts")
     parser.add_argument("--k", type=positive_int, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument(

@@ -23,7 +23,12 @@ def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, va
 
 @pytest.mark.parametrize(
     ("script", "flag", "value", "words"),
-    [("data_prep/llmrec.py", "--num-candidates", "0", "a number of at least 1"),
+    [("data_prep/recbench.py", "--history", "-1", "a number of at least 0"),  # was kept as no history at all
+     ("data_prep/demo_world.py", "--users", "0", "a number of at least 1"),  # was a world of 0 users
+     ("data_prep/build_benchmark.py", "--queries-per-user", "0", "a number of at least 1"),
+     ("data_prep/build_benchmark.py", "--max-retries", "-1", "a number of at least 0"),
+     ("data_prep/build_benchmark.py", "--request-timeout", "0", "a number above 0"),
+     ("data_prep/llmrec.py", "--num-candidates", "0", "a number of at least 1"),
      ("data_prep/perrecbench.py", "--min-gap", "-0.5", "a number of at least 0"),
      ("data_prep/perrecbench.py", "--window-days", "inf", "a finite number"),
      ("evaluate/score.py", "--fuzzy-cutoff", "101", "a number between 0 and 100")],
