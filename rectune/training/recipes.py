@@ -157,6 +157,12 @@ COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders 
 # Settings that run Python only the person typing the command may give; RecTune's own rewards import nothing foreign
 RUNS_CODE = "trust_remote_code"
 OWN_PACKAGE = "rectune."
+# With this, transformers loads an attn_implementation's compiled kernel from any Hub repository, not only
+# from kernels-community: code from a name the recipe chose
+ANY_HUB_KERNEL = "allow_all_kernels"
+# Settings that upload the model or the run's logs to the Hub under the user's own login, public unless the
+# user's or organisation's default is private: only the person typing the command may ask for that
+UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id")
 
 
 def _refuse_code(recipe: Path, key: str, value: Any) -> None:
@@ -166,6 +172,11 @@ def _refuse_code(recipe: Path, key: str, value: Any) -> None:
         raise DataError(
             recipe, f"key {where!r}: a recipe cannot run a model folder's own Python; if you trust that "
             f"folder, pass --{RUNS_CODE} true on the command line"
+        )  # fmt: skip
+    if isinstance(value, dict) and ANY_HUB_KERNEL in value:
+        raise DataError(
+            recipe, f"key '{key}.{ANY_HUB_KERNEL}': a recipe cannot load compiled kernels from any Hub repository; "
+            f"if you trust its attn_implementation, pass --{key} '{{\"{ANY_HUB_KERNEL}\": true}}' on the command line"
         )  # fmt: skip
     if key == "reward_funcs":
         for name in value if isinstance(value, list) else [value]:
@@ -180,8 +191,11 @@ def announce_code(parsed: tuple[Any, ...]) -> None:
     """One line for each setting from the command line that runs code other than RecTune's."""
     lines = {}  # ModelConfig and the trainer's config both hold trust_remote_code: one line for both
     for config in parsed:
-        if getattr(config, RUNS_CODE, False) or (getattr(config, "model_init_kwargs", None) or {}).get(RUNS_CODE):
+        init = getattr(config, "model_init_kwargs", None) or {}
+        if getattr(config, RUNS_CODE, False) or init.get(RUNS_CODE):
             lines[RUNS_CODE] = "trust_remote_code (command line): the model folder's own Python will run"
+        if init.get(ANY_HUB_KERNEL):
+            lines[ANY_HUB_KERNEL] = "allow_all_kernels (command line): attention kernels load from any Hub repository"
         for name in getattr(config, "reward_funcs", None) or []:
             if "." in name and not name.startswith(OWN_PACKAGE):
                 lines[name] = f"reward {name} (command line): importing its module"
@@ -213,6 +227,11 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, 
     for key, value in config.items():
         if key in COMMAND_LINE_ONLY:
             raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
+        if key in UPLOADS and value not in (None, False):
+            raise DataError(
+                recipe, f"key {key!r}: a recipe cannot upload to the Hub under your login (public unless your "
+                f"account's default is private); give --{key} on the command line"
+            )  # fmt: skip
         _refuse_code(recipe, key, value)
         if key in SECRETS:
             raise DataError(
@@ -318,4 +337,5 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
                 values[item.name] = _plain(getattr(config, item.name))
     if values.get("train_data"):
         values.pop("datasets", None)  # --train_data replaced them: the recipe names the data trained on
-    return {key: value for key, value in values.items() if key not in SECRETS and key not in COMMAND_LINE_ONLY}
+    # what only the command line may give stays out, so rerunning recipe.yaml never uploads on its own
+    return {key: value for key, value in values.items() if key not in (*SECRETS, *COMMAND_LINE_ONLY, *UPLOADS)}

@@ -1,5 +1,6 @@
-"""Code runs only from what the user typed: a recipe cannot run a model folder's Python or import a
-module, the command line can (announced in one line), and no spelling of a secret flag reaches a file."""
+"""Code runs and uploads happen only from what the user typed: a recipe cannot run a model folder's Python,
+load kernels from any Hub repository, import a module or upload to the Hub, the command line can (code
+announced in one line), and no spelling of a secret flag reaches a file."""
 
 import json
 import logging
@@ -14,7 +15,7 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 from rectune.core.io import DataError, RecTuneError
 from rectune.core.secrets import argv_redacted, redact_url, redacted_args
 from rectune.training.arguments import RftArguments, RunArguments
-from rectune.training.recipes import announce_code, parse_recipe
+from rectune.training.recipes import announce_code, parse_recipe, resolved_recipe
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
@@ -119,3 +120,40 @@ def test_the_command_line_is_redacted_only_while_wandb_starts(monkeypatch):
     with argv_redacted():
         assert sys.argv == ["run.py", "--base-url", "http://***@h/v1"]
     assert sys.argv == argv
+
+
+def test_a_recipe_cannot_load_kernels_from_any_hub_repository(tmp_path, caplog):
+    recipe = write_recipe(
+        tmp_path / "kernel.yaml",
+        attn_implementation="someone/flash-attn",
+        model_init_kwargs={"allow_all_kernels": True},
+    )
+    with pytest.raises(
+        DataError, match=r"kernel.yaml: key 'model_init_kwargs.allow_all_kernels': a recipe cannot load"
+    ):
+        parse_recipe(SFT, [str(recipe)])
+    typed = ["--model_init_kwargs", '{"allow_all_kernels": true}']  # the user's own choice: announced
+    parsed = parse_recipe(SFT, ["--model_name_or_path", "m", "--output_dir", str(tmp_path / "o"), *typed])
+    with caplog.at_level(logging.WARNING, logger="rectune.training.recipes"):
+        announce_code(parsed[:-1])
+    assert caplog.messages == ["allow_all_kernels (command line): attention kernels load from any Hub repository"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("push_to_hub", True), ("trackio_space_id", "someone/board"), ("trackio_bucket_id", "b")]
+)
+def test_a_recipe_cannot_upload_under_your_login(tmp_path, key, value):
+    recipe = write_recipe(tmp_path / "up.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), **{key: value})
+    with pytest.raises(DataError, match=rf"up.yaml: key '{key}': a recipe cannot upload to the Hub under your login"):
+        parse_recipe(SFT, [str(recipe)])
+
+
+def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_recipe(tmp_path):
+    out = str(tmp_path / "o")
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=out, hub_model_id="me/run")
+    quiet = write_recipe(tmp_path / "quiet.yaml", model_name_or_path="m", output_dir=out, push_to_hub=False)
+    assert parse_recipe(SFT, [str(quiet)])[0].push_to_hub is False  # saying no is no upload
+    args = [str(recipe), "--push_to_hub", "true"]
+    assert parse_recipe(SFT, args)[0].push_to_hub is True
+    # recipe.yaml reproduces the training; rerunning it uploads only when asked again
+    assert resolved_recipe(SFT, args) == {"model_name_or_path": "m", "output_dir": out, "hub_model_id": "me/run"}
