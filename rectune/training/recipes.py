@@ -4,8 +4,8 @@ A recipe is a YAML mapping read through TRL's ``TrlParser``: every key is a fiel
 of the script's argument dataclasses (TRL's ``SFTConfig``/``GRPOConfig``, ``ModelConfig``
 and ``DatasetMixtureConfig``, plus RecTune's own below), CLI flags override the file, and
 an unknown key is an error naming the key and the file. A recipe is data: it cannot set the
-environment, run code (``trust_remote_code``, a reward imported from outside RecTune: command line
-only) or hold a secret, and secrets given to a run never reach the saved recipe.
+environment or hold a secret (nor run code or upload: ``recipe_trust``), and secrets given to a run
+never reach the saved recipe.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import yaml
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.training.arguments import RunArguments
+from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_values import check_values
 
 log = logging.getLogger(__name__)
@@ -153,56 +154,6 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
     return "\n".join(lines)
 
 
-COMMAND_LINE_ONLY = {"overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite"}
-# Settings that run Python only the person typing the command may give; RecTune's own rewards import nothing foreign
-RUNS_CODE = "trust_remote_code"
-OWN_PACKAGE = "rectune."
-# With this, transformers loads an attn_implementation's compiled kernel from any Hub repository, not only
-# from kernels-community: code from a name the recipe chose
-ANY_HUB_KERNEL = "allow_all_kernels"
-# Settings that upload the model or the run's logs to the Hub under the user's own login, public unless the
-# user's or organisation's default is private: only the person typing the command may ask for that
-UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id")
-
-
-def _refuse_code(recipe: Path, key: str, value: Any) -> None:
-    """A recipe that would run a model folder's Python or import a module stops here, naming the key."""
-    if key == RUNS_CODE or (isinstance(value, dict) and RUNS_CODE in value):
-        where = key if key == RUNS_CODE else f"{key}.{RUNS_CODE}"
-        raise DataError(
-            recipe, f"key {where!r}: a recipe cannot run a model folder's own Python; if you trust that "
-            f"folder, pass --{RUNS_CODE} true on the command line"
-        )  # fmt: skip
-    if isinstance(value, dict) and ANY_HUB_KERNEL in value:
-        raise DataError(
-            recipe, f"key '{key}.{ANY_HUB_KERNEL}': a recipe cannot load compiled kernels from any Hub repository; "
-            f"if you trust its attn_implementation, pass --{key} '{{\"{ANY_HUB_KERNEL}\": true}}' on the command line"
-        )  # fmt: skip
-    if key == "reward_funcs":
-        for name in value if isinstance(value, list) else [value]:
-            if isinstance(name, str) and "." in name and not name.startswith(OWN_PACKAGE):
-                raise DataError(
-                    recipe, f"key 'reward_funcs': {name!r} would import code from a recipe; if you trust "
-                    f"that module, name it on the command line (--reward_funcs ... {name})"
-                )  # fmt: skip
-
-
-def announce_code(parsed: tuple[Any, ...]) -> None:
-    """One line for each setting from the command line that runs code other than RecTune's."""
-    lines = {}  # ModelConfig and the trainer's config both hold trust_remote_code: one line for both
-    for config in parsed:
-        init = getattr(config, "model_init_kwargs", None) or {}
-        if getattr(config, RUNS_CODE, False) or init.get(RUNS_CODE):
-            lines[RUNS_CODE] = "trust_remote_code (command line): the model folder's own Python will run"
-        if init.get(ANY_HUB_KERNEL):
-            lines[ANY_HUB_KERNEL] = "allow_all_kernels (command line): attention kernels load from any Hub repository"
-        for name in getattr(config, "reward_funcs", None) or []:
-            if "." in name and not name.startswith(OWN_PACKAGE):
-                lines[name] = f"reward {name} (command line): importing its module"
-    for line in lines.values():
-        log.warning(line)
-
-
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, Any]:
     if not recipe.is_file():
         raise DataError(recipe, "recipe file not found")
@@ -225,14 +176,7 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, 
         # point W&B at another server with the user's key, or make git run a command
         raise DataError(recipe, "key 'env': a recipe cannot set environment variables; set them in your shell")
     for key, value in config.items():
-        if key in COMMAND_LINE_ONLY:
-            raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
-        if key in UPLOADS and value not in (None, False):
-            raise DataError(
-                recipe, f"key {key!r}: a recipe cannot upload to the Hub under your login (public unless your "
-                f"account's default is private); give --{key} on the command line"
-            )  # fmt: skip
-        _refuse_code(recipe, key, value)
+        refuse_untrusted(recipe, key, value)
         if key in SECRETS:
             raise DataError(
                 recipe, f"key {key!r}: a recipe cannot hold a secret; pass --{key} or set {SECRETS[key]} in your shell"
@@ -337,5 +281,4 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
                 values[item.name] = _plain(getattr(config, item.name))
     if values.get("train_data"):
         values.pop("datasets", None)  # --train_data replaced them: the recipe names the data trained on
-    # what only the command line may give stays out, so rerunning recipe.yaml never uploads on its own
-    return {key: value for key, value in values.items() if key not in (*SECRETS, *COMMAND_LINE_ONLY, *UPLOADS)}
+    return {key: value for key, value in values.items() if key not in (*SECRETS, *LEFT_OUT_OF_SAVED_RECIPES)}

@@ -15,7 +15,8 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 from rectune.core.io import DataError, RecTuneError
 from rectune.core.secrets import argv_redacted, redact_url, redacted_args
 from rectune.training.arguments import RftArguments, RunArguments
-from rectune.training.recipes import announce_code, parse_recipe, resolved_recipe
+from rectune.training.recipe_trust import announce_code
+from rectune.training.recipes import parse_recipe, resolved_recipe
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
@@ -157,3 +158,36 @@ def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_
     assert parse_recipe(SFT, args)[0].push_to_hub is True
     # recipe.yaml reproduces the training; rerunning it uploads only when asked again
     assert resolved_recipe(SFT, args) == {"model_name_or_path": "m", "output_dir": out, "hub_model_id": "me/run"}
+
+
+def test_a_recipe_cannot_configure_deepspeed(tmp_path):
+    # DeepSpeed's flops profiler opens its output_file for writing: a shared recipe could overwrite any file
+    notes = tmp_path / "notes.txt"
+    recipe = write_recipe(
+        tmp_path / "ds.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"),
+        deepspeed={"flops_profiler": {"enabled": True, "profile_step": 1, "output_file": str(notes)}},
+    )  # fmt: skip
+    with pytest.raises(DataError, match=r"ds.yaml: key 'deepspeed': a recipe cannot configure DeepSpeed"):
+        parse_recipe(SFT, [str(recipe)])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "host"),
+    [("vllm_server_host", "gpu7.example.org", "gpu7.example.org"),
+     ("vllm_server_base_url", "http://10.1.2.3:8000", "10.1.2.3"),
+     ("vllm_server_base_url", "https://user@LOCALHOST.evil.org/v1", "localhost.evil.org")],
+)  # fmt: skip
+def test_a_recipe_cannot_send_prompts_and_weights_to_another_machine(tmp_path, key, value, host):
+    recipe = write_recipe(tmp_path / "v.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), **{key: value})
+    with pytest.raises(DataError, match=rf"v.yaml: key '{key}': a recipe cannot send .* another machine \('{host}'\)"):
+        parse_recipe(GRPO, [str(recipe)])
+
+
+def test_a_vllm_server_on_this_machine_is_a_recipe_setting_and_another_one_a_typed_one(tmp_path):
+    out = str(tmp_path / "o")
+    for key, value in [("vllm_server_host", "127.0.0.1"), ("vllm_server_host", "localhost"),
+                       ("vllm_server_base_url", "http://[::1]:8000")]:  # fmt: skip
+        recipe = write_recipe(tmp_path / "v.yaml", model_name_or_path="m", output_dir=out, **{key: value})
+        assert getattr(parse_recipe(GRPO, [str(recipe)])[0], key) == value
+    typed = parse_recipe(GRPO, [str(recipe), "--vllm_server_base_url", "http://gpu7.example.org:8000"])
+    assert typed[0].vllm_server_base_url == "http://gpu7.example.org:8000"

@@ -1,0 +1,100 @@
+"""What a recipe may not do and the command line may: a recipe is data, often a stranger's.
+
+A recipe cannot run code (a model folder's own Python, an attention kernel from any Hub repository, a
+reward imported from outside RecTune), send the user's model, prompts or logs elsewhere (uploads to the
+Hub under the user's login, a vLLM server on another machine), make the run write outside its own folder
+(DeepSpeed's flops profiler and monitors write to the paths its config names, overwriting what is there)
+or let it write into folders RecTune did not make. Typed on the command line, each works, and settings
+that run foreign code are announced in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from rectune.core.io import DataError
+
+log = logging.getLogger(__name__)
+
+COMMAND_LINE_ONLY = {
+    "overwrite": "a recipe cannot let a run write into folders RecTune did not make; pass --overwrite",
+    "deepspeed": "a recipe cannot configure DeepSpeed, whose config writes files at paths it names (the flops "
+    "profiler's output_file, monitors' output_path, NVMe offload); launch with an accelerate_configs/zero*.yaml "
+    "or pass --deepspeed",
+}
+RUNS_CODE = "trust_remote_code"
+OWN_PACKAGE = "rectune."  # RecTune's own rewards import nothing foreign
+# With this, transformers loads an attn_implementation's compiled kernel from any Hub repository, not only
+# from kernels-community: code from a name the recipe chose
+ANY_HUB_KERNEL = "allow_all_kernels"
+# Uploads of the model or the run's logs under the user's own login, public unless the account's default
+# is private
+UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id")
+# GRPO's vLLM server receives every prompt and, after each step, the policy's weights
+SERVERS = ("vllm_server_host", "vllm_server_base_url")
+LOOPBACK = {"localhost", "0.0.0.0", "::1", "::"}
+LEFT_OUT_OF_SAVED_RECIPES = (*COMMAND_LINE_ONLY, *UPLOADS)  # rerunning recipe.yaml uploads only when asked again
+
+
+def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
+    """Stop in one line naming the recipe and key when the recipe asks for what only the command line may."""
+    if key in COMMAND_LINE_ONLY:
+        raise DataError(recipe, f"key {key!r}: {COMMAND_LINE_ONLY[key]}")
+    if key in UPLOADS and value not in (None, False):
+        raise DataError(
+            recipe, f"key {key!r}: a recipe cannot upload to the Hub under your login (public unless your "
+            f"account's default is private); give --{key} on the command line"
+        )  # fmt: skip
+    host = _remote_host(value) if key in SERVERS and isinstance(value, str) else None
+    if host:
+        raise DataError(
+            recipe, f"key {key!r}: a recipe cannot send your prompts and weights to another machine ({host!r}); "
+            f"give --{key} on the command line"
+        )  # fmt: skip
+    _refuse_code(recipe, key, value)
+
+
+def _remote_host(address: str) -> str | None:
+    """The host an address names, or None when it is this machine."""
+    host = (urlsplit(address).hostname if "://" in address else address.strip().strip("[]")) or ""
+    return None if host.lower() in LOOPBACK or host.startswith("127.") else host
+
+
+def _refuse_code(recipe: Path, key: str, value: Any) -> None:
+    if key == RUNS_CODE or (isinstance(value, dict) and RUNS_CODE in value):
+        where = key if key == RUNS_CODE else f"{key}.{RUNS_CODE}"
+        raise DataError(
+            recipe, f"key {where!r}: a recipe cannot run a model folder's own Python; if you trust that "
+            f"folder, pass --{RUNS_CODE} true on the command line"
+        )  # fmt: skip
+    if isinstance(value, dict) and ANY_HUB_KERNEL in value:
+        raise DataError(
+            recipe, f"key '{key}.{ANY_HUB_KERNEL}': a recipe cannot load compiled kernels from any Hub repository; "
+            f"if you trust its attn_implementation, pass --{key} '{{\"{ANY_HUB_KERNEL}\": true}}' on the command line"
+        )  # fmt: skip
+    if key == "reward_funcs":
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and "." in name and not name.startswith(OWN_PACKAGE):
+                raise DataError(
+                    recipe, f"key 'reward_funcs': {name!r} would import code from a recipe; if you trust "
+                    f"that module, name it on the command line (--reward_funcs ... {name})"
+                )  # fmt: skip
+
+
+def announce_code(parsed: tuple[Any, ...]) -> None:
+    """One line for each setting from the command line that runs code other than RecTune's."""
+    lines = {}  # ModelConfig and the trainer's config both hold trust_remote_code: one line for both
+    for config in parsed:
+        init = getattr(config, "model_init_kwargs", None) or {}
+        if getattr(config, RUNS_CODE, False) or init.get(RUNS_CODE):
+            lines[RUNS_CODE] = "trust_remote_code (command line): the model folder's own Python will run"
+        if init.get(ANY_HUB_KERNEL):
+            lines[ANY_HUB_KERNEL] = "allow_all_kernels (command line): attention kernels load from any Hub repository"
+        for name in getattr(config, "reward_funcs", None) or []:
+            if "." in name and not name.startswith(OWN_PACKAGE):
+                lines[name] = f"reward {name} (command line): importing its module"
+    for line in lines.values():
+        log.warning(line)
