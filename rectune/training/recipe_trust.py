@@ -30,9 +30,9 @@ OWN_PACKAGE = "rectune."  # RecTune's own rewards import nothing foreign
 # With this, transformers loads an attn_implementation's compiled kernel from any Hub repository, not only
 # from kernels-community: code from a name the recipe chose
 ANY_HUB_KERNEL = "allow_all_kernels"
-# Uploads of the model or the run's logs under the user's own login, public unless the account's default
-# is private
-UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id")
+# Uploads of the model, the run's logs or GRPO's prompts and completions under the user's own login, public
+# unless the account's default is private
+UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id", "log_completions_hub_repo")
 # GRPO's vLLM server receives every prompt and, after each step, the policy's weights
 SERVERS = ("vllm_server_host", "vllm_server_base_url")
 LOOPBACK = {"localhost", "0.0.0.0", "::1", "::"}

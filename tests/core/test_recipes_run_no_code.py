@@ -141,12 +141,14 @@ def test_a_recipe_cannot_load_kernels_from_any_hub_repository(tmp_path, caplog):
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("push_to_hub", True), ("trackio_space_id", "someone/board"), ("trackio_bucket_id", "b")]
-)
+    ("key", "value"),
+    [("push_to_hub", True), ("trackio_space_id", "someone/board"), ("trackio_bucket_id", "b"),
+     ("log_completions_hub_repo", "someone/completions")],  # GRPO's prompts and completions, a public dataset
+)  # fmt: skip
 def test_a_recipe_cannot_upload_under_your_login(tmp_path, key, value):
     recipe = write_recipe(tmp_path / "up.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), **{key: value})
     with pytest.raises(DataError, match=rf"up.yaml: key '{key}': a recipe cannot upload to the Hub under your login"):
-        parse_recipe(SFT, [str(recipe)])
+        parse_recipe(GRPO, [str(recipe)])
 
 
 def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_recipe(tmp_path):
