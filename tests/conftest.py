@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,30 @@ CHATML = (
 )
 
 
+# google/gemma-2-2b-it's chat template as published: it raises on a system message
+GEMMA2_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+    "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
+)
+
+
+def model_with_template(folder: Path, model: Path, template: str | None) -> Path:
+    """A copy of ``model`` whose tokenizer carries ``template`` (None: no chat template, as a base model's)."""
+    from transformers import AutoTokenizer
+
+    shutil.copytree(model, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = template
+    for name in ("chat_template.jinja", "tokenizer_config.json"):
+        (folder / name).unlink(missing_ok=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory, movie_data) -> Path:
     """A randomly initialised 2-layer Llama with a byte-level BPE tokenizer trained on the fixture texts."""
@@ -209,6 +234,14 @@ def tiny_model(tmp_path_factory, movie_data) -> Path:
     LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def model_asking_for(folder: Path, model: Path, **settings) -> Path:
+    """A copy of ``model`` whose generation_config.json adds ``settings``, as a stranger's checkpoint may."""
+    shutil.copytree(model, folder)
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**(json.loads(path.read_text()) if path.is_file() else {}), **settings}))
+    return folder
 
 
 @pytest.fixture(scope="session")

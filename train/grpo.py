@@ -54,7 +54,7 @@ from rectune.training.stages import (
     train,
 )
 from rectune.training.tracking import init_tracking, run_metadata
-from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
+from rectune.training.views import data_files, eval_examples, fit_chat_template, load_examples, use_train_data
 
 ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
 
@@ -81,6 +81,7 @@ def main() -> None:
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
     model_name = resolve_model_name(model_args.model_name_or_path)
+    dataset, validation = fit_chat_template(model_name, None, dataset, validation)  # GRPO takes no other template
     if rft_args.init_adapter:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))

@@ -45,7 +45,7 @@ from rectune.training.stages import (
 )
 from rectune.training.step_clock import StepClock
 from rectune.training.tracking import init_tracking, run_metadata
-from rectune.training.views import data_files, eval_examples, load_examples, use_train_data
+from rectune.training.views import data_files, eval_examples, fit_chat_template, load_examples, use_train_data
 
 ARGUMENTS = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 
@@ -69,6 +69,7 @@ def main() -> None:
 
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
+    dataset, validation = fit_chat_template(model_name, training_args.chat_template_path, dataset, validation)
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
     one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch

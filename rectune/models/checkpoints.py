@@ -19,7 +19,9 @@ from typing import Any
 import torch
 
 from rectune.core.io import DataError, read_json
+from rectune.models.chat_format import check_chat_template
 from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
 from rectune.models.sharing import CHAIN, read_chain, resolve_base
 
@@ -194,11 +196,16 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
 
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
-    model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
     tokenizer_source = checkpoint.base_model
     if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
         tokenizer_source = checkpoint.adapter
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    check_chat_template(tokenizer, str(tokenizer_source))  # before the model loads
+    model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
+    ignored = one_answer_a_prompt(model)
+    if ignored:
+        log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", checkpoint.base_model,
+                    ", ".join(ignored))  # fmt: skip
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -9,6 +10,10 @@ from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
+
+from rectune.models.chat_format import FOLDED, fold_system, render_prompts, takes_system_messages
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,7 +40,7 @@ def generate(
     take (:func:`time_left_bound`, measured on the batches so far), not tqdm's, which extrapolates from
     batches whose answers may have ended early.
     """
-    texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    texts = render_prompts(tokenizer, prompts, getattr(model, "name_or_path", "the model"))
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     stops = torch.tensor(sorted(end_token_ids(model)), dtype=torch.long)
@@ -69,6 +74,35 @@ def generate(
             yield list(zip(indices, completions, reasons, strict=True))
 
 
+# What a checkpoint's generation_config.json may set: its special tokens and the sampling defaults vLLM also
+# takes from it (Qwen's repetition_penalty, say). Anything else there (beam search, several sequences a
+# prompt, a clock, stop strings, assisted, contrastive or custom decoding) would change what is generated or
+# break the contract above: one answer a prompt, ended by an end token or the token limit.
+FROM_MODEL_FOLDER = (
+    "bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "do_sample", "temperature", "top_k",
+    "top_p", "min_p", "repetition_penalty", "max_length", "max_new_tokens",
+)  # fmt: skip
+# How, not what, is generated, dropped without a word (Gemma 2's cache_implementation, say); outputs asked for
+# as dictionaries would not be the tensor of tokens the callers read
+QUIET = (
+    "transformers_version", "_from_model_config", "cache_implementation", "use_cache", "output_attentions",
+    "output_hidden_states", "output_scores", "output_logits", "return_dict_in_generate",
+)  # fmt: skip
+
+
+def one_answer_a_prompt(model) -> list[str]:
+    """Keep only :data:`FROM_MODEL_FOLDER` of the model's generation config (a PEFT model's base model's, which
+    ``generate`` reads); return what it dropped (``"num_beams 4"``) for the caller's one line, so a model
+    folder never changes silently what is generated."""
+    from transformers import GenerationConfig
+
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    given = target.generation_config.to_diff_dict()
+    dropped = [f"{key} {value!r}" for key, value in given.items() if key not in (*FROM_MODEL_FOLDER, *QUIET)]
+    target.generation_config = GenerationConfig(**{key: given[key] for key in FROM_MODEL_FOLDER if key in given})
+    return dropped
+
+
 def end_token_ids(model) -> set[int]:
     """The tokens ``generate`` stops an answer at: the generation config's, one id or several (none: every
     answer runs to ``max_new_tokens``)."""
@@ -100,6 +134,9 @@ def generate_vllm(
         top_p=settings.top_p if settings.do_sample else 1.0,
     )
     lora = LoRARequest("adapter", 1, checkpoint.adapter) if checkpoint.adapter else None
+    if not takes_system_messages(llm.get_tokenizer()):  # as render_prompts does for the hf backend
+        log.warning(FOLDED.format(model=checkpoint.base_model))
+        prompts = [fold_system(prompt) for prompt in prompts]
     for start in range(0, len(prompts), 256):
         chunk = prompts[start : start + 256]
         outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True)

@@ -34,6 +34,7 @@ from datasets import Dataset
 from peft import PeftModel
 from transformers import GenerationConfig, LlamaForCausalLM
 
+from rectune.models.generation import one_answer_a_prompt
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -228,6 +229,11 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        # generate takes what TRL's generation config leaves unset from the model's: beams or several sequences
+        # a prompt there would break each group of completions
+        ignored = one_answer_a_prompt(self.accelerator.unwrap_model(self.model))
+        if ignored:
+            log.warning("rollouts: the model's generation_config.json asks for %s; ignored", ", ".join(ignored))
         merge_for_sampling, rollout_dtype, compile_rollouts, dropped = engine_sampling(
             self.use_vllm, self.use_transformers_continuous_batching, merge_for_sampling, rollout_dtype,
             compile_rollouts,

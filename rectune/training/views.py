@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import copy
 import functools
+import logging
 import os
 import re
 import shutil
@@ -22,7 +23,10 @@ from typing import Any
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
+from rectune.models.chat_format import FOLDED, check_chat_template, fold_system, takes_system_messages
 from rectune.training.arguments import RunArguments
+
+log = logging.getLogger(__name__)
 
 VIEW = re.compile(r"^(train|valid)_(sft|rft)(?:_(\w+))?\.jsonl$")  # split, kind, task (absent or mix: all)
 
@@ -213,3 +217,21 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
     file = prepared_file(source, f"valid_{kind}")
     validation = DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(file))])
     return load_examples(validation, kind, None, training_args.seed)
+
+
+def fit_chat_template(model_name: str, chat_template_path: str | None, *datasets: Any) -> tuple[Any, ...]:
+    """The examples as the model's chat template can render them: where it takes no system message, each
+    prompt's system prompt opens its first user message (as evaluation renders them). A model without a
+    template stops here in one line, unless ``chat_template_path`` gives one (TRL applies it, unchecked)."""
+    if chat_template_path:
+        return datasets
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    check_chat_template(tokenizer, model_name, "an instruction-tuned model or chat_template_path (a .jinja file)")
+    if takes_system_messages(tokenizer):
+        return datasets
+    log.warning(FOLDED.format(model=model_name))
+    return tuple(
+        data if data is None else data.map(lambda row: {"prompt": fold_system(row["prompt"])}) for data in datasets
+    )

@@ -3,6 +3,7 @@
 import csv
 import glob
 import json
+import logging
 import os
 import re
 import shutil
@@ -11,7 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import read_jsonl, run_script, wandb_run, write_recipe
+from conftest import (
+    GEMMA2_TEMPLATE,
+    model_asking_for,
+    model_with_template,
+    read_jsonl,
+    run_script,
+    wandb_run,
+    write_recipe,
+)
 
 from rectune.benchmarks import load_rows
 from rectune.benchmarks.recbench.prompts import build_messages
@@ -84,6 +93,46 @@ def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
     single = {i: answer for batch in generate(model, tokenizer, prompts, alone) for i, *answer in batch}
     assert sorted(batched) == list(range(len(prompts)))
     assert batched == single
+
+
+def test_a_model_folders_beams_and_clock_are_ignored_one_answer_a_query(tmp_path, tiny_model, movie_data, caplog):
+    """A checkpoint's generation_config.json asking for beam search, several sequences a prompt or a time limit
+    would change what is measured (or return more answers than queries, a crash): evaluation answers each
+    query once, greedily, and says what it ignored."""
+    folder = model_asking_for(tmp_path / "beams", tiny_model, num_beams=4, num_return_sequences=4, max_time=1e-4)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:3]
+    settings = GenerationSettings(batch_size=3, max_new_tokens=6)
+
+    def answers(path):
+        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
+        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
+
+    plain = answers(tiny_model)
+    with caplog.at_level(logging.WARNING, logger="rectune.models.checkpoints"):
+        assert answers(folder) == plain
+    assert caplog.messages == [
+        f"{folder}: its generation_config.json asks for max_time 0.0001, num_beams 4, num_return_sequences 4; "
+        "ignored: one answer a query"
+    ]
+
+
+def test_a_model_whose_template_takes_no_system_message_is_scored_and_one_without_a_template_refused(
+    tmp_path, tiny_model, movie_data
+):
+    """Gemma 2's template raises on a system message (it was a traceback): the system prompt opens the user's.
+    A tokenizer without a chat template stops in one line, before the model loads."""
+    gemma = model_with_template(tmp_path / "gemma", tiny_model, GEMMA2_TEMPLATE)
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "4", "--no-wandb")
+    result = run_script("evaluate/run.py", "--model", gemma, "--out", tmp_path / "g", *args)
+    assert f"{gemma}: its chat template takes no system message; the system prompt opens" in result.stderr
+    assert "| overall | 9 |" in result.stdout
+    base = model_with_template(tmp_path / "base", tiny_model, None)
+    refused = run_script("evaluate/run.py", "--model", base, "--out", tmp_path / "b", *args, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"error: {base}: its tokenizer has no chat template (a base model?); give an instruction-tuned model"
+    )
+    assert not (tmp_path / "b").exists()
 
 
 def test_each_answer_says_whether_it_ran_out_of_tokens(tiny_model, movie_data):

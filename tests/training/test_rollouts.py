@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from conftest import one_step_grpo_recipe, run_script
+from conftest import model_asking_for, one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -135,6 +135,16 @@ def test_grpo_trains_sampling_from_a_bfloat16_copy(tmp_path, tiny_model, train_d
     else:  # a CPU without bfloat16 instructions samples the float32 policy, and says so
         assert "rollout_dtype: bfloat16 is ignored: this CPU has no bfloat16 instructions" in result.stderr
         assert "sampled from a bfloat16 copy" not in result.stderr
+    assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
+
+
+def test_a_model_folders_beam_search_never_reaches_the_rollouts(tmp_path, tiny_model, train_data):
+    # TRL's generation config leaves beams unset, so generate took them from the model's: each group's
+    # completions would be beams of one search, or more sequences than the group holds
+    folder = model_asking_for(tmp_path / "beams", tiny_model, num_beams=4, num_return_sequences=2)
+    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", folder, train_data / "train_rft.jsonl", tmp_path / "rft")
+    result = run_script("train/grpo.py", recipe, *TEST_REWARD)
+    assert "the model's generation_config.json asks for num_beams 4, num_return_sequences 2; ignored" in result.stderr
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 

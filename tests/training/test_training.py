@@ -7,11 +7,11 @@ import re
 
 import pytest
 import torch
-from conftest import read_view, run_script, wandb_run, write_recipe
+from conftest import GEMMA2_TEMPLATE, model_with_template, read_view, run_script, wandb_run, write_recipe
 from safetensors.torch import load_file
 
-from rectune.core.io import DataError
-from rectune.training.views import check_examples
+from rectune.core.io import DataError, RecTuneError
+from rectune.training.views import check_examples, fit_chat_template
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -318,3 +318,19 @@ def test_sft_rows_are_checked_message_by_message(tmp_path, messages, message):
                     + "\n" + json.dumps({"messages": messages}) + "\n")  # fmt: skip
     with pytest.raises(DataError, match=re.escape(f"train_sft.jsonl:2: {message}")):
         check_examples(path, "sft")
+
+
+def test_sft_trains_a_model_whose_template_takes_no_system_message(tmp_path, tiny_model, train_data):
+    # TRL rendered each example with Gemma 2's template, which raised on the system message: a traceback
+    gemma = model_with_template(tmp_path / "gemma", tiny_model, GEMMA2_TEMPLATE)
+    recipe = sft_recipe(tmp_path / "r.yaml", gemma, train_data, tmp_path / "sft", max_steps=1)
+    result = run_script("train/sft.py", recipe)
+    assert f"{gemma}: its chat template takes no system message; the system prompt opens" in result.stderr
+    assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
+
+
+def test_training_a_model_without_a_chat_template_needs_one(tmp_path, tiny_model):
+    base = model_with_template(tmp_path / "base", tiny_model, None)
+    with pytest.raises(RecTuneError, match=r"its tokenizer has no chat template \(a base model\?\); give an "):
+        fit_chat_template(str(base), None, None)
+    assert fit_chat_template(str(base), "chatml.jinja", None) == (None,)  # TRL applies the one given

@@ -1,0 +1,60 @@
+"""RecTune's prompts are chats, a system message then the user's; a model's own chat template renders them.
+
+Some templates take no system message and raise on one (Gemma's and Gemma 2's, older Mistral's): there the
+system prompt opens the first user message, as those models' authors advise, in training and evaluation
+alike. A tokenizer without any chat template (a base model) cannot render a chat: one line says what to give.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rectune.core.io import RecTuneError
+
+log = logging.getLogger(__name__)
+
+FOLDED = "{model}: its chat template takes no system message; the system prompt opens the first user message"
+PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+
+def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-tuned model") -> None:
+    """Stop in one line when the tokenizer has no chat template to render RecTune's prompts with."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise RecTuneError(f"{model}: its tokenizer has no chat template (a base model?); give {hint}")
+
+
+def takes_system_messages(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template renders a system message (templates refuse with a TemplateError)."""
+    from jinja2.exceptions import TemplateError
+
+    try:
+        tokenizer.apply_chat_template(PROBE, tokenize=False, add_generation_prompt=True)
+    except TemplateError:
+        return False
+    return True
+
+
+def fold_system(messages: list[dict]) -> list[dict]:
+    """The system message's text opening the first user message (a blank line between), else as it was."""
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0]["content"], messages[1:]
+    if rest and rest[0]["role"] == "user":
+        return [{"role": "user", "content": f"{system}\n\n{rest[0]['content']}"}, *rest[1:]]
+    return [{"role": "user", "content": system}, *rest]
+
+
+def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[str]:
+    """Each chat as the model's template writes it, ready for the assistant's answer; folded (said in one line)
+    where the template takes no system message."""
+    from jinja2.exceptions import TemplateError
+
+    check_chat_template(tokenizer, model)
+    if not takes_system_messages(tokenizer):
+        log.warning(FOLDED.format(model=model))
+        prompts = [fold_system(prompt) for prompt in prompts]
+    try:
+        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    except TemplateError as err:
+        raise RecTuneError(f"{model}: its chat template refuses RecTune's prompts: {err}") from None
