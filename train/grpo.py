@@ -81,10 +81,10 @@ def main() -> None:
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
     model_name = resolve_model_name(model_args.model_name_or_path)
-    dataset, validation = fit_chat_template(model_name, None, dataset, validation)  # GRPO takes no other template
     if rft_args.init_adapter:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
+    dataset, validation = fit_chat_template(model_name, None, dataset, validation)  # a merged base: SFT's template
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
 

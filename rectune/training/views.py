@@ -220,15 +220,17 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
 
 
 def fit_chat_template(model_name: str, chat_template_path: str | None, *datasets: Any) -> tuple[Any, ...]:
-    """The examples as the model's chat template can render them: where it takes no system message, each
-    prompt's system prompt opens its first user message (as evaluation renders them). A model without a
-    template stops here in one line, unless ``chat_template_path`` gives one (TRL applies it, unchecked)."""
+    """The examples as the chat template of ``model_name``'s tokenizer (a model, or an SFT adapter's folder)
+    can render them: where it takes no system message, each prompt's system prompt opens its first user
+    message (as evaluation renders them). A tokenizer without a template stops here in one line, unless
+    ``chat_template_path`` gives one (TRL applies it, unchecked)."""
     if chat_template_path:
         return datasets
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_name)
-    check_chat_template(tokenizer, model_name, "an instruction-tuned model or chat_template_path (a .jinja file)")
+    check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
+                        "file; SFT then RFT keeps it)")  # fmt: skip
     if takes_system_messages(tokenizer):
         return datasets
     log.warning(FOLDED.format(model=model_name))
