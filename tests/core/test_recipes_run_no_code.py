@@ -167,7 +167,7 @@ def test_a_recipe_cannot_configure_deepspeed(tmp_path):
     notes = tmp_path / "notes.txt"
     recipe = write_recipe(
         tmp_path / "ds.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"),
-        deepspeed={"flops_profiler": {"enabled": True, "profile_step": 1, "output_file": str(notes)}},
+        deepspeed={"zero_optimization": {"stage": 0}, "flops_profiler": {"enabled": True, "output_file": str(notes)}},
     )  # fmt: skip
     with pytest.raises(DataError, match=r"ds.yaml: key 'deepspeed': a recipe cannot configure DeepSpeed"):
         parse_recipe(SFT, [str(recipe)])
