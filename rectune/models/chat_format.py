@@ -45,15 +45,20 @@ def fold_system(messages: list[dict]) -> list[dict]:
     return [{"role": "user", "content": system}, *rest]
 
 
+def fitted(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[list[dict]]:
+    """``prompts`` as the template takes them: folded (said in one line) where it takes no system message."""
+    if takes_system_messages(tokenizer):
+        return prompts
+    log.warning(FOLDED.format(model=model))
+    return [fold_system(prompt) for prompt in prompts]
+
+
 def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[str]:
-    """Each chat as the model's template writes it, ready for the assistant's answer; folded (said in one line)
-    where the template takes no system message."""
+    """Each chat as the model's template writes it (:func:`fitted`), ready for the assistant's answer."""
     from jinja2.exceptions import TemplateError
 
     check_chat_template(tokenizer, model)
-    if not takes_system_messages(tokenizer):
-        log.warning(FOLDED.format(model=model))
-        prompts = [fold_system(prompt) for prompt in prompts]
+    prompts = fitted(tokenizer, prompts, model)
     try:
         return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
     except TemplateError as err:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Iterator
@@ -11,9 +10,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from rectune.models.chat_format import FOLDED, fold_system, render_prompts, takes_system_messages
-
-log = logging.getLogger(__name__)
+from rectune.models.chat_format import fitted, render_prompts
 
 
 @dataclass
@@ -134,9 +131,7 @@ def generate_vllm(
         top_p=settings.top_p if settings.do_sample else 1.0,
     )
     lora = LoRARequest("adapter", 1, checkpoint.adapter) if checkpoint.adapter else None
-    if not takes_system_messages(llm.get_tokenizer()):  # as render_prompts does for the hf backend
-        log.warning(FOLDED.format(model=checkpoint.base_model))
-        prompts = [fold_system(prompt) for prompt in prompts]
+    prompts = fitted(llm.get_tokenizer(), prompts, checkpoint.base_model)  # as render_prompts does for hf
     for start in range(0, len(prompts), 256):
         chunk = prompts[start : start + 256]
         outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True)
