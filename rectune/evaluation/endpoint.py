@@ -113,7 +113,9 @@ def open_client(endpoint: Endpoint):
         timeout=endpoint.timeout,
         max_retries=endpoint.max_retries,
         http_client=openai.DefaultHttpxClient(
-            event_hooks={"request": [endpoint.counter]}, transport=bounded_transport(endpoint.counter, endpoint.timeout)
+            event_hooks={"request": [endpoint.counter]},
+            transport=bounded_transport(endpoint.counter, endpoint.timeout),
+            follow_redirects=False,  # prompts go only where the user pointed, not where a server sends them
         ),
     )
 
@@ -205,6 +207,12 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
                 raise RecTuneError(
                     f"{redact_url(endpoint.base_url)}: {err.status_code} {_message(err, endpoint)} (check the key in "
                     f"{endpoint.api_key_env})"
+                ) from None
+            if 300 <= err.status_code < 400:
+                location = redact_url(err.response.headers.get("Location", "nowhere"))[:200]
+                raise RecTuneError(
+                    f"{endpoint.describe()}: {err.status_code} redirects to {location!r}; prompts go only to "
+                    "--base-url: give that address if you trust it"
                 ) from None
             if err.status_code == 404:
                 raise RecTuneError(

@@ -61,7 +61,8 @@ class TryCounter:
 
 def bounded_transport(counter: TryCounter, timeout: float) -> Any:
     """An ``httpx`` transport whose every read and write, headers and error bodies included, ends by the
-    request's deadline (``timeout`` seconds after it was sent) and whose answers stop at the size cap.
+    request's deadline (``timeout`` seconds after it was sent) and whose answers stop at the size cap,
+    uncompressed: it asks for no compression and refuses an answer that comes compressed anyway.
 
     ``httpx`` bounds each read only (a server dripping a byte a second never times out) and the ``openai``
     client reads an error's whole body; the bound is put on the connection's network stream.
@@ -106,8 +107,21 @@ def bounded_transport(counter: TryCounter, timeout: float) -> Any:
         def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
             return Stream(super().connect_unix_socket(*args, **kwargs))
 
+    class Transport(httpx.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            # the size cap counts bytes on the wire: a gzip body of 1 MiB inflates to 1 GiB when read
+            request.headers["Accept-Encoding"] = "identity"
+            response = super().handle_request(request)
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                response.close()
+                raise httpx.RemoteProtocolError(
+                    f"a compressed answer (Content-Encoding: {encoding[:40]}) where none was asked for", request=request
+                )
+            return response
+
     timeout_s = timeout
-    transport = httpx.HTTPTransport()
+    transport = Transport()
     transport._pool._network_backend = Backend()  # httpx takes no backend argument; its pool keeps one here
     return transport
 
@@ -174,8 +188,12 @@ def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
     return message.get("content") or "", record
 
 
+MAX_TOKEN_COUNT = 1 << 31  # far past any context window; a larger count is not one (and sums of 4,000-digit
+# numbers would pass Python's digit limit when the report is written)
+
+
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_TOKEN_COUNT else None
 
 
 def _short(value: Any) -> str | None:
