@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import logging
 import os
 import resource
 import signal
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 
 USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
@@ -29,6 +31,7 @@ def run(main: Callable[[], object]) -> None:
     a scheduler's time limit) exits with status 143 through the ``with`` blocks, so staged outputs and the
     on-disk rating store are removed as on any other failure."""
     signal.signal(signal.SIGTERM, _terminated)
+    logging.setLogRecordFactory(_TerminalRecord)
     try:
         main()
     except RecTuneError as err:
@@ -51,8 +54,17 @@ def _fail(message: str) -> None:
     if tqdm is not None:  # a bar left open (training stopped mid-step) would redraw itself after the error
         for bar in list(getattr(tqdm.tqdm, "_instances", ())):
             bar.close()
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)  # one line, whatever the message held
+    # one line, whatever the message held: it may quote a server, a model folder or a data file
+    print(f"error: {terminal_text(' '.join(message.split()))}", file=sys.stderr)
     sys.exit(USER_ERROR)
+
+
+class _TerminalRecord(logging.LogRecord):
+    """A log record whose message is safe to print (:func:`terminal_text`): warnings quote model folders,
+    servers and data files, and every handler, a library's own included, prints what this returns."""
+
+    def getMessage(self) -> str:  # noqa: N802 (logging's name)
+        return terminal_text(super().getMessage())
 
 
 def fraction(text: str) -> float:
