@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from rectune.core.io import DataError, RecTuneError
+from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.checkpoints import adapter_chain, check_weights, load_merged
 from rectune.models.sharing import make_portable
@@ -65,6 +65,7 @@ def merge_adapters(
     base, merged = chains.pop()
     for adapter in adapters:
         check_weights(adapter)
+        check_mergeable(adapter)
     model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
     peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
@@ -102,3 +103,29 @@ def merge_adapters(
             merged.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
     return out
+
+
+def check_mergeable(adapter: str | os.PathLike) -> None:
+    """One line for an adapter a weighted merge of LoRA deltas would change without a word: PEFT merges what
+    it can of it and drops the rest (a DoRA adapter's magnitudes, trained copies of whole modules), and a
+    non-finite weight turns the merge into NaN."""
+    from safetensors.torch import load_file
+
+    path = Path(adapter) / "adapter_config.json"
+    config = read_json(path)
+    kind = config.get("peft_type", "LORA")
+    if kind != "LORA":
+        raise DataError(path, f"a {kind} adapter: merging takes LoRA adapters")
+    if config.get("use_dora"):
+        raise DataError(path, "a DoRA adapter: a weighted merge would drop its magnitude vectors")
+    if config.get("modules_to_save"):
+        raise DataError(
+            path, f"trains whole copies of {', '.join(map(str, config['modules_to_save']))} (modules_to_save), "
+            "which a weighted merge of LoRA deltas leaves out"
+        )  # fmt: skip
+    if config.get("target_parameters"):
+        raise DataError(path, "targets parameters directly (target_parameters), which PEFT cannot merge")
+    weights = Path(adapter) / "adapter_model.safetensors"
+    for name, tensor in load_file(weights).items():
+        if not torch.isfinite(tensor).all():
+            raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")

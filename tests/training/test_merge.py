@@ -5,7 +5,7 @@ import json
 import torch
 from conftest import run_script
 from peft import LoraConfig, PeftModel, get_peft_model
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 TARGETS = ["q_proj", "v_proj"]
@@ -154,3 +154,37 @@ def test_bad_inputs(tmp_path, adapters):
     result = run_script("train/merge.py", "--adapters", adapters[0], other, "--out", tmp_path / "m", check=False)
     assert "different base models" in result.stderr
     assert not (tmp_path / "m").exists()
+
+
+def saved_adapter(folder, tiny_model, **settings):
+    """A rank-4 adapter on TARGETS with random A and B, and ``settings`` as LoraConfig takes them."""
+    torch.manual_seed(7)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False, **settings)
+    get_peft_model(model, config).save_pretrained(folder)
+    return folder
+
+
+def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_model, adapters):
+    """PEFT merged these without a word: a DoRA adapter lost its magnitudes, a trained lm_head copy
+    (modules_to_save) was left out, and a NaN weight made the merged adapter NaN."""
+    dora = saved_adapter(tmp_path / "dora", tiny_model, use_dora=True)
+    head = saved_adapter(tmp_path / "head", tiny_model, modules_to_save=["lm_head"])
+    broken = saved_adapter(tmp_path / "nan", tiny_model)
+    weights = load_file(broken / "adapter_model.safetensors")
+    first = sorted(weights)[0]
+    weights[first][0, 0] = float("nan")
+    save_file(weights, broken / "adapter_model.safetensors")
+    expected = {
+        dora: f"error: {dora / 'adapter_config.json'}: a DoRA adapter: a weighted merge would drop its magnitude "
+        "vectors",
+        head: f"error: {head / 'adapter_config.json'}: trains whole copies of lm_head (modules_to_save), which a "
+        "weighted merge of LoRA deltas leaves out",
+        broken: f"error: {broken / 'adapter_model.safetensors'}: {first} holds values that are not finite (NaN or "
+        "inf): the merge would too",
+    }
+    for adapter, line in expected.items():
+        out = tmp_path / f"merged_{adapter.name}"
+        result = run_script("train/merge.py", "--adapters", adapters[0], adapter, "--out", out, check=False)
+        assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == line, result.stderr[-1500:]
+        assert not out.exists()
