@@ -1,4 +1,5 @@
-"""RecTune's prompts are chats, a system message then the user's; a model's own chat template renders them.
+"""RecTune's prompts are chats, a system message then the user's; a model's own tokenizer and chat template
+render them.
 
 Some templates take no system message and raise on one (Gemma's and Gemma 2's, older Mistral's): there the
 system prompt opens the first user message, as those models' authors advise, in training and evaluation
@@ -8,14 +9,35 @@ alike. A tokenizer without any chat template (a base model) cannot render a chat
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-from rectune.core.io import RecTuneError
+from rectune.core.io import DataError, RecTuneError
 
 log = logging.getLogger(__name__)
 
 FOLDED = "{model}: its chat template takes no system message; the system prompt opens the first user message"
 PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def load_tokenizer(source: str) -> Any:
+    """The tokenizer of ``source`` (a hub id, or a model or adapter folder); a folder holding none, or one that
+    cannot be read, is one line (transformers' own is a traceback of a dozen lines)."""
+    from transformers import AutoTokenizer
+
+    folder = Path(source)
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise DataError(folder, "holds no tokenizer (no tokenizer.json or tokenizer_config.json); copy the "
+                        "tokenizer files of the model it was trained from into it")  # fmt: skip
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except Exception as err:  # a local folder's files only: a cut tokenizer.json raises the tokenizers' own error
+        if not folder.is_dir():
+            raise
+        raise DataError(folder, f"its tokenizer cannot be loaded: {' '.join(str(err).split())[:200]}") from None
 
 
 def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-tuned model") -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rectune.core.io import DataError, read_json
-from rectune.models.chat_format import check_chat_template
+from rectune.models.chat_format import check_chat_template, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
@@ -192,14 +192,13 @@ def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
     unless ``dtype`` says otherwise, else fp32."""
-    from transformers import AutoTokenizer
 
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
     tokenizer_source = checkpoint.base_model
     if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
         tokenizer_source = checkpoint.adapter
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    tokenizer = load_tokenizer(tokenizer_source)
     check_chat_template(tokenizer, str(tokenizer_source))  # before the model loads
     model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
     ignored = one_answer_a_prompt(model)

@@ -16,6 +16,7 @@ import torch
 
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
+from rectune.models.chat_format import load_tokenizer
 from rectune.models.checkpoints import adapter_chain, check_weights, load_merged
 from rectune.models.sharing import make_portable
 
@@ -41,7 +42,6 @@ def merge_adapters(
     but an earlier merge's files (by its ``.rectune.json``) is refused unless ``overwrite``.
     """
     from peft import PeftModel
-    from transformers import AutoTokenizer
 
     if len(adapters) < 2:
         raise RecTuneError("merging needs at least two adapters")
@@ -84,7 +84,7 @@ def merge_adapters(
         peft_model.delete_adapter(name)
     # the tokenizer saved with the first adapter (training saves one), else the base model's
     has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
-    tokenizer = AutoTokenizer.from_pretrained(adapters[0] if has_tokenizer else base)
+    tokenizer = load_tokenizer(adapters[0] if has_tokenizer else base)
 
     with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
         # no embedding layers are trained or resized here; "auto" would look the base model up on the hub

@@ -23,7 +23,7 @@ from typing import Any
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
-from rectune.models.chat_format import FOLDED, check_chat_template, fold_system, takes_system_messages
+from rectune.models.chat_format import FOLDED, check_chat_template, fold_system, load_tokenizer, takes_system_messages
 from rectune.training.arguments import RunArguments
 
 log = logging.getLogger(__name__)
@@ -222,13 +222,11 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
 def fit_chat_template(model_name: str, chat_template_path: str | None, *datasets: Any) -> tuple[Any, ...]:
     """The examples as the chat template of ``model_name``'s tokenizer (a model, or an SFT adapter's folder)
     can render them: where it takes no system message, each prompt's system prompt opens its first user
-    message (as evaluation renders them). A tokenizer without a template stops here in one line, unless
-    ``chat_template_path`` gives one (TRL applies it, unchecked)."""
+    message (as evaluation renders them). A folder without a readable tokenizer stops here in one line, and so
+    does a tokenizer without a template, unless ``chat_template_path`` gives one (TRL applies it, unchecked)."""
+    tokenizer = load_tokenizer(model_name)
     if chat_template_path:
         return datasets
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_name)
     check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
                         "file; SFT then RFT keeps it)")  # fmt: skip
     if takes_system_messages(tokenizer):

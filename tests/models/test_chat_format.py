@@ -1,13 +1,17 @@
-"""RecTune's chats through a model's own chat template, including templates that take no system message."""
+"""RecTune's chats through a model's own tokenizer and chat template, including templates that take no system
+message, and folders whose tokenizer is missing or cut."""
 
 import logging
+import re
+import shutil
 
 import pytest
-from conftest import CHATML, GEMMA2_TEMPLATE
+from conftest import CHATML, GEMMA2_TEMPLATE, run_script
 from transformers import AutoTokenizer
 
-from rectune.core.io import RecTuneError
-from rectune.models.chat_format import fold_system, render_prompts, takes_system_messages
+from rectune.core.io import DataError, RecTuneError
+from rectune.models.chat_format import fold_system, load_tokenizer, render_prompts, takes_system_messages
+from rectune.training.views import fit_chat_template
 
 CHAT = [{"role": "system", "content": "You recommend films."}, {"role": "user", "content": "Something like Heat?"}]
 
@@ -56,3 +60,26 @@ def test_no_template_or_a_template_refusing_the_prompt_is_one_line(tokenizer):
     tokenizer.chat_template = "{% if messages[-1]['content'] %}{{ raise_exception('English only') }}{% endif %}"
     with pytest.raises(RecTuneError, match=r"^odd: its chat template refuses RecTune's prompts: English only$"):
         render_prompts(tokenizer, [CHAT], "odd")
+
+
+def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded(tmp_path, tiny_model, movie_data):
+    """Weights saved without their tokenizer, or a cut tokenizer.json: transformers' own error was a traceback
+    in evaluation, in merging and in training."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(tiny_model / name, bare / name)
+    holds_none = f"{bare}: holds no tokenizer (no tokenizer.json or tokenizer_config.json); copy the tokenizer"
+    with pytest.raises(DataError, match=re.escape(holds_none)):
+        load_tokenizer(str(bare))
+    with pytest.raises(DataError, match=re.escape(holds_none)):
+        fit_chat_template(str(bare), "chatml.jinja", None)
+    cut = tmp_path / "cut"
+    shutil.copytree(tiny_model, cut)
+    (cut / "tokenizer.json").write_text((tiny_model / "tokenizer.json").read_text()[:500])
+    with pytest.raises(DataError, match=re.escape(f"{cut}: its tokenizer cannot be loaded: ")):
+        load_tokenizer(str(cut))
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    result = run_script("evaluate/run.py", "--model", bare, "--out", tmp_path / "e", *args, check=False)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(f"error: {holds_none}"), result.stderr
+    assert not (tmp_path / "e").exists()
