@@ -9,7 +9,6 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from rectune.models.chat_format import check_chat_template, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
+from rectune.models.model_folders import check_weights, error_text
 from rectune.models.sharing import CHAIN, read_chain, resolve_base
 
 log = logging.getLogger(__name__)
@@ -145,34 +145,6 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
     )
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """Why ``path`` is no whole safetensors file (cut short, a header that is no JSON), or None."""
-    size = path.stat().st_size
-    try:
-        with path.open("rb") as handle:
-            length = int.from_bytes(handle.read(8), "little")
-            if size < 8 + length or length > 100 << 20:
-                return f"{path.name} is cut short"
-            header = json.loads(handle.read(length))
-        ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
-    except (ValueError, KeyError, TypeError, IndexError, RecursionError):
-        return f"{path.name} has no readable safetensors header"
-    return f"{path.name} is cut short" if size < 8 + length + max(ends, default=0) else None
-
-
-def check_weights(folder: str | Path) -> None:
-    """One line for a local model or adapter folder whose weights cannot be loaded safely or whole."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return  # a hub id or the embedded model: their loaders check them
-    weights = sorted(folder.glob("*.safetensors"))
-    if not weights and any(folder.glob("*.bin")):
-        raise DataError(folder, "holds pickle weights (.bin) only; RecTune loads safetensors, which run no code")
-    problem = next((found for found in map(safetensors_problem, weights) if found), None)
-    if problem:
-        raise DataError(folder, problem)
-
-
 def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
     """``base_model`` with each adapter merged in, in order."""
     from transformers import AutoModelForCausalLM
@@ -185,7 +157,13 @@ def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any
         from peft import PeftModel
 
         for adapter in adapters:
-            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+            try:
+                model = PeftModel.from_pretrained(model, adapter)
+            except (RuntimeError, ValueError, KeyError) as err:  # shapes or modules of another model
+                raise DataError(
+                    adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}"
+                ) from None
+            model = model.merge_and_unload()
     return model
 
 
@@ -195,6 +173,7 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
 
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    check_model_available(checkpoint.base_model)  # a folder transformers cannot load: one line, before its tokenizer
     tokenizer_source = checkpoint.base_model
     if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
         tokenizer_source = checkpoint.adapter

@@ -11,13 +11,18 @@ import os
 from pathlib import Path
 
 from rectune.core.io import RecTuneError
+from rectune.models.model_folders import check_model_folder
 
 HUB_TIMEOUT_S = 10.0
 
 
 def check_model_available(name: str) -> None:
-    """Return when ``name`` is a local folder, the embedded model, cached or on the Hub; else one line."""
-    if name.startswith("embedded:") or Path(name).exists():
+    """Return when ``name`` is a local folder transformers can load (:func:`check_model_folder`), the embedded
+    model, cached or on the Hub; else one line."""
+    if name.startswith("embedded:"):
+        return
+    if Path(name).exists():
+        check_model_folder(name)
         return
     from huggingface_hub import model_info, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError

@@ -17,7 +17,8 @@ import torch
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.chat_format import load_tokenizer
-from rectune.models.checkpoints import adapter_chain, check_weights, load_merged
+from rectune.models.checkpoints import adapter_chain, load_merged
+from rectune.models.model_folders import check_weights
 from rectune.models.sharing import make_portable
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"

@@ -16,7 +16,8 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, finished_stage, safetensors_problem
+from rectune.models.checkpoints import FINISHED, finished_stage
+from rectune.models.model_folders import safetensors_problem
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from test_hostile import one_line
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import DataError, RecTuneError
-from rectune.models.checkpoints import check_weights, safetensors_problem
+from rectune.models.model_folders import check_weights, safetensors_problem
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe

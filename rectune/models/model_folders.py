@@ -1,0 +1,88 @@
+"""What a local model or adapter folder must hold for RecTune to load it, checked before anything starts.
+
+Model folders come from strangers (a checkpoint shared on the Hub, a colleague's copy) and are often
+incomplete: a configuration that is no JSON, names an architecture this transformers lacks or needs the
+folder's own Python; weights missing, in pickle files, cut short or shaped for another configuration. Left
+to ``from_pretrained`` each is a traceback, in training after the output folder is claimed; here each is one
+line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rectune.core.io import DataError
+
+
+def _header(path: Path) -> tuple[int, dict]:
+    """A safetensors file's header length and its tensors (``{name: {"dtype", "shape", "data_offsets"}}``)."""
+    with path.open("rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        if path.stat().st_size < 8 + length or length > 100 << 20:
+            raise EOFError
+        header = json.loads(handle.read(length))
+    return length, {name: entry for name, entry in header.items() if name != "__metadata__"}
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is no whole safetensors file (cut short, a header that is no JSON), or None."""
+    try:
+        length, tensors = _header(path)
+        ends = [entry["data_offsets"][1] for entry in tensors.values()]
+    except EOFError:
+        return f"{path.name} is cut short"
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        return f"{path.name} has no readable safetensors header"
+    return f"{path.name} is cut short" if path.stat().st_size < 8 + length + max(ends, default=0) else None
+
+
+def check_weights(folder: str | Path) -> None:
+    """One line for a local model or adapter folder whose weights cannot be loaded safely or whole."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return  # a hub id or the embedded model: their loaders check them
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and any(folder.glob("*.bin")):
+        raise DataError(folder, "holds pickle weights (.bin) only; RecTune loads safetensors, which run no code")
+    problem = next((found for found in map(safetensors_problem, weights) if found), None)
+    if problem:
+        raise DataError(folder, problem)
+
+
+def check_model_folder(folder: str | Path) -> None:
+    """One line for a local model folder (``config.json`` and weights) transformers could not load as a causal
+    language model: its configuration unreadable, no weights, or a tensor shaped unlike its configuration says.
+    Adapter folders, hub ids and files are left to their loaders."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / "adapter_config.json").is_file():
+        return
+    config_file = folder / "config.json"
+    try:
+        config = AutoConfig.from_pretrained(folder)  # trust_remote_code off: a config that needs it is refused
+        with torch.device("meta"):  # shapes only, no memory
+            expected = {
+                name: list(t.shape) for name, t in AutoModelForCausalLM.from_config(config).state_dict().items()
+            }
+    except Exception as err:  # whatever transformers says of a configuration it cannot use
+        raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and not any(folder.glob("*.bin")):
+        raise DataError(folder, "holds no weights (no model.safetensors)")
+    check_weights(folder)
+    for path in weights:
+        for name, entry in _header(path)[1].items():
+            if name in expected and entry.get("shape") != expected[name]:
+                raise DataError(
+                    path, f"{name} has shape {entry.get('shape')}; {config_file.name} makes it {expected[name]}"
+                )
+
+
+def error_text(err: Exception) -> str:
+    """transformers' message, its first sentence where that says enough (the rest is advice on upgrading)."""
+    text = " ".join(str(err).split())
+    first = text.split(". ")[0]
+    return (first if len(first) >= 40 else text)[:240] or type(err).__name__
