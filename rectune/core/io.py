@@ -129,6 +129,11 @@ def write_json(path: str | os.PathLike, obj: Any, *, line_per_item: tuple[str, .
         handle.write("{\n" + ",\n".join(entries) + "\n}\n")
 
 
+# A file saved by Windows tools (Notepad, Excel's "CSV UTF-8") starts with one: kept, it would be part of the
+# first id ("\ufeff1", a film no rating names) or make the first JSON line malformed
+BOM = "\ufeff"
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -163,7 +168,7 @@ def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> lis
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8").removeprefix(BOM if line_no == 1 else "")
             except UnicodeDecodeError as err:
                 raise DataError(path, f"not UTF-8 text (byte {err.start + 1} of the line)", line=line_no) from None
             if not line.strip():
@@ -193,9 +198,9 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks (Unicod
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """Read text that may be UTF-8 or Latin-1 (MovieLens ``.dat`` files exist in both)."""
+    """Read text that may be UTF-8 (a byte-order mark dropped) or Latin-1 (MovieLens ``.dat`` files exist in both)."""
     raw = Path(path).read_bytes()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError:
         return raw.decode("latin-1")

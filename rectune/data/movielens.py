@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import DataError
+from rectune.core.io import BOM, DataError
 from rectune.data.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -85,7 +85,8 @@ def _text_lines(path: Path) -> Iterator[str]:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
             for raw in handle:
                 number += 1  # for the error below
-                yield _decode(raw).rstrip("\r\n")
+                line = _decode(raw).rstrip("\r\n")
+                yield line.removeprefix(BOM) if number == 1 else line
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise DataError(path, f"not a readable gzip file ({err})", line=number or None) from None
 
@@ -102,7 +103,7 @@ def sniff(path: Path) -> str:
     first = next((line for _, line in lines(path)), None)
     if first is None:
         raise DataError(path, "empty file")
-    text = first.lstrip("\ufeff").strip()
+    text = first.strip()
     if text.startswith("{"):
         return "json"
     if "::" in text:

@@ -159,6 +159,19 @@ def test_utf8_dat_files(tmp_path):
     assert any("Cité" in item.title for item in release.catalog)
 
 
+def test_a_release_saved_with_byte_order_marks_converts_as_the_plain_one(tmp_path):
+    """Windows tools start UTF-8 files with U+FEFF: kept, it made the first film's id "\\ufeff1" (no rating
+    named it) and the query JSON malformed."""
+    root = tmp_path / "release"
+    shutil.copytree(RELEASE, root)
+    for path in (root / "data" / "movie").iterdir():
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for name, src in (("marked", root), ("plain", RELEASE)):
+        run_script("data_prep/recbench.py", "--src", src, "--domain", "movie", "--out", tmp_path / name)
+    for name in ("train.jsonl", "test.jsonl", "catalog.jsonl", "kg.jsonl"):
+        assert (tmp_path / "marked" / name).read_bytes() == (tmp_path / "plain" / name).read_bytes(), name
+
+
 def _broken_release(tmp_path, name, content):
     root = tmp_path / "release"
     shutil.copytree(RELEASE, root)

@@ -243,3 +243,9 @@ def test_a_nested_prediction_line_is_damaged_and_asked_again(tmp_path):
     predictions.write_text('{"id": "a", "completion": "Heat"}\n' + NESTED + "\n" + '{"id": "b", "completion": "x"}\n')
     assert read_finished(predictions, {"a", "b", "c"}) == {"a": "Heat", "b": "x"}
     assert predictions.read_text() == '{"id": "a", "completion": "Heat"}\n{"id": "b", "completion": "x"}\n'
+
+
+def test_a_jsonl_file_starting_with_a_byte_order_mark_reads_as_without(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": "1"}\n{"id": "\xef\xbb\xbf2"}\n')
+    assert numbered_jsonl(path) == [(1, {"id": "1"}), (2, {"id": "\ufeff2"})]  # only the file's first mark
