@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rectune.core.io import DataError, RecTuneError, atomic_write, parse_json
+from rectune.evaluation.endpoint_request import content_text
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,11 @@ def _batch_body(response: dict, path: Path, line: int, row_id: object) -> tuple[
         return "", f"no choices in the body {_short(body)}", None
     choice = choices[0] if isinstance(choices[0], dict) else {}
     message = choice.get("message")
-    text = message.get("content") if isinstance(message, dict) else None
-    if text is not None and not isinstance(text, str):
-        raise DataError(path, f"answer {row_id!r}: the message's 'content' must be a string", line)
+    content = content_text(message.get("content") if isinstance(message, dict) else None)
+    if content is None:
+        raise DataError(path, f"answer {row_id!r}: the message's 'content' must be text or a list of text parts", line)
     # a reasoning model may answer with reasoning alone
-    return ("" if text is None else text), None, _finish_reason(choice.get("finish_reason"))
+    return content[0], None, _finish_reason(choice.get("finish_reason"))
 
 
 def _finish_reason(value: object) -> str | None:

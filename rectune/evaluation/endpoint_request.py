@@ -171,7 +171,8 @@ def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
         raise UnusableAnswer(f"no choices (choices: {json.dumps(choices)[:40]})")
     choice = choices[0]
     message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict) or not isinstance(message.get("content"), (str, type(None))):
+    content = content_text(message.get("content")) if isinstance(message, dict) else None
+    if content is None:
         raise UnusableAnswer("choices[0] holds no message with text content")
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
     record = {
@@ -182,10 +183,33 @@ def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
         "finish_reason": _short(choice.get("finish_reason")),
         "served_model": _short(response.get("model")),
     }
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or content[1]
     if isinstance(reasoning, str) and reasoning:
         record["reasoning"] = reasoning  # kept beside the answer, never scored
-    return message.get("content") or "", record
+    return content[0], record
+
+
+def content_text(content: Any) -> tuple[str, str] | None:
+    """(answer, reasoning) of a message's ``content``: a string, null (no text: a refusal, reasoning alone) or a
+    list of parts, as Mistral's reasoning models send it (``{"type": "thinking", "thinking": [text parts]}``,
+    then ``{"type": "text", "text": ...}``); None when it is none of these, or parts of no kind it knows."""
+    if content is None or isinstance(content, str):
+        return content or "", ""
+    if not isinstance(content, list):
+        return None
+    answer, reasoning, known = [], [], not content
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            answer.append(part["text"])
+        elif kind == "thinking" and isinstance(part.get("thinking"), (str, list)):
+            inner = part["thinking"]
+            inner = [inner] if isinstance(inner, str) else [i.get("text") for i in inner if isinstance(i, dict)]
+            reasoning.extend(text for text in inner if isinstance(text, str))
+        else:
+            continue
+        known = True
+    return ("".join(answer), "".join(reasoning)) if known else None
 
 
 MAX_TOKEN_COUNT = 1 << 31  # far past any context window; a larger count is not one (and sums of 4,000-digit

@@ -89,6 +89,11 @@ BAD_BODIES = {
     "choices null": (b'{"choices": null}', "application/json", "no choices"),
     "an HTML page": (b"<html><body>Gateway maintenance</body></html>", "text/html", "not JSON"),
     "a message without text": (b'{"choices": [{"message": {"content": 7}}]}', "application/json", "no message"),
+    "content parts of no known kind": (
+        b'{"choices": [{"message": {"content": [{"type": "image_url", "image_url": {}}, 7]}}]}',
+        "application/json",
+        "no message",
+    ),
 }
 
 
@@ -126,6 +131,19 @@ def test_an_unusable_answer_followed_by_a_good_one_is_used(raw):
     ((index, answer, record),) = ask(endpoint.url)
     assert (index, answer, endpoint.requests) == (0, "Heat [SEP] Casino", 2)
     assert record["completion_tokens"] == 4
+
+
+def test_content_parts_are_read_as_mistrals_reasoning_models_send_them(raw):
+    """Magistral answers with a list of parts, its thinking first: that list was an unusable answer."""
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "They like "}, {"type": "text", "text": "Mann."}]},
+        {"type": "text", "text": "Heat [SEP] "},
+        {"type": "text", "text": "Casino"},
+    ]
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": parts}, "finish_reason": "stop"}]})
+    endpoint = raw(lambda handler, n: send(handler, body.encode()))
+    ((index, answer, record),) = ask(endpoint.url)
+    assert (answer, record["reasoning"], endpoint.requests) == ("Heat [SEP] Casino", "They like Mann.", 1)
 
 
 def test_the_evaluation_script_turns_a_malformed_answer_into_one_line(raw, tmp_path, movie_data):

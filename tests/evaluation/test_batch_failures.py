@@ -74,9 +74,12 @@ def test_odd_batch_lines_are_one_line_or_a_counted_failure(tmp_path):
         {"custom_id": "b", "response": {"status_code": 200, "body": {"choices": []}}},
         {"custom_id": "c", "response": None, "error": {"message": "expired"}},
         {"custom_id": "d", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": "Ronin"}}]}}},
+        {"custom_id": "e", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}, {"type": "text", "text": "Heat"},
+        ]}}]}}},  # a reasoning model of Mistral's batch API: its answer in parts
     ]) + "\n")  # fmt: skip
     answers = load_answers(path)
-    assert answers.texts == {"a": "", "b": "", "c": "", "d": "Ronin"}
+    assert answers.texts == {"a": "", "b": "", "c": "", "d": "Ronin", "e": "Heat"}
     assert answers.failed == {"a": "error boom", "b": "no choices in the body {'choices': []}", "c": "error expired"}
     assert answers.finish_reasons == {}  # none of these lines records one
 
