@@ -11,7 +11,6 @@ from transformers import AutoTokenizer
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models.chat_format import fold_system, load_tokenizer, render_prompts, takes_system_messages
-from rectune.training.views import fit_chat_template
 
 CHAT = [{"role": "system", "content": "You recommend films."}, {"role": "user", "content": "Something like Heat?"}]
 
@@ -64,7 +63,7 @@ def test_no_template_or_a_template_refusing_the_prompt_is_one_line(tokenizer):
 
 def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded(tmp_path, tiny_model, movie_data):
     """Weights saved without their tokenizer, or a cut tokenizer.json: transformers' own error was a traceback
-    in evaluation, in merging and in training."""
+    in evaluation, in merging and in training (tests/training/test_training.py)."""
     bare = tmp_path / "bare"
     bare.mkdir()
     for name in ("config.json", "generation_config.json", "model.safetensors"):
@@ -72,8 +71,6 @@ def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded
     holds_none = f"{bare}: holds no tokenizer (no tokenizer.json or tokenizer_config.json); copy the tokenizer"
     with pytest.raises(DataError, match=re.escape(holds_none)):
         load_tokenizer(str(bare))
-    with pytest.raises(DataError, match=re.escape(holds_none)):
-        fit_chat_template(str(bare), "chatml.jinja", None)
     cut = tmp_path / "cut"
     shutil.copytree(tiny_model, cut)
     (cut / "tokenizer.json").write_text((tiny_model / "tokenizer.json").read_text()[:500])

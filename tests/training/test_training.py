@@ -4,6 +4,7 @@ import glob
 import gzip
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -327,6 +328,29 @@ def test_sft_trains_a_model_whose_template_takes_no_system_message(tmp_path, tin
     result = run_script("train/sft.py", recipe)
     assert f"{gemma}: its chat template takes no system message; the system prompt opens" in result.stderr
     assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
+
+
+def test_a_model_folder_transformers_cannot_load_stops_training_before_its_folder(tmp_path, tiny_model, train_data):
+    """Weights shaped for another configuration, or no tokenizer: tracebacks from transformers, after the run
+    had claimed its output folder."""
+    wider = tmp_path / "wider"
+    shutil.copytree(tiny_model, wider)
+    config = json.loads((wider / "config.json").read_text())
+    (wider / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))  # the weights' is 64
+    recipe = sft_recipe(tmp_path / "r.yaml", wider, train_data, tmp_path / "sft", max_steps=1)
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1] == (
+        f"error: {wider / 'model.safetensors'}: model.layers.0.mlp.down_proj.weight has shape [32, 64]; config.json "
+        "makes it [32, 128]"
+    )
+    assert not (tmp_path / "sft").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(tiny_model / name, bare / name)
+    with pytest.raises(DataError, match=re.escape(f"{bare}: holds no tokenizer (no tokenizer.json or tokenizer_")):
+        fit_chat_template(str(bare), "chatml.jinja", None)  # checked though TRL gets a template
 
 
 def test_training_a_model_without_a_chat_template_needs_one(tmp_path, tiny_model):
