@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.models.model_folders import error_text
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def load_tokenizer(source: str) -> Any:
     except Exception as err:  # a local folder's files only: a cut tokenizer.json raises the tokenizers' own error
         if not folder.is_dir():
             raise
-        raise DataError(folder, f"its tokenizer cannot be loaded: {' '.join(str(err).split())[:200]}") from None
+        raise DataError(folder, f"its tokenizer cannot be loaded: {error_text(err)}") from None
 
 
 def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-tuned model") -> None:
