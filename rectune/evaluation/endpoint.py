@@ -209,7 +209,7 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
                     f"{endpoint.api_key_env})"
                 ) from None
             if 300 <= err.status_code < 400:
-                location = redact_url(err.response.headers.get("Location", "nowhere"))[:200]
+                location = redact_secrets(err.response.headers.get("Location", "nowhere"), endpoint.secrets())[:200]
                 raise RecTuneError(
                     f"{endpoint.describe()}: {err.status_code} redirects to {location!r}; prompts go only to "
                     "--base-url: give that address if you trust it"

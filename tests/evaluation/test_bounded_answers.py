@@ -101,12 +101,13 @@ def test_a_gzip_bomb_is_refused_unread_whatever_its_status(raw, status):  # noqa
     assert asked == ["identity"]
 
 
-def test_a_redirect_is_not_followed_and_names_where_it_pointed(raw):  # noqa: F811
+def test_a_redirect_is_not_followed_and_names_where_it_pointed(raw, monkeypatch):  # noqa: F811
     elsewhere = raw(lambda handler, n: send(handler, GOOD))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-redirectKey0123456789")
 
     def redirect(handler, n):
-        handler.send_response(307)
-        handler.send_header("Location", f"{elsewhere.url}/chat/completions?key=SECRET")
+        handler.send_response(307)  # the key echoed in the path, a secret in the query
+        handler.send_header("Location", f"{elsewhere.url}/sk-redirectKey0123456789/chat/completions?key=SECRET")
         handler.send_header("Content-Length", "0")
         handler.end_headers()
 
@@ -114,7 +115,7 @@ def test_a_redirect_is_not_followed_and_names_where_it_pointed(raw):  # noqa: F8
     with pytest.raises(RecTuneError) as caught:
         ask(endpoint.url, retries=3)
     message = str(caught.value)
-    assert f"307 redirects to '{elsewhere.url}/chat/completions?key=***'" in message, message
+    assert f"307 redirects to '{elsewhere.url}/***/chat/completions?key=***'" in message, message
     assert "give that address if you trust it" in message and "\n" not in message
     assert (endpoint.requests, elsewhere.requests) == (1, 0)  # the prompts stayed where they were sent
 
