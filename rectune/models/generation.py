@@ -96,8 +96,29 @@ def one_answer_a_prompt(model) -> list[str]:
     target = model.get_base_model() if hasattr(model, "get_base_model") else model
     given = target.generation_config.to_diff_dict()
     dropped = [f"{key} {value!r}" for key, value in given.items() if key not in (*FROM_MODEL_FOLDER, *QUIET)]
-    target.generation_config = GenerationConfig(**{key: given[key] for key in FROM_MODEL_FOLDER if key in given})
+    kept = {key: given[key] for key in FROM_MODEL_FOLDER if key in given}
+    dropped += [f"{key} {value!r} (no value generate takes)" for key, value in kept.items() if not _takes(key, value)]
+    target.generation_config = GenerationConfig(**{key: value for key, value in kept.items() if _takes(key, value)})
     return dropped
+
+
+def _takes(key: str, value: object) -> bool:
+    """Whether ``generate`` takes this value of a kept setting: a repetition penalty of 0 or a token id that is
+    no whole number would raise mid-run, at the first batch."""
+    if value is None:
+        return True
+    if key.endswith("token_id"):
+        ids = value if isinstance(value, list) else [value]
+        return bool(ids) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+    if key == "do_sample":
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    if key in ("max_length", "max_new_tokens", "top_k"):
+        return isinstance(value, int) and value >= (0 if key == "top_k" else 1)
+    if key in ("top_p", "min_p"):
+        return 0 <= value <= 1
+    return value > 0  # temperature, repetition_penalty
 
 
 def end_token_ids(model) -> set[int]:

@@ -52,10 +52,11 @@ def check_weights(folder: str | Path) -> None:
 
 def check_model_folder(folder: str | Path) -> None:
     """One line for a local model folder (``config.json`` and weights) transformers could not load as a causal
-    language model: its configuration unreadable, no weights, or a tensor shaped unlike its configuration says.
+    language model: its configuration or generation configuration unreadable, no weights, or a tensor shaped
+    unlike its configuration says.
     Adapter folders, hub ids and files are left to their loaders."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     folder = Path(folder)
     if not folder.is_dir() or (folder / "adapter_config.json").is_file():
@@ -69,6 +70,11 @@ def check_model_folder(folder: str | Path) -> None:
             }
     except Exception as err:  # whatever transformers says of a configuration it cannot use
         raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
+    if (folder / "generation_config.json").is_file():
+        try:  # transformers checks it as it loads the model: max_new_tokens -3 raises there
+            GenerationConfig.from_pretrained(folder)
+        except Exception as err:
+            raise DataError(folder / "generation_config.json", f"transformers refuses it: {error_text(err)}") from None
     weights = sorted(folder.glob("*.safetensors"))
     if not weights and not any(folder.glob("*.bin")):
         raise DataError(folder, "holds no weights (no model.safetensors)")

@@ -116,6 +116,26 @@ def test_a_model_folders_beams_and_clock_are_ignored_one_answer_a_query(tmp_path
     ]
 
 
+def test_a_model_folders_values_generate_would_raise_on_are_ignored(tmp_path, tiny_model, movie_data, caplog):
+    """A repetition penalty of 0 or an end token that is no id raised at the first batch: a traceback."""
+    folder = model_asking_for(tmp_path / "odd", tiny_model, repetition_penalty=0, eos_token_id="abc")
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:2]
+    settings = GenerationSettings(batch_size=2, max_new_tokens=4)
+
+    def answers(path):
+        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
+        model.generation_config.eos_token_id = None  # the plain model's end token too: the same answers
+        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, answer, _ in batch}
+
+    plain = answers(tiny_model)
+    with caplog.at_level(logging.WARNING, logger="rectune.models.checkpoints"):
+        assert answers(folder) == plain
+    assert caplog.messages == [
+        f"{folder}: its generation_config.json asks for eos_token_id 'abc' (no value generate takes), "
+        "repetition_penalty 0 (no value generate takes); ignored: one answer a query"
+    ]
+
+
 def test_a_model_whose_template_takes_no_system_message_is_scored_and_one_without_a_template_refused(
     tmp_path, tiny_model, movie_data
 ):

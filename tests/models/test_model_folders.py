@@ -48,6 +48,15 @@ def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
     with pytest.raises(DataError, match=f"^{cut / 'config.json'}: not a configuration this transformers can load: "):
         check_model_folder(cut)
 
+    refused = edited_copy(tmp_path / "refused", tiny_model)
+    (refused / "generation_config.json").write_text(json.dumps({"max_new_tokens": -3}))
+    with pytest.raises(DataError) as caught:
+        check_model_folder(refused)
+    assert str(caught.value) == (
+        f"{refused / 'generation_config.json'}: transformers refuses it: `max_new_tokens` must be greater than 0, "
+        "but is -3."
+    )
+
     bare = edited_copy(tmp_path / "bare", tiny_model)
     (bare / "model.safetensors").unlink()
     with pytest.raises(DataError) as caught:
