@@ -185,8 +185,8 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
         log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", checkpoint.base_model,
                     ", ".join(ignored))  # fmt: skip
     tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.pad_token is None:  # any token pads: the attention mask hides it (a tokenizer may name no end token)
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(0)
     if torch.cuda.is_available():
         model = model.to("cuda")
     return model.eval(), tokenizer

@@ -136,6 +136,23 @@ def test_a_model_folders_values_generate_would_raise_on_are_ignored(tmp_path, ti
     ]
 
 
+def test_a_tokenizer_naming_no_padding_or_end_token_still_batches(tmp_path, tiny_model, movie_data):
+    """Padding a batch raised ("Asking to pad but the tokenizer does not have a padding token"): a traceback."""
+    folder = tmp_path / "unnamed"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("pad_token"), config.pop("eos_token")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:3]
+    settings = GenerationSettings(batch_size=3, max_new_tokens=4)
+
+    def answers(path):
+        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
+        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, answer, _ in batch}
+
+    assert answers(folder) == answers(tiny_model)  # the padding is masked, whichever token it is
+
+
 def test_a_model_whose_template_takes_no_system_message_is_scored_and_one_without_a_template_refused(
     tmp_path, tiny_model, movie_data
 ):
