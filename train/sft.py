@@ -69,7 +69,10 @@ def main() -> None:
 
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
     model_name = resolve_model_name(model_args.model_name_or_path)
-    dataset, validation = fit_chat_template(model_name, training_args.chat_template_path, dataset, validation)
+    dataset, validation = fit_chat_template(
+        model_name, training_args.chat_template_path, dataset, validation, eos_token=training_args.eos_token,
+        pad_token=training_args.pad_token,
+    )  # fmt: skip
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
     one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch

@@ -219,14 +219,25 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
     return load_examples(validation, kind, None, training_args.seed)
 
 
-def fit_chat_template(model_name: str, chat_template_path: str | None, *datasets: Any) -> tuple[Any, ...]:
+def fit_chat_template(
+    model_name: str, chat_template_path: str | None, *datasets: Any, eos_token: str | None = None,
+    pad_token: str | None = None,
+) -> tuple[Any, ...]:  # fmt: skip
     """The examples as the chat template of ``model_name``'s tokenizer (a model, or an SFT adapter's folder)
     can render them: where it takes no system message, each prompt's system prompt opens its first user
     message (as evaluation renders them). A folder without a readable tokenizer stops here in one line, and so
-    does a tokenizer without a template, unless ``chat_template_path`` gives one (TRL applies it, unchecked)."""
+    do a tokenizer without a template and SFT's ``eos_token`` and ``pad_token`` where its vocabulary lacks
+    them (TRL's errors, tracebacks), unless ``chat_template_path`` gives a template (TRL applies it, unchecked:
+    cloned from another tokenizer, it brings that tokenizer's special tokens)."""
     tokenizer = load_tokenizer(model_name)
     if chat_template_path:
         return datasets
+    for key, token in (("eos_token", eos_token), ("pad_token", pad_token)):
+        if token is not None and token not in tokenizer.get_vocab():
+            raise RecTuneError(f"recipe key {key!r}: {token!r} is no token of {model_name}'s tokenizer")
+    if (eos_token or tokenizer.eos_token) is None:
+        raise DataError(Path(model_name), "its tokenizer names no end-of-sequence token: add eos_token to its "
+                        "tokenizer_config.json, or name one of its tokens as SFT's eos_token")  # fmt: skip
     check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
                         "file; SFT then RFT keeps it)")  # fmt: skip
     if takes_system_messages(tokenizer):

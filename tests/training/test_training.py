@@ -353,6 +353,28 @@ def test_a_model_folder_transformers_cannot_load_stops_training_before_its_folde
         fit_chat_template(str(bare), "chatml.jinja", None)  # checked though TRL gets a template
 
 
+def test_sfts_special_tokens_must_be_the_tokenizers(tmp_path, tiny_model, train_data):
+    """A recipe's eos_token or pad_token outside the vocabulary, and a tokenizer naming no end token, were TRL's
+    ValueErrors: tracebacks."""
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, tmp_path / "sft", max_steps=1, pad_token="<nope>")
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1] == (
+        f"error: recipe key 'pad_token': '<nope>' is no token of {tiny_model}'s tokenizer"
+    )
+    with pytest.raises(RecTuneError, match="recipe key 'eos_token': '<end>' is no token of "):
+        fit_chat_template(str(tiny_model), None, None, eos_token="<end>")
+    assert fit_chat_template(str(tiny_model), None, None, eos_token="<|im_end|>", pad_token="<pad>") == (None,)
+    unnamed = tmp_path / "unnamed"
+    shutil.copytree(tiny_model, unnamed)
+    config = json.loads((unnamed / "tokenizer_config.json").read_text())
+    config.pop("eos_token")
+    (unnamed / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(DataError, match=re.escape(f"{unnamed}: its tokenizer names no end-of-sequence token: add ")):
+        fit_chat_template(str(unnamed), None, None)
+    assert fit_chat_template(str(unnamed), None, None, eos_token="<|im_end|>") == (None,)  # SFT's eos_token names it
+
+
 def test_training_a_model_without_a_chat_template_needs_one(tmp_path, tiny_model):
     base = model_with_template(tmp_path / "base", tiny_model, None)
     with pytest.raises(RecTuneError, match=r"its tokenizer has no chat template \(a base model\?\); give an "):
