@@ -23,10 +23,17 @@ AT_LEAST = {
     "max_completion_length": (1, "tokens"),
     "max_length": (16, "tokens (a chat prompt alone needs more)"),
     "num_iterations": (1, "passes over each generation"),
+    "steps_per_generation": (1, "steps a generation serves (generation_batch_size over the batch, which TRL derives)"),
 }
-POSITIVE = {"lora_alpha", "temperature", "num_train_epochs"}
-UNIT_INTERVAL = {"lora_dropout": "[0, 1)", "top_p": "(0, 1]", "warmup_ratio": "[0, 1]"}
+POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
+SEEDS = "[0, 4294967295]"  # NumPy's: a seed outside raised when training started
+INTERVALS = {
+    "lora_dropout": "[0, 1)", "top_p": "(0, 1]", "min_p": "[0, 1]", "warmup_ratio": "[0, 1]", "seed": SEEDS,
+    "data_seed": SEEDS,
+}  # fmt: skip
 NOT_NEGATIVE = {
+    "top_k",
+    "dataloader_num_workers",
     "learning_rate",
     "weight_decay",
     "max_grad_norm",
@@ -88,8 +95,8 @@ def _problem(key: str, value: Any) -> str | None:
         return f"{value} must be above 0"
     if key in NOT_NEGATIVE and value < 0:
         return f"{value} must not be negative"
-    if key in UNIT_INTERVAL and not _inside(value, UNIT_INTERVAL[key]):
-        return f"{value} must lie in {UNIT_INTERVAL[key]}"
+    if key in INTERVALS and not _inside(value, INTERVALS[key]):
+        return f"{value} must lie in {INTERVALS[key]}"
     return None
 
 

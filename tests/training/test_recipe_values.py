@@ -25,6 +25,10 @@ OUT_OF_RANGE = [
     ({"max_length": 1}, "key 'max_length': 1 is below 16"),
     ({"lora_dropout": 1.5}, "key 'lora_dropout': 1.5 must lie in [0, 1)"),
     ({"max_steps": 0}, "key 'max_steps': 0"),
+    # each below was a traceback from NumPy or torch once training started
+    ({"seed": -1}, "key 'seed': -1 must lie in [0, 4294967295]"),
+    ({"seed": 2**32}, "key 'seed': 4294967296 must lie in [0, 4294967295]"),
+    ({"dataloader_num_workers": -1}, "key 'dataloader_num_workers': -1 must not be negative"),
 ]
 
 
@@ -39,6 +43,16 @@ def test_out_of_range_values_are_one_line_naming_the_key(tmp_path, values, words
 def test_grpo_lengths_and_reward_weights(tmp_path):
     with pytest.raises(RecTuneError, match="key 'max_completion_length': 0 is below 1"):
         parse_recipe(GRPO, ["--output_dir", str(tmp_path), "--max_completion_length", "0"])
+    # sampling settings TRL passes to generate, which raised at the first step; and a generation serving no step
+    for flag, value, words in [
+        ("--top_k", "-3", "key 'top_k': -3 must not be negative"),
+        ("--repetition_penalty", "0", "key 'repetition_penalty': 0.0 must be above 0"),
+        ("--min_p", "1.5", "key 'min_p': 1.5 must lie in [0, 1]"),
+        ("--steps_per_generation", "0", "key 'steps_per_generation': 0 is below 1 steps a generation serves"),
+    ]:
+        with pytest.raises(RecTuneError) as caught:
+            parse_recipe(GRPO, ["--output_dir", str(tmp_path), flag, value])
+        assert words in str(caught.value), caught.value
     with pytest.raises(
         RecTuneError, match=r"r.yaml: key 'reward_weights': 1 weight\(s\) for 2 reward\(s\) \(recall, f1\)"
     ):
