@@ -56,7 +56,7 @@ def check_model_folder(folder: str | Path) -> None:
     unlike its configuration says.
     Adapter folders, hub ids and files are left to their loaders."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, GenerationConfig
 
     folder = Path(folder)
     if not folder.is_dir() or (folder / "adapter_config.json").is_file():
@@ -64,12 +64,15 @@ def check_model_folder(folder: str | Path) -> None:
     config_file = folder / "config.json"
     try:
         config = AutoConfig.from_pretrained(folder)  # trust_remote_code off: a config that needs it is refused
-        with torch.device("meta"):  # shapes only, no memory
-            expected = {
-                name: list(t.shape) for name, t in AutoModelForCausalLM.from_config(config).state_dict().items()
-            }
+        if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+            raise ValueError(f"model_type {config.model_type!r} names no causal language model")
+        # shapes only, on no memory; the class itself, as from_config under DeepSpeed ZeRO-3 would partition it
+        with torch.device("meta"):
+            model = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)](config)
     except Exception as err:  # whatever transformers says of a configuration it cannot use
         raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
+    expected = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+    bare_expected = {_bare(name, model.base_model_prefix) for name in expected}
     if (folder / "generation_config.json").is_file():
         try:  # transformers checks it as it loads the model: max_new_tokens -3 raises there
             GenerationConfig.from_pretrained(folder)
@@ -79,12 +82,24 @@ def check_model_folder(folder: str | Path) -> None:
     if not weights and not any(folder.glob("*.bin")):
         raise DataError(folder, "holds no weights (no model.safetensors)")
     check_weights(folder)
+    found = 0
     for path in weights:
         for name, entry in _header(path)[1].items():
             if name in expected and entry.get("shape") != expected[name]:
                 raise DataError(
                     path, f"{name} has shape {entry.get('shape')}; {config_file.name} makes it {expected[name]}"
                 )
+            found += _bare(name, model.base_model_prefix) in bare_expected
+    if weights and not found:  # transformers would start every weight at random, with a warning among many
+        raise DataError(
+            folder, f"none of its tensors is a weight of the {type(model).__name__} its {config_file.name} makes "
+            f"(that names {next(iter(expected))!r}): the weights of another architecture?"
+        )  # fmt: skip
+
+
+def _bare(name: str, prefix: str) -> str:
+    """A weight's name without the base model's prefix, which checkpoints write or leave out."""
+    return name.removeprefix(f"{prefix}.")
 
 
 def error_text(err: Exception) -> str:

@@ -43,6 +43,14 @@ def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
         "to load has model type `evilnet` but Transformers does not recognize this architecture"
     )
 
+    other = edited_copy(tmp_path / "other", tiny_model, model_type="bert")  # Llama's weights, BERT's names
+    with pytest.raises(DataError) as caught:
+        check_model_folder(other)
+    assert str(caught.value) == (
+        f"{other}: none of its tensors is a weight of the BertLMHeadModel its config.json makes (that names "
+        "'bert.embeddings.word_embeddings.weight'): the weights of another architecture?"
+    )
+
     cut = edited_copy(tmp_path / "cut", tiny_model)
     (cut / "config.json").write_text('{"model_type": ')
     with pytest.raises(DataError, match=f"^{cut / 'config.json'}: not a configuration this transformers can load: "):
