@@ -95,6 +95,14 @@ def test_batched_generation_matches_one_at_a_time(tiny_model, movie_data):
     assert batched == single
 
 
+def answers_of(path, prompts, settings, *, no_end_token=False) -> dict:
+    """{prompt index: (answer, finish reason)} of the checkpoint at ``path``, greedy in fp32."""
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
+    if no_end_token:
+        model.generation_config.eos_token_id = None
+    return {i: (answer, end) for batch in generate(model, tokenizer, prompts, settings) for i, answer, end in batch}
+
+
 def test_a_model_folders_beams_and_clock_are_ignored_one_answer_a_query(tmp_path, tiny_model, movie_data, caplog):
     """A checkpoint's generation_config.json asking for beam search, several sequences a prompt or a time limit
     would change what is measured (or return more answers than queries, a crash): evaluation answers each
@@ -102,14 +110,9 @@ def test_a_model_folders_beams_and_clock_are_ignored_one_answer_a_query(tmp_path
     folder = model_asking_for(tmp_path / "beams", tiny_model, num_beams=4, num_return_sequences=4, max_time=1e-4)
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:3]
     settings = GenerationSettings(batch_size=3, max_new_tokens=6)
-
-    def answers(path):
-        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
-        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
-
-    plain = answers(tiny_model)
+    plain = answers_of(tiny_model, prompts, settings)
     with caplog.at_level(logging.WARNING, logger="rectune.models.checkpoints"):
-        assert answers(folder) == plain
+        assert answers_of(folder, prompts, settings) == plain
     assert caplog.messages == [
         f"{folder}: its generation_config.json asks for max_time 0.0001, num_beams 4, num_return_sequences 4; "
         "ignored: one answer a query"
@@ -121,15 +124,9 @@ def test_a_model_folders_values_generate_would_raise_on_are_ignored(tmp_path, ti
     folder = model_asking_for(tmp_path / "odd", tiny_model, repetition_penalty=0, eos_token_id="abc")
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:2]
     settings = GenerationSettings(batch_size=2, max_new_tokens=4)
-
-    def answers(path):
-        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
-        model.generation_config.eos_token_id = None  # the plain model's end token too: the same answers
-        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, answer, _ in batch}
-
-    plain = answers(tiny_model)
+    plain = answers_of(tiny_model, prompts, settings, no_end_token=True)  # as the folder's, whose end token went
     with caplog.at_level(logging.WARNING, logger="rectune.models.checkpoints"):
-        assert answers(folder) == plain
+        assert answers_of(folder, prompts, settings, no_end_token=True) == plain
     assert caplog.messages == [
         f"{folder}: its generation_config.json asks for eos_token_id 'abc' (no value generate takes), "
         "repetition_penalty 0 (no value generate takes); ignored: one answer a query"
@@ -145,12 +142,8 @@ def test_a_tokenizer_naming_no_padding_or_end_token_still_batches(tmp_path, tiny
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:3]
     settings = GenerationSettings(batch_size=3, max_new_tokens=4)
-
-    def answers(path):
-        model, tokenizer = load_for_generation(resolve_checkpoint(str(path)), dtype=torch.float32)
-        return {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, answer, _ in batch}
-
-    assert answers(folder) == answers(tiny_model)  # the padding is masked, whichever token it is
+    # the padding is masked, whichever token it is
+    assert answers_of(folder, prompts, settings) == answers_of(tiny_model, prompts, settings)
 
 
 def test_a_model_whose_template_takes_no_system_message_is_scored_and_one_without_a_template_refused(

@@ -24,29 +24,29 @@ def edited_copy(folder, model, **config):
     return folder
 
 
+def refusal(folder) -> str:
+    with pytest.raises(DataError) as caught:
+        check_model_folder(folder)
+    return str(caught.value)
+
+
 def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
     check_model_folder(tiny_model)  # the fixture loads: nothing to say
 
     wider = edited_copy(tmp_path / "wider", tiny_model, intermediate_size=128)  # the fixture's is 64, hidden 32
-    with pytest.raises(DataError) as caught:
-        check_model_folder(wider)
-    assert str(caught.value) == (
+    assert refusal(wider) == (
         f"{wider / 'model.safetensors'}: model.layers.0.mlp.down_proj.weight has shape [32, 64]; config.json makes "
         "it [32, 128]"
     )
 
     unknown = edited_copy(tmp_path / "unknown", tiny_model, model_type="evilnet")
-    with pytest.raises(DataError) as caught:
-        check_model_folder(unknown)
-    assert str(caught.value) == (
+    assert refusal(unknown) == (
         f"{unknown / 'config.json'}: not a configuration this transformers can load: The checkpoint you are trying "
         "to load has model type `evilnet` but Transformers does not recognize this architecture"
     )
 
     other = edited_copy(tmp_path / "other", tiny_model, model_type="bert")  # Llama's weights, BERT's names
-    with pytest.raises(DataError) as caught:
-        check_model_folder(other)
-    assert str(caught.value) == (
+    assert refusal(other) == (
         f"{other}: none of its tensors is a weight of the BertLMHeadModel its config.json makes (that names "
         "'bert.embeddings.word_embeddings.weight'): the weights of another architecture?"
     )
@@ -58,18 +58,14 @@ def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
 
     refused = edited_copy(tmp_path / "refused", tiny_model)
     (refused / "generation_config.json").write_text(json.dumps({"max_new_tokens": -3}))
-    with pytest.raises(DataError) as caught:
-        check_model_folder(refused)
-    assert str(caught.value) == (
+    assert refusal(refused) == (
         f"{refused / 'generation_config.json'}: transformers refuses it: `max_new_tokens` must be greater than 0, "
         "but is -3."
     )
 
     bare = edited_copy(tmp_path / "bare", tiny_model)
     (bare / "model.safetensors").unlink()
-    with pytest.raises(DataError) as caught:
-        check_model_folder(bare)
-    assert str(caught.value) == f"{bare}: holds no weights (no model.safetensors)"
+    assert refusal(bare) == f"{bare}: holds no weights (no model.safetensors)"
 
 
 def test_evaluation_stops_in_one_line_before_making_a_folder(tmp_path, tiny_model, movie_data):
