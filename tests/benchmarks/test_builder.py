@@ -155,6 +155,18 @@ def test_rewrites_that_drop_a_name_are_discarded():
     assert all("something good please" not in t for t in texts)
 
 
+def test_rewrites_that_are_no_request_are_discarded():
+    """A served model that ignores the token limit rambles on one line, or writes control characters: its
+    "rewrite" kept every name, so it became the query."""
+    for ramble in (lambda text: f"{text} {'and so on ' * 500}", lambda text: f"{text}\x1b[2J"):
+        plain = BenchmarkBuilder(ITEMS, BuildSettings(seed=0, queries_per_user=1)).condition_queries(HISTORIES)
+        builder = BenchmarkBuilder(ITEMS, BuildSettings(seed=0, queries_per_user=1), rewrite=ramble)
+        assert builder.condition_queries(HISTORIES) == plain
+    short = BenchmarkBuilder(ITEMS, BuildSettings(seed=0, queries_per_user=1), rewrite=lambda text: f"{text} pls")
+    texts = [r["situational_description_query"] for r in short.condition_queries(HISTORIES)["explicit"]]
+    assert texts and all(t.endswith(" pls") for t in texts)  # a rewrite of a request's length is taken
+
+
 def test_rewrites_are_kept_or_discarded_by_rule():
     """A deterministic stand-in for the rewriting model, so both branches of the check run.
 

@@ -29,8 +29,9 @@ another user, not drawn (``queries_per_user``), and per task assigned and kept.
 
 Query text comes from fixed templates chosen by a seeded generator, so a build is deterministic;
 ``rewrite`` may rephrase condition queries (e.g. with a local chat model), and a rewrite that drops
-a condition's value or a referenced title, or reveals a hidden value, is discarded in favour of the
-template text.
+a condition's value or a referenced title, reveals a hidden value, or is no request (control characters,
+or longer than :data:`MAX_REWRITE_CHARS` and thrice the template: a served model that ignores the token
+limit) is discarded in favour of the template text.
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ from tqdm import tqdm
 
 from rectune.benchmarks.recbench import profile_queries
 from rectune.benchmarks.recbench.query_text import ROLE_NOUNS, SITUATIONS, describe
-from rectune.core.io import RecTuneError
+from rectune.core.io import CONTROL, RecTuneError
 from rectune.data.catalog import read_item_file
 from rectune.data.titles import CatalogItem, display_title, split_title, title_key
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
 # relations an implicit or misinformed query can hide or falsify ("the director of X", "X, from 1990")
 HIDDEN_RELATIONS = (*PERSON_RELATIONS, "Year")
+MAX_REWRITE_CHARS = 600  # a rewrite in casual words is a sentence or two; the templates run 40 to 200 characters
 
 
 def load_items(path) -> list[CatalogItem]:
@@ -307,13 +309,16 @@ class BenchmarkBuilder:
         return record
 
     def _phrase(self, text: str, must_keep: list[str], hidden: list[str] = ()) -> str:
-        """The rewrite of ``text`` when it keeps every name and reveals no hidden value, else ``text``."""
+        """The rewrite of ``text`` when it keeps every name, reveals no hidden value and is a request's length and
+        plain text, else ``text``."""
         if self.rewrite is None:
             return text
         rewritten = self.rewrite(text)
         folded = (rewritten or "").casefold()
         if (
             rewritten
+            and len(rewritten) <= max(MAX_REWRITE_CHARS, 3 * len(text))
+            and not CONTROL.search(rewritten)
             and all(n.casefold() in folded for n in must_keep)
             and not any(v.casefold() in folded for v in hidden)
         ):
