@@ -146,10 +146,10 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
 
 
 def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
-    """``base_model`` with each adapter merged in, in order."""
+    """``base_model`` (which the caller has checked with :func:`check_model_available`) with each adapter merged
+    in, in order."""
     from transformers import AutoModelForCausalLM
 
-    check_model_available(base_model)
     for folder in (base_model, *adapters):
         check_weights(folder)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)

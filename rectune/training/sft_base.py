@@ -13,6 +13,7 @@ import torch
 
 from rectune.core.outputs import staged_folder
 from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, load_merged
+from rectune.models.hub import check_model_available
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ def merged_model(adapter_dir: str | Path) -> Path:
         return target
     if target.exists():
         log.info("%s was merged from an earlier version of the adapter: merging again", target)
+    check_model_available(base)
     model = load_merged(base, [*merged, str(adapter_dir)], torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
     with staged_folder(target, replace=True) as staging:
