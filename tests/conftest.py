@@ -236,6 +236,21 @@ def tiny_model(tmp_path_factory, movie_data) -> Path:
     return out
 
 
+def gpt2_model(folder: Path, tiny_model: Path, positions: int) -> Path:
+    """A 2-layer GPT-2 with the fixture's tokenizer and a learned table of ``positions`` absolute positions."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    ids = json.loads((tiny_model / "config.json").read_text())
+    config = GPT2Config(
+        vocab_size=ids["vocab_size"], n_positions=positions, n_embd=32, n_layer=2, n_head=2,
+        eos_token_id=ids["eos_token_id"], bos_token_id=ids["eos_token_id"], pad_token_id=ids["pad_token_id"],
+    )  # fmt: skip
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(tiny_model / name, folder / name)
+    return folder
+
+
 def model_asking_for(folder: Path, model: Path, **settings) -> Path:
     """A copy of ``model`` whose generation_config.json adds ``settings``, as a stranger's checkpoint may."""
     shutil.copytree(model, folder)

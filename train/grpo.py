@@ -37,6 +37,7 @@ from rectune.training.setup import (
     announce_setup,
     card_while_training,
     check_kernels,
+    check_model_fits,
     early_stopping,
     finish,
     peak_memory,
@@ -64,6 +65,8 @@ def main() -> None:
     training_args, model_args, mixture, run_args, rft_args, shaping, recipe = parse_recipe(ARGUMENTS)
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
+    model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
+    check_model_fits(model_name, model_args)  # LoRA targets the model lacks: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -80,7 +83,6 @@ def main() -> None:
     check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, recipe or "command line")
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
-    model_name = resolve_model_name(model_args.model_name_or_path)
     if rft_args.init_adapter:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))

@@ -28,6 +28,7 @@ from rectune.training.setup import (
     card_while_training,
     check_examples_fit,
     check_kernels,
+    check_model_fits,
     early_stopping,
     finish,
     one_packed_sequence_a_forward,
@@ -55,6 +56,8 @@ def main() -> None:
     training_args, model_args, mixture, run_args, recipe = parse_recipe(ARGUMENTS)
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
+    model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
+    check_model_fits(model_name, model_args, training_args.max_length)  # LoRA targets, positions: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -68,7 +71,6 @@ def main() -> None:
     validation = eval_examples(training_args, run_args, mixture, "sft")
 
     # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
-    model_name = resolve_model_name(model_args.model_name_or_path)
     dataset, validation = fit_chat_template(
         model_name, training_args.chat_template_path, dataset, validation, eos_token=training_args.eos_token,
         pad_token=training_args.pad_token,

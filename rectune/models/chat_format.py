@@ -41,6 +41,26 @@ def load_tokenizer(source: str) -> Any:
         raise DataError(folder, f"its tokenizer cannot be loaded: {error_text(err)}") from None
 
 
+def check_vocabulary(tokenizer: Any, rows: int | None, model: str) -> None:
+    """Stop in one line when the tokenizer has token ids past the model's ``rows`` embeddings (None: unknown):
+    tokenizer files copied from another model, where the first such id is an IndexError on a CPU and a
+    device-side assert on a GPU."""
+    last = max(tokenizer.get_vocab().values(), default=-1)
+    if rows is not None and last >= rows:
+        raise DataError(Path(model), f"its tokenizer has token ids up to {last}, but the model has {rows} token "
+                        "embeddings: the tokenizer of another model?")  # fmt: skip
+
+
+def configured_vocabulary(model: str) -> int | None:
+    """The token embeddings a model folder's configuration makes (its ``vocab_size``), or None for a hub id or
+    an adapter's folder."""
+    from transformers import AutoConfig
+
+    if not (Path(model) / "config.json").is_file():
+        return None
+    return getattr(AutoConfig.from_pretrained(model).get_text_config(), "vocab_size", None)
+
+
 def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-tuned model") -> None:
     """Stop in one line when the tokenizer has no chat template to render RecTune's prompts with."""
     if not getattr(tokenizer, "chat_template", None):

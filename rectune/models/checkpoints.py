@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from rectune.core.io import DataError, read_json
-from rectune.models.chat_format import check_chat_template, load_tokenizer
+from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
@@ -180,6 +180,7 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
     tokenizer = load_tokenizer(tokenizer_source)
     check_chat_template(tokenizer, str(tokenizer_source))  # before the model loads
     model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
+    check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, str(tokenizer_source))
     ignored = one_answer_a_prompt(model)
     if ignored:
         log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", checkpoint.base_model,

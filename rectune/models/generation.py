@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from rectune.core.io import RecTuneError
 from rectune.models.chat_format import fitted, render_prompts
+from rectune.models.model_folders import learned_positions
 
 
 @dataclass
@@ -39,6 +41,7 @@ def generate(
     """
     texts = render_prompts(tokenizer, prompts, getattr(model, "name_or_path", "the model"))
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    check_positions(model, lengths, settings.max_new_tokens)
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     stops = torch.tensor(sorted(end_token_ids(model)), dtype=torch.long)
     torch.manual_seed(settings.seed)
@@ -69,6 +72,19 @@ def generate(
             progress.update(len(indices))
             reasons = [{"finish_reason": "stop" if end else "length"} for end in ended]
             yield list(zip(indices, completions, reasons, strict=True))
+
+
+def check_positions(model, lengths: list[int], max_new_tokens: int) -> None:
+    """Stop in one line, before the first batch, when prompts and their answers would pass the model's learned
+    position table (GPT-2's 1,024): the batch reaching past it was an IndexError mid-run."""
+    limit = learned_positions(model)
+    over = [n for n in lengths if limit is not None and n + max_new_tokens > limit]
+    if over:
+        raise RecTuneError(
+            f"{getattr(model, 'name_or_path', 'the model')}: {len(over)} of {len(lengths)} prompts with their "
+            f"{max_new_tokens} new tokens pass its {limit} learned positions (the longest prompt has {max(over)} "
+            "tokens); lower --max-new-tokens, shorten the prompts, or use a model with a longer context"
+        )
 
 
 # What a checkpoint's generation_config.json may set: its special tokens and the sampling defaults vLLM also

@@ -10,7 +10,9 @@ line naming the file.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 from rectune.core.io import DataError
 
@@ -25,37 +27,47 @@ def _header(path: Path) -> tuple[int, dict]:
     return length, {name: entry for name, entry in header.items() if name != "__metadata__"}
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """Why ``path`` is no whole safetensors file (cut short, a header that is no JSON), or None."""
+def _tensors(path: Path) -> tuple[dict, str | None]:
+    """A safetensors file's tensors, and why it is no whole safetensors file (cut short, a header that is no
+    JSON) or None."""
     try:
         length, tensors = _header(path)
         ends = [entry["data_offsets"][1] for entry in tensors.values()]
     except EOFError:
-        return f"{path.name} is cut short"
+        return {}, f"{path.name} is cut short"
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-        return f"{path.name} has no readable safetensors header"
-    return f"{path.name} is cut short" if path.stat().st_size < 8 + length + max(ends, default=0) else None
+        return {}, f"{path.name} has no readable safetensors header"
+    return tensors, f"{path.name} is cut short" if path.stat().st_size < 8 + length + max(ends, default=0) else None
 
 
-def check_weights(folder: str | Path) -> None:
-    """One line for a local model or adapter folder whose weights cannot be loaded safely or whole."""
+def safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is no whole safetensors file (cut short, a header that is no JSON), or None."""
+    return _tensors(path)[1]
+
+
+def check_weights(folder: str | Path) -> dict[Path, dict]:
+    """One line for a local model or adapter folder whose weights cannot be loaded safely or whole; else each
+    safetensors file's tensors (none for a hub id or the embedded model: their loaders check them)."""
     folder = Path(folder)
     if not folder.is_dir():
-        return  # a hub id or the embedded model: their loaders check them
+        return {}
     weights = sorted(folder.glob("*.safetensors"))
     if not weights and any(folder.glob("*.bin")):
         raise DataError(folder, "holds pickle weights (.bin) only; RecTune loads safetensors, which run no code")
-    problem = next((found for found in map(safetensors_problem, weights) if found), None)
-    if problem:
-        raise DataError(folder, problem)
+    found = {}
+    for path in weights:
+        found[path], problem = _tensors(path)
+        if problem:
+            raise DataError(folder, problem)
+    return found
 
 
 def check_model_folder(folder: str | Path) -> None:
     """One line for a local model folder (``config.json`` and weights) transformers could not load as a causal
-    language model: its configuration or generation configuration unreadable, no weights, or a tensor shaped
-    unlike its configuration says.
+    language model: its configuration or generation configuration unreadable, no weights, a tensor shaped
+    unlike its configuration says, or weights it makes that the folder lacks (transformers would start them at
+    random, with a warning among many).
     Adapter folders, hub ids and files are left to their loaders."""
-    import torch
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, GenerationConfig
 
     folder = Path(folder)
@@ -66,35 +78,93 @@ def check_model_folder(folder: str | Path) -> None:
         config = AutoConfig.from_pretrained(folder)  # trust_remote_code off: a config that needs it is refused
         if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
             raise ValueError(f"model_type {config.model_type!r} names no causal language model")
-        # shapes only, on no memory; the class itself, as from_config under DeepSpeed ZeRO-3 would partition it
-        with torch.device("meta"):
-            model = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)](config)
     except Exception as err:  # whatever transformers says of a configuration it cannot use
         raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
-    expected = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
-    bare_expected = {_bare(name, model.base_model_prefix) for name in expected}
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        raise DataError(folder, "holds no weights (no model.safetensors)")
+    headers = check_weights(folder)
+    # Building the model costs about 1 ms a layer: a million layers would hold the run for a quarter of an hour.
+    # Every layer has a weight of its own, so more layers than tensors is another model's configuration.
+    layers, count = getattr(config.get_text_config(), "num_hidden_layers", 0), sum(map(len, headers.values()))
+    if isinstance(layers, int) and layers > count:
+        raise DataError(
+            config_file, f"num_hidden_layers is {layers}, but the weights hold {count} tensors in all (every layer "
+            "has weights of its own): the configuration of another model?"
+        )  # fmt: skip
+    try:
+        model = on_meta_device(config)
+    except Exception as err:
+        raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
     if (folder / "generation_config.json").is_file():
         try:  # transformers checks it as it loads the model: max_new_tokens -3 raises there
             GenerationConfig.from_pretrained(folder)
         except Exception as err:
             raise DataError(folder / "generation_config.json", f"transformers refuses it: {error_text(err)}") from None
-    weights = sorted(folder.glob("*.safetensors"))
-    if not weights and not any(folder.glob("*.bin")):
-        raise DataError(folder, "holds no weights (no model.safetensors)")
-    check_weights(folder)
-    found = 0
-    for path in weights:
-        for name, entry in _header(path)[1].items():
+    if getattr(config, "quantization_config", None):
+        return  # packed weights: their names and shapes are the quantizer's, not the model's
+    _check_tensors(folder, config_file, model, headers)
+
+
+def on_meta_device(config: Any) -> Any:
+    """The causal language model ``config`` makes, on the meta device: its modules and shapes, no memory. The
+    class itself, not ``from_config``, which DeepSpeed ZeRO-3 intercepts to partition."""
+    import torch
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    with torch.device("meta"):
+        return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)](config)
+
+
+def learned_positions(model: Any) -> int | None:
+    """How many positions a model with a learned table of absolute positions takes (GPT-2's ``wpe``, OPT's
+    ``embed_positions``, two rows longer): one past them is an IndexError, a device-side assert on a GPU. None
+    for rotary, ALiBi and other positions, which run on past the configuration's max_position_embeddings."""
+    import torch
+
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    if not isinstance(limit, int):
+        return None
+    inputs = model.get_input_embeddings()
+    tables = (m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m is not inputs)
+    return limit if any(limit <= table.num_embeddings <= limit + 2 for table in tables) else None
+
+
+def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Path, dict]) -> None:
+    expected = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+    prefix = model.base_model_prefix
+    bare_expected = {_bare(name, prefix) for name in expected}
+    present = set()
+    for path, tensors in headers.items():
+        for name, entry in tensors.items():
             if name in expected and entry.get("shape") != expected[name]:
                 raise DataError(
                     path, f"{name} has shape {entry.get('shape')}; {config_file.name} makes it {expected[name]}"
                 )
-            found += _bare(name, model.base_model_prefix) in bare_expected
-    if weights and not found:  # transformers would start every weight at random, with a warning among many
+            present.add(_bare(name, prefix))
+    if headers and not present & bare_expected:  # transformers would start every weight at random
         raise DataError(
             folder, f"none of its tensors is a weight of the {type(model).__name__} its {config_file.name} makes "
             f"(that names {next(iter(expected))!r}): the weights of another architecture?"
         )  # fmt: skip
+    if present - bare_expected:
+        return  # names transformers renames as it loads (older or per-expert layouts): it knows what they fill
+    missing = [names[0] for names in _parameter_names(model) if not {_bare(n, prefix) for n in names} & present]
+    ignored = [re.compile(pattern) for pattern in model._keys_to_ignore_on_load_missing or ()]
+    missing = [name for name in missing if not any(pattern.search(name) for pattern in ignored)]
+    if missing:
+        raise DataError(
+            folder, f"holds no {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} ({len(missing)} of the "
+            f"{type(model).__name__}'s weights its {config_file.name} makes): transformers would start them at random"
+        )  # fmt: skip
+
+
+def _parameter_names(model: Any) -> list[list[str]]:
+    """Each parameter's names: a tied one (the output layer sharing the input embeddings) has several, and a
+    checkpoint holds it under any one of them."""
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    return list(names.values())
 
 
 def _bare(name: str, prefix: str) -> str:

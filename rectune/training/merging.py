@@ -16,7 +16,7 @@ import torch
 
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
-from rectune.models.chat_format import load_tokenizer
+from rectune.models.chat_format import check_vocabulary, load_tokenizer
 from rectune.models.checkpoints import adapter_chain, load_merged
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
@@ -86,8 +86,9 @@ def merge_adapters(
     for name in names:
         peft_model.delete_adapter(name)
     # the tokenizer saved with the first adapter (training saves one), else the base model's
-    has_tokenizer = (Path(adapters[0]) / "tokenizer_config.json").is_file()
-    tokenizer = load_tokenizer(adapters[0] if has_tokenizer else base)
+    tokenizer_source = adapters[0] if (Path(adapters[0]) / "tokenizer_config.json").is_file() else base
+    tokenizer = load_tokenizer(tokenizer_source)
+    check_vocabulary(tokenizer, peft_model.get_input_embeddings().num_embeddings, tokenizer_source)
 
     with output_set(out, ADAPTER_KIND, overwrite=overwrite) as staging:
         # no embedding layers are trained or resized here; "auto" would look the base model up on the hub

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 from rectune.core.io import RecTuneError
@@ -68,6 +69,17 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
     for key, what in NAMED.items():
         if any(hasattr(c, key) and not str(getattr(c, key) or "").strip() for c in configs):
             raise RecTuneError(f"{source}: key {key!r}: not set ({what})")
+
+
+def keep_target_modules_listed(configs: tuple[Any, ...]) -> None:
+    """Turn a ``lora_target_modules`` of one bare module name back into a list. TRL's ModelConfig unwraps a
+    one-name list (``[q_proj]``, so that ``[all-linear]`` works) into the name alone, which PEFT matches as a
+    regular expression against whole module names (``model.layers.0.self_attn.q_proj``): it matched none, a
+    traceback. Listed, PEFT matches it as a name's last part, as it does two names."""
+    for config in configs:
+        targets = getattr(config, "lora_target_modules", None)
+        if isinstance(targets, str) and re.fullmatch(r"\w+", targets):
+            config.lora_target_modules = [targets]
 
 
 def check_reward_weights(weights: list[float] | None, rewards: list[str], source: object) -> None:

@@ -25,7 +25,7 @@ import yaml
 from rectune.core.io import DataError, RecTuneError
 from rectune.training.arguments import RunArguments
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
-from rectune.training.recipe_values import check_values
+from rectune.training.recipe_values import check_values, keep_target_modules_listed
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:  # unused arguments, values the
         raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # configs' own checks refuse
     check_values(parsed, recipe or "command line")
+    keep_target_modules_listed(parsed)
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"

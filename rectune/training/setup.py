@@ -16,6 +16,7 @@ import yaml
 from rectune.core.io import RecTuneError, atomic_write
 from rectune.core.outputs import make_shareable
 from rectune.models.checkpoints import wandb_run_record
+from rectune.models.model_folders import error_text, learned_positions, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
@@ -170,6 +171,38 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
         raise RecTuneError(
             "attn_implementation flex_attention trains on GPUs only (PyTorch has no CPU backward for it)"
         )
+
+
+def check_model_fits(model_name: str, model_args: Any, max_length: int | None = None) -> None:
+    """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks:
+    LoRA target modules none of its modules match (PEFT's traceback), or SFT's ``max_length`` past its learned
+    position table (GPT-2's 1,024: the first longer sequence was an IndexError mid-run). Checked on the model
+    built on the meta device, PEFT's adapter too: shapes, no memory."""
+    from peft import get_peft_model
+    from peft.utils.error import NoMatchingPeftModuleError
+    from transformers import AutoConfig
+    from trl import get_peft_config
+
+    model = on_meta_device(AutoConfig.from_pretrained(model_name))
+    limit = learned_positions(model)
+    if max_length is not None and limit is not None and max_length > limit:
+        raise RecTuneError(
+            f"recipe key 'max_length': {max_length} passes the {limit} learned positions of {model_name}; give "
+            f"{limit} or less"
+        )
+    peft_config = get_peft_config(model_args)
+    try:
+        if peft_config is not None:
+            get_peft_model(model, peft_config)
+    except NoMatchingPeftModuleError:
+        linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                         if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"})  # fmt: skip
+        raise RecTuneError(
+            f"recipe key 'lora_target_modules': {model_args.lora_target_modules!r} names none of {model_name}'s "
+            f"modules (its linear ones: {', '.join(linear)})"
+        ) from None
+    except ValueError as err:  # PEFT's word on LoRA settings this model cannot take
+        raise RecTuneError(f"the recipe's LoRA settings on {model_name}: {error_text(err)}") from None
 
 
 def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> None:

@@ -23,7 +23,15 @@ from typing import Any
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
-from rectune.models.chat_format import FOLDED, check_chat_template, fold_system, load_tokenizer, takes_system_messages
+from rectune.models.chat_format import (
+    FOLDED,
+    check_chat_template,
+    check_vocabulary,
+    configured_vocabulary,
+    fold_system,
+    load_tokenizer,
+    takes_system_messages,
+)
 from rectune.training.arguments import RunArguments
 
 log = logging.getLogger(__name__)
@@ -61,14 +69,17 @@ def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
 
 
 def data_files(mixture: Any) -> list[Path]:
-    """Local files named by a ``DatasetMixtureConfig``; each must exist."""
+    """Local files named by a ``DatasetMixtureConfig``; each must exist. Every dataset names its files: the
+    prepared JSONL rows are what training reads (without them, the ``json`` builder or a Hub dataset's name
+    was a traceback from ``datasets`` after the run had claimed its folder)."""
     files: list[Path] = []
     if not mixture.datasets:
         raise DataError("recipe", "no training data: set `datasets: [{path: json, data_files: FILE}]`")
-    for dataset in mixture.datasets:
+    for number, dataset in enumerate(mixture.datasets):
         names = dataset.data_files
-        if names is None:
-            continue
+        if not names:
+            raise DataError("recipe", f"datasets[{number}] (path {dataset.path!r}) names no data_files: set "
+                            "`data_files: FILE`, a prepared train_*.jsonl")  # fmt: skip
         if isinstance(names, dict):
             names = list(names.values())
         for name in [names] if isinstance(names, str) else names:
@@ -240,6 +251,7 @@ def fit_chat_template(
                         "tokenizer_config.json, or name one of its tokens as SFT's eos_token")  # fmt: skip
     check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
                         "file; SFT then RFT keeps it)")  # fmt: skip
+    check_vocabulary(tokenizer, configured_vocabulary(model_name), model_name)
     if takes_system_messages(tokenizer):
         return datasets
     log.warning(FOLDED.format(model=model_name))

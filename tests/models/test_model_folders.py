@@ -3,16 +3,21 @@ each case below was a traceback from ``from_pretrained`` (in training, after the
 tests/training/test_training.py)."""
 
 import json
+import re
 import shutil
+import time
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_script
+from conftest import gpt2_model, run_script
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, LlamaConfig
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
 
 from rectune.core.io import DataError
-from rectune.models.model_folders import check_model_folder
+from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
+from rectune.training.views import fit_chat_template
 
 
 def edited_copy(folder, model, **config):
@@ -97,3 +102,99 @@ def test_an_adapter_trained_on_another_model_is_one_line(tmp_path, tiny_model, m
         f"error: {adapter}: does not fit {tiny_model} (trained on another model?): Error(s) in loading state_dict "
         "for PeftModel: size mismatch for"
     ), result.stderr[-600:]
+
+
+def with_weights(folder, model, keep) -> Path:
+    """A copy of ``model`` whose model.safetensors holds only the tensors ``keep`` accepts, with their dtypes
+    and shapes as given (``keep`` returns the tensor to save, or None)."""
+    shutil.copytree(model, folder)
+    tensors = load_file(folder / "model.safetensors")
+    save_file({name: kept for name, tensor in tensors.items() if (kept := keep(name, tensor)) is not None},
+              folder / "model.safetensors")  # fmt: skip
+    return folder
+
+
+def test_weights_the_configuration_makes_but_the_folder_lacks_are_named(tmp_path, tiny_model):
+    # The fixture has 2 layers of 9 weights each; a configuration copied from a deeper sibling names a third,
+    # which transformers would start at random and evaluate, with a warning among many
+    deeper = edited_copy(tmp_path / "deeper", tiny_model, num_hidden_layers=3)
+    assert refusal(deeper) == (
+        f"{deeper}: holds no model.layers.2.self_attn.q_proj.weight, model.layers.2.self_attn.k_proj.weight, "
+        "model.layers.2.self_attn.v_proj.weight … (9 of the LlamaForCausalLM's weights its config.json makes): "
+        "transformers would start them at random"
+    )
+
+    # An output layer tied to the input embeddings is saved once, under either name
+    headless = with_weights(tmp_path / "headless", tiny_model, lambda name, t: None if name == "lm_head.weight" else t)
+    assert refusal(headless) == (
+        f"{headless}: holds no lm_head.weight (1 of the LlamaForCausalLM's weights its config.json makes): "
+        "transformers would start them at random"
+    )
+    tied = edited_copy(tmp_path / "tied", headless, tie_word_embeddings=True)
+    check_model_folder(tied)
+    AutoModelForCausalLM.from_pretrained(tied)  # and transformers agrees
+
+
+def test_a_configuration_of_a_million_layers_is_refused_before_it_is_built(tmp_path, tiny_model):
+    # Building it on the meta device took about a millisecond a layer, 17 minutes and gigabytes in all
+    huge = edited_copy(tmp_path / "huge", tiny_model, num_hidden_layers=1_000_000)
+    started = time.monotonic()
+    assert refusal(huge) == (
+        f"{huge / 'config.json'}: num_hidden_layers is 1000000, but the weights hold 21 tensors in all (every layer "
+        "has weights of its own): the configuration of another model?"
+    )
+    assert time.monotonic() - started < 10
+
+
+def test_pre_quantized_weights_are_left_to_their_quantizer(tmp_path, tiny_model):
+    # bitsandbytes stores a 4-bit weight packed in a [n, 1] uint8 tensor beside its statistics: its shape is the
+    # quantizer's, not the configuration's, and transformers unpacks it as it loads
+    def packed(name, tensor):
+        return tensor if not name.endswith("proj.weight") else torch.zeros(tensor.numel() // 2, 1, dtype=torch.uint8)
+
+    quantized = with_weights(tmp_path / "quantized", tiny_model, packed)
+    quantization = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+    check_model_folder(edited_copy(tmp_path / "with_config", quantized, quantization_config=quantization))
+    with pytest.raises(DataError, match=r"proj\.weight has shape \[\d+, 1\]; config\.json makes it"):
+        check_model_folder(quantized)  # without the quantizer named, the same tensors are the wrong shape
+
+
+def test_a_tokenizer_with_ids_past_the_models_embeddings_is_one_line(tmp_path, tiny_model, movie_data):
+    # The fixture's tokenizer (512 tokens) copied into a model of 100 token embeddings: the first id past them
+    # was an IndexError traceback in evaluation (after its folder was made) and in training
+    narrow = tmp_path / "narrow"
+    AutoModelForCausalLM.from_config(LlamaConfig(**{
+        **json.loads((tiny_model / "config.json").read_text()), "vocab_size": 100,
+    })).save_pretrained(narrow)  # fmt: skip
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(tiny_model / name, narrow / name)
+    line = f"{narrow}: its tokenizer has token ids up to 511, but the model has 100 token embeddings: the tokenizer of "
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", narrow, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
+    assert evaluated.stderr.splitlines()[-1] == f"error: {line}another model?"
+    assert not (tmp_path / "e").exists()
+    with pytest.raises(DataError, match=re.escape(line)):
+        fit_chat_template(str(narrow), None, None)  # SFT's and GRPO's check, before the run claims its folder
+    assert fit_chat_template(str(tiny_model), None, None) == (None,)
+
+
+def test_prompts_past_a_learned_position_table_are_one_line_before_the_first_batch(tmp_path, tiny_model, movie_data):
+    # GPT-2's positions are a table of n_positions rows: the batch reaching past it was an IndexError mid-run.
+    # Rotary positions run on past max_position_embeddings (rope scaling extends them): nothing to say there
+    gpt2 = gpt2_model(tmp_path / "gpt2", tiny_model, positions=64)
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "8", "--limit", "2", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", gpt2, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
+    assert re.fullmatch(
+        f"error: {re.escape(str(gpt2))}: 2 of 2 prompts with their 8 new tokens pass its 64 learned positions \\(the "
+        r"longest prompt has \d+ tokens\); lower --max-new-tokens, shorten the prompts, or use a model with a longer "
+        "context",
+        evaluated.stderr.splitlines()[-1],
+    ), evaluated.stderr[-600:]
+    assert learned_positions(AutoModelForCausalLM.from_pretrained(gpt2)) == 64
+    opt = OPTConfig(vocab_size=512, hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2,
+                    word_embed_proj_dim=16, max_position_embeddings=48)  # fmt: skip
+    assert learned_positions(on_meta_device(opt)) == 48  # its table has 50 rows: 2 offset
+    llama = LlamaConfig(**{**json.loads((tiny_model / "config.json").read_text()), "max_position_embeddings": 64})
+    assert learned_positions(on_meta_device(llama)) is None

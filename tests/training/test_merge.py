@@ -1,12 +1,13 @@
 """train/merge.py: a linear merge checked numerically; the other PEFT methods run; bad inputs fail."""
 
 import json
+import shutil
 
 import torch
 from conftest import run_script
 from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 TARGETS = ["q_proj", "v_proj"]
 
@@ -188,3 +189,21 @@ def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_mo
         result = run_script("train/merge.py", "--adapters", adapters[0], adapter, "--out", out, check=False)
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == line, result.stderr[-1500:]
         assert not out.exists()
+
+
+def test_a_tokenizer_with_ids_past_the_models_embeddings_is_refused(tmp_path, tiny_model, adapters):
+    # The merged adapter carries its first adapter's tokenizer: one of another model would be an IndexError at
+    # the first prompt that uses its extra ids
+    grown = tmp_path / "grown"
+    shutil.copytree(adapters[0], grown)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    tokenizer.add_tokens([f"<extra_{i}>" for i in range(10)])  # ids 512 to 521, past the fixture's 512 rows
+    tokenizer.save_pretrained(grown)
+    out = tmp_path / "merged"
+    result = run_script("train/merge.py", "--adapters", grown, adapters[1], "--out", out, check=False)
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {grown}: its tokenizer has token ids up to 521, but the model has 512 token embeddings: the "
+        "tokenizer of another model?"
+    )
+    assert not out.exists()

@@ -212,3 +212,23 @@ def test_a_max_length_that_cuts_every_answer_is_one_line(tmp_path, tiny_model, t
     last = one_line(run_script("train/sft.py", recipe, check=False), "max_length 20: every training example is cut")
     shortest = int(last.split("the shortest is ")[1].split()[0])
     assert shortest > 20
+
+
+TARGETS = [
+    ("[q_proj]", ["q_proj"]),  # TRL unwrapped it to 'q_proj', a regular expression matching no module: a traceback
+    ("q_proj", ["q_proj"]),
+    ("[q_proj, v_proj]", ["q_proj", "v_proj"]),
+    ("[all-linear]", "all-linear"),  # PEFT's word for every linear layer but the output head
+    ("'.*\\.(q|v)_proj'", ".*\\.(q|v)_proj"),  # a regular expression stays one
+]
+
+
+@pytest.mark.parametrize(("text", "parsed"), TARGETS, ids=[text for text, _ in TARGETS])
+def test_one_lora_target_module_is_matched_as_a_name(tmp_path, text, parsed):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: m\nuse_peft: true\nlora_target_modules: {text}\n")
+    _, model, *_ = parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path)])
+    assert model.lora_target_modules == parsed
+    _, model, *_ = parse_recipe(SFT, ["--model_name_or_path", "m", "--output_dir", str(tmp_path),
+                                      "--lora_target_modules", "q_proj"])  # fmt: skip
+    assert model.lora_target_modules == ["q_proj"]

@@ -8,7 +8,17 @@ import shutil
 
 import pytest
 import torch
-from conftest import GEMMA2_TEMPLATE, model_with_template, read_view, run_script, wandb_run, write_recipe
+import yaml
+from conftest import (
+    GEMMA2_TEMPLATE,
+    gpt2_model,
+    model_with_template,
+    one_step_grpo_recipe,
+    read_view,
+    run_script,
+    wandb_run,
+    write_recipe,
+)
 from safetensors.torch import load_file
 
 from rectune.core.io import DataError, RecTuneError
@@ -137,6 +147,17 @@ def test_missing_recipe_and_data_files(tmp_path, tiny_model, train_data):
     (bad / "train_sft.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     result = run_script("train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "o"), check=False)
     assert "train_sft.jsonl:1: field 'messages'" in result.stderr
+    # a dataset naming no files was a traceback from `datasets` (the json builder with nothing to read)
+    for files in (None, []):
+        recipe = sft_recipe(tmp_path / "r3.yaml", tiny_model, train_data, tmp_path / "o3")
+        values = yaml.safe_load(recipe.read_text())
+        values["datasets"][0]["data_files"] = files
+        recipe.write_text(yaml.safe_dump(values))
+        result = run_script("train/sft.py", recipe, check=False)
+        assert result.returncode == 2 and result.stderr.splitlines()[-1] == (
+            "error: recipe: datasets[0] (path 'json') names no data_files: set `data_files: FILE`, a prepared "
+            "train_*.jsonl"
+        ), result.stderr[-1500:]
 
 
 def grpo_recipe(path, model, data, out, **extra):
@@ -351,6 +372,40 @@ def test_a_model_folder_transformers_cannot_load_stops_training_before_its_folde
         shutil.copy(tiny_model / name, bare / name)
     with pytest.raises(DataError, match=re.escape(f"{bare}: holds no tokenizer (no tokenizer.json or tokenizer_")):
         fit_chat_template(str(bare), "chatml.jinja", None)  # checked though TRL gets a template
+
+
+def test_a_max_length_past_a_learned_position_table_stops_before_the_folder(tmp_path, tiny_model, train_data):
+    """GPT-2's positions are a table of n_positions rows: the first longer packed sequence was an IndexError,
+    mid-run, after the run had claimed its folder."""
+    gpt2 = gpt2_model(tmp_path / "gpt2", tiny_model, positions=64)
+    recipe = sft_recipe(
+        tmp_path / "r.yaml", gpt2, train_data, tmp_path / "sft", max_steps=1, max_length=128,
+        lora_target_modules=["c_attn"],  # GPT-2's fused q, k, v projection
+    )  # fmt: skip
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1] == (
+        f"error: recipe key 'max_length': 128 passes the 64 learned positions of {gpt2}; give 64 or less"
+    )
+    assert not (tmp_path / "sft").exists()
+
+
+def test_lora_target_modules_the_model_lacks_stop_before_the_folder(tmp_path, tiny_model, train_data):
+    """PEFT's NoMatchingPeftModuleError was a traceback once TRL loaded the model, after the run had claimed its
+    folder: a recipe written for Llama's names run on GPT-2's, say."""
+    gpt2 = gpt2_model(tmp_path / "gpt2", tiny_model, positions=512)
+    line = (
+        f"error: recipe key 'lora_target_modules': ['q_proj', 'v_proj'] names none of {gpt2}'s modules (its linear "
+        "ones: c_attn, c_fc, c_proj, lm_head)"
+    )
+    recipe = sft_recipe(tmp_path / "r.yaml", gpt2, train_data, tmp_path / "sft", max_steps=1)
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+    assert not (tmp_path / "sft").exists()
+    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", gpt2, train_data / "train_rft.jsonl", tmp_path / "rft")
+    trained = run_script("train/grpo.py", recipe, check=False)
+    assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+    assert not (tmp_path / "rft").exists()
 
 
 def test_sfts_special_tokens_must_be_the_tokenizers(tmp_path, tiny_model, train_data):
