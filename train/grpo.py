@@ -66,7 +66,7 @@ def main() -> None:
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
-    check_model_fits(model_name, model_args)  # LoRA targets the model lacks: one line, no folder
+    check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

@@ -46,7 +46,14 @@ from rectune.training.stages import (
 )
 from rectune.training.step_clock import StepClock
 from rectune.training.tracking import init_tracking, run_metadata
-from rectune.training.views import data_files, eval_examples, fit_chat_template, load_examples, use_train_data
+from rectune.training.views import (
+    check_chat_template_path,
+    data_files,
+    eval_examples,
+    fit_chat_template,
+    load_examples,
+    use_train_data,
+)
 
 ARGUMENTS = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 
@@ -57,7 +64,8 @@ def main() -> None:
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
-    check_model_fits(model_name, model_args, training_args.max_length)  # LoRA targets, positions: one line, no folder
+    check_model_fits(model_name, model_args, training_args)  # LoRA targets, positions: one line, no folder
+    check_chat_template_path(training_args.chat_template_path, model_name)  # one TRL can apply
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

@@ -199,8 +199,13 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks (Unicod
 
 def read_text(path: str | os.PathLike) -> str:
     """Read text that may be UTF-8 (a byte-order mark dropped) or Latin-1 (MovieLens ``.dat`` files exist in both)."""
-    raw = Path(path).read_bytes()
+    return decode_text(Path(path).read_bytes()).removeprefix(BOM)
+
+
+def decode_text(raw: bytes) -> str:
+    """UTF-8, else Latin-1, which decodes any bytes (ml-100k's u.item is Latin-1; older MovieLens and Amazon
+    dumps mix the two, line by line)."""
     try:
-        return raw.decode("utf-8").removeprefix(BOM)
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import BOM, DataError
+from rectune.core.io import BOM, DataError, decode_text
 from rectune.data.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -85,17 +85,10 @@ def _text_lines(path: Path) -> Iterator[str]:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
             for raw in handle:
                 number += 1  # for the error below
-                line = _decode(raw).rstrip("\r\n")
+                line = decode_text(raw).rstrip("\r\n")
                 yield line.removeprefix(BOM) if number == 1 else line
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise DataError(path, f"not a readable gzip file ({err})", line=number or None) from None
-
-
-def _decode(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
 
 
 def sniff(path: Path) -> str:

@@ -8,21 +8,23 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from rectune.core.io import DataError, read_json
+from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
-from rectune.models.model_folders import check_weights, error_text
+from rectune.models.model_folders import check_adapter_patterns, check_weights, error_text, on_meta_device
 from rectune.models.sharing import CHAIN, read_chain, resolve_base
 
 log = logging.getLogger(__name__)
@@ -148,23 +150,47 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
 def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any:
     """``base_model`` (which the caller has checked with :func:`check_model_available`) with each adapter merged
     in, in order."""
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     for folder in (base_model, *adapters):
         check_weights(folder)
+    check_adapters_fit(base_model, adapters)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
-    if adapters:
-        from peft import PeftModel
-
-        for adapter in adapters:
-            try:
-                model = PeftModel.from_pretrained(model, adapter)
-            except (RuntimeError, ValueError, KeyError) as err:  # shapes or modules of another model
-                raise DataError(
-                    adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}"
-                ) from None
-            model = model.merge_and_unload()
+    for adapter in adapters:
+        with _fitting(adapter, base_model):
+            model = PeftModel.from_pretrained(model, adapter)
+        model = model.merge_and_unload()
     return model
+
+
+def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
+    """Put each adapter on ``base_model`` built on the meta device, within a time limit
+    (:func:`check_adapter_patterns`): a module pattern that never ends, modules the base lacks, or an adapter
+    of virtual prompt tokens, which merges into no weight, stop in one line before any weights load."""
+    from peft import PeftConfig
+    from transformers import AutoConfig
+
+    for adapter in adapters:
+        config = PeftConfig.from_pretrained(adapter)
+        if config.is_prompt_learning:  # PEFT's merge_and_unload was an AttributeError, a traceback
+            raise DataError(
+                Path(adapter) / "adapter_config.json", f"a {config.peft_type.value} adapter: RecTune merges adapters "
+                "into the model, and virtual prompt tokens merge into no weight; give a LoRA adapter"
+            )  # fmt: skip
+        with _fitting(adapter, base_model):
+            check_adapter_patterns(on_meta_device(AutoConfig.from_pretrained(base_model)), config, adapter)
+
+
+@contextlib.contextmanager
+def _fitting(adapter: str, base_model: str) -> Iterator[None]:
+    """PEFT's errors for an adapter whose shapes or modules are another model's, as one line."""
+    try:
+        yield
+    except RecTuneError:
+        raise
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise DataError(adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}") from None
 
 
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:

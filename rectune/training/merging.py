@@ -17,7 +17,7 @@ import torch
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.chat_format import check_vocabulary, load_tokenizer
-from rectune.models.checkpoints import adapter_chain, load_merged
+from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
 from rectune.models.sharing import make_portable
@@ -69,6 +69,7 @@ def merge_adapters(
         check_weights(adapter)
         check_mergeable(adapter)
     check_model_available(base)
+    check_adapters_fit(base, adapters)
     model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
     peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])

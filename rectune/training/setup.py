@@ -16,7 +16,7 @@ import yaml
 from rectune.core.io import RecTuneError, atomic_write
 from rectune.core.outputs import make_shareable
 from rectune.models.checkpoints import wandb_run_record
-from rectune.models.model_folders import error_text, learned_positions, on_meta_device
+from rectune.models.model_folders import check_adapter_patterns, error_text, learned_positions, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
@@ -173,18 +173,23 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
         )
 
 
-def check_model_fits(model_name: str, model_args: Any, max_length: int | None = None) -> None:
+def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> None:
     """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks:
     LoRA target modules none of its modules match (PEFT's traceback), or SFT's ``max_length`` past its learned
     position table (GPT-2's 1,024: the first longer sequence was an IndexError mid-run). Checked on the model
-    built on the meta device, PEFT's adapter too: shapes, no memory."""
-    from peft import get_peft_model
+    built on the meta device, PEFT's adapter too: shapes, no memory; not for a model whose own Python the
+    command line trusts, which TRL alone builds."""
     from peft.utils.error import NoMatchingPeftModuleError
-    from transformers import AutoConfig
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
     from trl import get_peft_config
 
-    model = on_meta_device(AutoConfig.from_pretrained(model_name))
-    limit = learned_positions(model)
+    if training_args.trust_remote_code or (training_args.model_init_kwargs or {}).get("trust_remote_code"):
+        return
+    config = AutoConfig.from_pretrained(model_name)
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:  # a local folder's is checked before: a hub id's here
+        raise RecTuneError(f"{model_name}: its model_type {config.model_type!r} names no causal language model")
+    model = on_meta_device(config)
+    limit, max_length = learned_positions(model), getattr(training_args, "max_length", None)  # GRPO has none
     if max_length is not None and limit is not None and max_length > limit:
         raise RecTuneError(
             f"recipe key 'max_length': {max_length} passes the {limit} learned positions of {model_name}; give "
@@ -193,7 +198,9 @@ def check_model_fits(model_name: str, model_args: Any, max_length: int | None = 
     peft_config = get_peft_config(model_args)
     try:
         if peft_config is not None:
-            get_peft_model(model, peft_config)
+            check_adapter_patterns(model, peft_config, "the recipe's LoRA settings")
+    except RecTuneError:
+        raise
     except NoMatchingPeftModuleError:
         linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                          if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"})  # fmt: skip

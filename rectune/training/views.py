@@ -32,9 +32,13 @@ from rectune.models.chat_format import (
     load_tokenizer,
     takes_system_messages,
 )
+from rectune.models.model_folders import error_text
 from rectune.training.arguments import RunArguments
 
 log = logging.getLogger(__name__)
+
+# A chat that any template renders: no system message, which some refuse
+A_CHAT = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
 
 VIEW = re.compile(r"^(train|valid)_(sft|rft)(?:_(\w+))?\.jsonl$")  # split, kind, task (absent or mix: all)
 
@@ -228,6 +232,34 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
     file = prepared_file(source, f"valid_{kind}")
     validation = DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(file))])
     return load_examples(validation, kind, None, training_args.seed)
+
+
+def check_chat_template_path(path: str | None, model_name: str) -> None:
+    """Stop in one line, before the run claims its folder, when SFT's ``chat_template_path`` is no template TRL
+    can apply: a ``.jinja`` or ``.j2`` file that is not UTF-8 or that the model's tokenizer cannot render a chat
+    with (a syntax error), or anything else, which TRL takes for a tokenizer to clone the template and special
+    tokens of, where none loads. Each was a traceback once the run had claimed its folder."""
+    from jinja2.exceptions import TemplateError
+
+    if path is None:
+        return
+    if Path(path).is_file() and path.endswith((".jinja", ".j2")):
+        tokenizer = load_tokenizer(model_name)
+        try:
+            tokenizer.chat_template = Path(path).read_text(encoding="utf-8")
+            tokenizer.apply_chat_template(A_CHAT, tokenize=False)
+        except (UnicodeDecodeError, TemplateError) as err:
+            raise DataError(Path(path), f"recipe key 'chat_template_path': no chat template {model_name}'s "
+                            f"tokenizer can render: {error_text(err)}") from None  # fmt: skip
+        return
+    try:
+        tokenizer = load_tokenizer(path)
+    except Exception as err:  # a hub id that is not cached, a path that is neither file nor folder
+        raise RecTuneError(
+            f"recipe key 'chat_template_path': {path!r} is neither a .jinja or .j2 file nor a tokenizer that loads "
+            f"({error_text(err)})"
+        ) from None
+    check_chat_template(tokenizer, path, "a tokenizer with one or a .jinja file")
 
 
 def fit_chat_template(

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import gpt2_model, run_script
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, PromptTuningConfig, TaskType, get_peft_model
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
 
-from rectune.core.io import DataError
+from rectune.core.io import DataError, RecTuneError
+from rectune.models import model_folders
+from rectune.models.checkpoints import load_merged
 from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
 from rectune.training.views import fit_chat_template
 
@@ -198,3 +200,40 @@ def test_prompts_past_a_learned_position_table_are_one_line_before_the_first_bat
     assert learned_positions(on_meta_device(opt)) == 48  # its table has 50 rows: 2 offset
     llama = LlamaConfig(**{**json.loads((tiny_model / "config.json").read_text()), "max_position_embeddings": 64})
     assert learned_positions(on_meta_device(llama)) is None
+
+
+def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_path, monkeypatch, tiny_model):
+    # PEFT matches an adapter's target_modules (a string is a regular expression) against every module name:
+    # this one took hours on one name, in evaluation, merging and SFT→RFT alike
+    monkeypatch.setattr(model_folders, "PATTERN_TIME_S", 1.0)
+    adapter = tmp_path / "adapter"
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "target_modules": "(.*)*x"}))
+    started = time.monotonic()
+    with pytest.raises(RecTuneError) as caught:
+        load_merged(str(tiny_model), [str(adapter)], torch.float32)
+    assert str(caught.value) == (
+        f"{adapter}: PEFT's matching of its module patterns (target_modules, exclude_modules, rank_pattern, "
+        "alpha_pattern) ran past 1 s: a regular expression that backtracks without end?"
+    )
+    assert time.monotonic() - started < 30
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "target_modules": ".*\\.(q|v)_proj"}))
+    assert load_merged(str(tiny_model), [str(adapter)], torch.float32) is not None  # a sane pattern loads
+
+
+def test_an_adapter_of_virtual_prompt_tokens_is_one_line(tmp_path, tiny_model, movie_data):
+    # prompt tuning adds tokens to the input, no weight of the model: PEFT's merge_and_unload was an
+    # AttributeError, a traceback, after the report folder was made
+    adapter = tmp_path / "prompt_tuning"
+    tuning = PromptTuningConfig(task_type=TaskType.CAUSAL_LM, num_virtual_tokens=4)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), tuning).save_pretrained(adapter)
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", adapter, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
+    assert evaluated.stderr.splitlines()[-1] == (
+        f"error: {adapter / 'adapter_config.json'}: a PROMPT_TUNING adapter: RecTune merges adapters into the model, "
+        "and virtual prompt tokens merge into no weight; give a LoRA adapter"
+    )
+    assert not (tmp_path / "e").exists()

@@ -1,13 +1,19 @@
 """train/merge.py: a linear merge checked numerically; the other PEFT methods run; bad inputs fail."""
 
 import json
+import re
 import shutil
 
+import pytest
 import torch
 from conftest import run_script
 from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rectune.core.io import RecTuneError
+from rectune.models import model_folders
+from rectune.training.merging import merge_adapters
 
 TARGETS = ["q_proj", "v_proj"]
 
@@ -207,3 +213,16 @@ def test_a_tokenizer_with_ids_past_the_models_embeddings_is_refused(tmp_path, ti
         "tokenizer of another model?"
     )
     assert not out.exists()
+
+
+def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_path, monkeypatch, adapters):
+    # PEFT matches target_modules given as a string (a regular expression) against every module name: this one
+    # took hours on one name
+    monkeypatch.setattr(model_folders, "PATTERN_TIME_S", 1.0)
+    endless = tmp_path / "endless"
+    shutil.copytree(adapters[1], endless)
+    config = json.loads((endless / "adapter_config.json").read_text())
+    (endless / "adapter_config.json").write_text(json.dumps({**config, "target_modules": "(.*)*x"}))
+    with pytest.raises(RecTuneError, match=re.escape(f"{endless}: PEFT's matching of its module patterns ")):
+        merge_adapters([str(adapters[0]), str(endless)], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

@@ -1,17 +1,21 @@
 """Recipe values, malformed recipes and checkpoints are one line naming the key or file, before anything loads."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from conftest import run_script, write_recipe
 from test_hostile import one_line
+from transformers import T5Config
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.models import model_folders
 from rectune.models.model_folders import check_weights, safetensors_problem
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe
+from rectune.training.setup import check_model_fits
 from rectune.training.stages import checkpoint_problem
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
@@ -232,3 +236,31 @@ def test_one_lora_target_module_is_matched_as_a_name(tmp_path, text, parsed):
     _, model, *_ = parse_recipe(SFT, ["--model_name_or_path", "m", "--output_dir", str(tmp_path),
                                       "--lora_target_modules", "q_proj"])  # fmt: skip
     assert model.lora_target_modules == ["q_proj"]
+
+
+# what check_model_fits reads of SFTConfig or GRPOConfig (whose defaults ask for bf16, which a CPU refuses)
+TRAINING = SimpleNamespace(trust_remote_code=False, model_init_kwargs=None, max_length=1024)
+
+
+def test_a_recipes_target_pattern_that_never_ends_is_one_line(monkeypatch, tiny_model):
+    # checked on the model built on the meta device, before the run claims its folder
+    monkeypatch.setattr(model_folders, "PATTERN_TIME_S", 1.0)
+    endless = ModelConfig(model_name_or_path=str(tiny_model), use_peft=True, lora_target_modules="(.*)*x")
+    with pytest.raises(RecTuneError) as caught:
+        check_model_fits(str(tiny_model), endless, TRAINING)
+    assert str(caught.value) == (
+        "the recipe's LoRA settings: PEFT's matching of its module patterns (target_modules, exclude_modules, "
+        "rank_pattern, alpha_pattern) ran past 1 s: a regular expression that backtracks without end?"
+    )
+    sane = ModelConfig(use_peft=True, lora_target_modules=".*\\.(q|v)_proj")
+    check_model_fits(str(tiny_model), sane, TRAINING)
+
+
+def test_a_model_that_is_no_causal_language_model_is_one_line(tmp_path):
+    # a hub id's configuration is read here first (a local folder's is checked before, with its weights)
+    T5Config().save_pretrained(tmp_path / "t5")
+    with pytest.raises(RecTuneError, match=r"t5: its model_type 't5' names no causal language model$"):
+        check_model_fits(str(tmp_path / "t5"), ModelConfig(use_peft=True), TRAINING)
+    # a model whose own Python the command line trusts is built by TRL alone: not here
+    trusted = SimpleNamespace(trust_remote_code=True, model_init_kwargs=None)
+    check_model_fits(str(tmp_path / "t5"), ModelConfig(use_peft=True), trusted)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 from conftest import (
+    CHATML,
     GEMMA2_TEMPLATE,
     gpt2_model,
     model_with_template,
@@ -22,7 +23,7 @@ from conftest import (
 from safetensors.torch import load_file
 
 from rectune.core.io import DataError, RecTuneError
-from rectune.training.views import check_examples, fit_chat_template
+from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -406,6 +407,37 @@ def test_lora_target_modules_the_model_lacks_stop_before_the_folder(tmp_path, ti
     trained = run_script("train/grpo.py", recipe, check=False)
     assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
     assert not (tmp_path / "rft").exists()
+
+
+def test_a_chat_template_path_trl_cannot_apply_is_one_line_before_the_folder(tmp_path, tiny_model, train_data):
+    """TRL reads a .jinja or .j2 chat_template_path as the template, and anything else as a tokenizer to clone
+    the template of: a syntax error, bytes that are no UTF-8 or a name no tokenizer loads from were tracebacks,
+    after the run had claimed its folder."""
+    good = tmp_path / "chatml.jinja"
+    good.write_text(CHATML)
+    check_chat_template_path(str(good), str(tiny_model))
+    check_chat_template_path(str(tiny_model), str(tiny_model))  # a tokenizer whose template TRL clones
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in messages %}{{ m.content }{% endfor %}")
+    with pytest.raises(DataError) as caught:
+        check_chat_template_path(str(broken), str(tiny_model))
+    assert str(caught.value) == (
+        f"{broken}: recipe key 'chat_template_path': no chat template {tiny_model}'s tokenizer can render: "
+        "unexpected '}'"
+    )
+    latin = tmp_path / "latin.jinja"
+    latin.write_bytes("{{ 'caf\u00e9' }}".encode("latin-1"))
+    with pytest.raises(DataError, match="invalid continuation byte"):
+        check_chat_template_path(str(latin), str(tiny_model))
+    missing = tmp_path / "missing.jinja"
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, tmp_path / "sft", chat_template_path=str(missing))
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1].startswith(
+        f"error: recipe key 'chat_template_path': '{missing}' is neither a .jinja or .j2 file nor a tokenizer that "
+        "loads ("
+    ), trained.stderr[-600:]
+    assert not (tmp_path / "sft").exists()
 
 
 def test_sfts_special_tokens_must_be_the_tokenizers(tmp_path, tiny_model, train_data):
