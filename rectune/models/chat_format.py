@@ -4,6 +4,8 @@ render them.
 Some templates take no system message and raise on one (Gemma's and Gemma 2's, older Mistral's): there the
 system prompt opens the first user message, as those models' authors advise, in training and evaluation
 alike. A tokenizer without any chat template (a base model) cannot render a chat: one line says what to give.
+A template is a program its model's author wrote: each rendering has a time limit, so one that loops without
+end stops in one line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.core.time_limit import time_limit
 from rectune.models.model_folders import error_text
 
 log = logging.getLogger(__name__)
@@ -22,6 +25,15 @@ PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+RENDER_TIME_S = 10.0  # a chat of RecTune's renders in milliseconds; Jinja's sandbox bounds no loop's length
+
+
+def render_chat(tokenizer: Any, messages: list[dict], model: str, **options: Any) -> str:
+    """``messages`` as the tokenizer's chat template writes them (``apply_chat_template(tokenize=False)``),
+    stopped in one line past :data:`RENDER_TIME_S`: two nested loops of Jinja's largest range ran for hours."""
+    with time_limit(RENDER_TIME_S, f"{model}: its chat template ran past {RENDER_TIME_S:.0f} s on one chat (a "
+                    "loop without end?)"):  # fmt: skip
+        return tokenizer.apply_chat_template(messages, tokenize=False, **options)
 
 
 def load_tokenizer(source: str) -> Any:
@@ -72,7 +84,7 @@ def takes_system_messages(tokenizer: Any) -> bool:
     from jinja2.exceptions import TemplateError
 
     try:
-        tokenizer.apply_chat_template(PROBE, tokenize=False, add_generation_prompt=True)
+        render_chat(tokenizer, PROBE, getattr(tokenizer, "name_or_path", "the model"), add_generation_prompt=True)
     except TemplateError:
         return False
     return True
@@ -103,6 +115,6 @@ def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str) -> lis
     check_chat_template(tokenizer, model)
     prompts = fitted(tokenizer, prompts, model)
     try:
-        return [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+        return [render_chat(tokenizer, p, model, add_generation_prompt=True) for p in prompts]
     except TemplateError as err:
         raise RecTuneError(f"{model}: its chat template refuses RecTune's prompts: {err}") from None

@@ -30,6 +30,7 @@ from rectune.models.chat_format import (
     configured_vocabulary,
     fold_system,
     load_tokenizer,
+    render_chat,
     takes_system_messages,
 )
 from rectune.models.model_folders import error_text
@@ -247,7 +248,7 @@ def check_chat_template_path(path: str | None, model_name: str) -> None:
         tokenizer = load_tokenizer(model_name)
         try:
             tokenizer.chat_template = Path(path).read_text(encoding="utf-8")
-            tokenizer.apply_chat_template(A_CHAT, tokenize=False)
+            render_chat(tokenizer, A_CHAT, path)
         except (UnicodeDecodeError, TemplateError) as err:
             raise DataError(Path(path), f"recipe key 'chat_template_path': no chat template {model_name}'s "
                             f"tokenizer can render: {error_text(err)}") from None  # fmt: skip

@@ -4,12 +4,14 @@ message, and folders whose tokenizer is missing or cut."""
 import logging
 import re
 import shutil
+import time
 
 import pytest
 from conftest import CHATML, GEMMA2_TEMPLATE, run_script
 from transformers import AutoTokenizer
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.models import chat_format
 from rectune.models.chat_format import fold_system, load_tokenizer, render_prompts, takes_system_messages
 
 CHAT = [{"role": "system", "content": "You recommend films."}, {"role": "user", "content": "Something like Heat?"}]
@@ -80,3 +82,30 @@ def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded
     result = run_script("evaluate/run.py", "--model", bare, "--out", tmp_path / "e", *args, check=False)
     assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(f"error: {holds_none}"), result.stderr
     assert not (tmp_path / "e").exists()
+
+
+ENDLESS = (  # 10**10 steps: Jinja's sandbox caps each range at 100,000, not loops inside loops
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    "{% for message in messages %}{{ message['content'] }}{% endfor %}"
+)
+
+
+def test_a_chat_template_that_loops_without_end_is_one_line(tokenizer, monkeypatch):
+    monkeypatch.setattr(chat_format, "RENDER_TIME_S", 1.0)
+    tokenizer.chat_template = ENDLESS
+    started = time.monotonic()
+    with pytest.raises(RecTuneError) as caught:
+        render_prompts(tokenizer, [CHAT], "stranger/model")  # evaluation: the probe for system messages first
+    assert str(caught.value) == (
+        f"{tokenizer.name_or_path}: its chat template ran past 1 s on one chat (a loop without end?)"
+    )
+    monkeypatch.setattr(chat_format, "takes_system_messages", lambda tokenizer: True)
+    with pytest.raises(RecTuneError) as caught:
+        render_prompts(tokenizer, [CHAT], "stranger/model")  # a template looping on RecTune's prompts only
+    assert str(caught.value) == "stranger/model: its chat template ran past 1 s on one chat (a loop without end?)"
+    assert time.monotonic() - started < 20
+    tokenizer.chat_template = CHATML
+    assert render_prompts(tokenizer, [CHAT], "m") == [
+        "<|im_start|>system\nYou recommend films.<|im_end|>\n<|im_start|>user\nSomething like Heat?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    ]
