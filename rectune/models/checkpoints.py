@@ -178,6 +178,8 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
                 Path(adapter) / "adapter_config.json", f"a {config.peft_type.value} adapter: RecTune merges adapters "
                 "into the model, and virtual prompt tokens merge into no weight; give a LoRA adapter"
             )  # fmt: skip
+        if hasattr(config, "init_lora_weights"):  # PiSSA's and OLoRA's start computes on weights the meta has not
+            config.init_lora_weights = True  # the module matching is checked here, not how training began
         with _fitting(adapter, base_model):
             check_adapter_patterns(on_meta_device(AutoConfig.from_pretrained(base_model)), config, adapter)
 

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models import model_folders
-from rectune.models.checkpoints import load_merged
+from rectune.models.checkpoints import check_adapters_fit, load_merged
 from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
 from rectune.training.views import fit_chat_template
 
@@ -237,3 +237,12 @@ def test_an_adapter_of_virtual_prompt_tokens_is_one_line(tmp_path, tiny_model, m
         "and virtual prompt tokens merge into no weight; give a LoRA adapter"
     )
     assert not (tmp_path / "e").exists()
+
+
+def test_an_adapter_started_from_the_weights_svd_fits_its_base(tmp_path, tiny_model):
+    # PiSSA's start computes on the base weights, which the meta-device check has not: that start is not checked
+    adapter = tmp_path / "pissa"
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights="pissa")
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(adapter)
+    assert json.loads((adapter / "adapter_config.json").read_text())["init_lora_weights"] == "pissa"
+    check_adapters_fit(str(tiny_model), [str(adapter)])
