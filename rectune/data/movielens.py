@@ -76,15 +76,24 @@ def lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+# No release has a line near this (Amazon's longest metadata lines are a few hundred kilobytes); a gzip file of
+# one megabyte can hold a line of gigabytes, which read whole took the process past 2 GiB
+MAX_LINE_BYTES = 64 << 20
+
+
 def _text_lines(path: Path) -> Iterator[str]:
-    """Every line of the file, decoded one by one, without its line ending."""
+    """Every line of the file, decoded one by one, without its line ending; one past :data:`MAX_LINE_BYTES` stops
+    in one line, read no further."""
     if not path.is_file():
         raise DataError(path, "file not found")
     number = 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
-            for raw in handle:
-                number += 1  # for the error below
+            for raw in iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""):
+                number += 1  # for the errors below
+                if len(raw) > MAX_LINE_BYTES:
+                    raise DataError(path, f"a line longer than {MAX_LINE_BYTES:,} bytes: no release has one "
+                                    "(a damaged file, or one inflating without end?)", line=number)  # fmt: skip
                 line = decode_text(raw).rstrip("\r\n")
                 yield line.removeprefix(BOM) if number == 1 else line
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:

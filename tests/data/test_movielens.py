@@ -1,6 +1,7 @@
 """MovieLens releases as distributed: every layout read by content, ties, half stars, duplicate titles,
 names for ML-1M codes, and the builders on them (no future history, the early stop, ratings-only LLMRec)."""
 
+import gzip
 import json
 import re
 
@@ -303,3 +304,18 @@ def test_llmrec_rating_prompt_states_half_stars():
                     scale=[0.5, 5.0, 0.5], feedback="ratings")  # fmt: skip
     assert "Answer with a single number from 0.5 to 5 in half stars." in llmrec_messages(row)[1]["content"]
     assert LLMRecRow.from_dict(row.to_dict()) == row
+
+
+def test_a_line_past_the_cap_stops_the_read_in_one_line(tmp_path, monkeypatch):
+    # a gzip file of one megabyte held a line of a gigabyte, read whole: 2.2 GB resident before anything was said
+    monkeypatch.setattr(movielens, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "reviews.json.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(b"x" * 999 + b"\n" + b"y" * 1000 + b"\n")  # 1,000 bytes with its newline, then 1,001
+    read = movielens.lines(path)
+    assert next(read) == (1, "x" * 999)
+    with pytest.raises(DataError) as caught:
+        next(read)
+    assert str(caught.value) == (
+        f"{path}:2: a line longer than 1,000 bytes: no release has one (a damaged file, or one inflating without end?)"
+    )
