@@ -46,6 +46,21 @@ NOT_NEGATIVE = {
 }
 
 
+# Words GRPOConfig (TRL 1.16) declares no choices for and its trainer reads only once training has begun: a value
+# outside these was a ValueError at the first step, a traceback after the run had claimed its folder. By the
+# config's class: SFTConfig's loss_type, with choices of its own, is another key. (A later TRL's new word needs
+# adding here.)
+WORDS = {
+    "GRPOConfig": {
+        "loss_type": ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "vespo", "luspo"),
+        "importance_sampling_level": ("token", "sequence"),
+        "scale_rewards": ("group", "batch", "none"),  # YAML's true and false are TRL's group and none
+        "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+        "vllm_mode": ("server", "colocate"),
+    },
+}
+
+
 # key -> what to give; an empty name would point at the current directory (Path("") is ".")
 NAMED = {
     "model_name_or_path": "name a model: a Hugging Face id, a model folder, or embedded:smollm2",
@@ -63,6 +78,13 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
                 problem = f"{str(value).lower()} is not a number"
             if problem:
                 raise RecTuneError(f"{source}: key {item.name!r}: {problem}")
+    for config in configs:
+        words = next((WORDS[c.__name__] for c in type(config).__mro__ if c.__name__ in WORDS), {})
+        for key, allowed in words.items():
+            if getattr(config, key) not in allowed:
+                raise RecTuneError(
+                    f"{source}: key {key!r}: {getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}"
+                )
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
     if steps == 0 or steps < -1:
         raise RecTuneError(f"{source}: key 'max_steps': {steps} (give a number of steps, or -1 to train by epochs)")

@@ -264,3 +264,23 @@ def test_a_model_that_is_no_causal_language_model_is_one_line(tmp_path):
     # a model whose own Python the command line trusts is built by TRL alone: not here
     trusted = SimpleNamespace(trust_remote_code=True, model_init_kwargs=None)
     check_model_fits(str(tmp_path / "t5"), ModelConfig(use_peft=True), trusted)
+
+
+WORDS = [  # each was TRL's ValueError at the first step, after the run had claimed its folder
+    ("--loss_type", "foo", "'foo' is none of 'grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'vespo', 'luspo'"),
+    ("--importance_sampling_level", "seq", "'seq' is none of 'token', 'sequence'"),
+    ("--scale_rewards", "std", "'std' is none of 'group', 'batch', 'none'"),
+    ("--multi_objective_aggregation", "mean", "'mean' is none of 'sum_then_normalize', 'normalize_then_sum'"),
+    ("--vllm_mode", "local", "'local' is none of 'server', 'colocate'"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "words"), WORDS, ids=[f"{flag} {value}" for flag, value, _ in WORDS])
+def test_a_word_grpo_reads_only_once_training_began_is_checked_first(tmp_path, flag, value, words):
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(GRPO, ["--model_name_or_path", "m", "--output_dir", str(tmp_path), flag, value])
+    assert str(caught.value) == f"command line: key {flag[2:]!r}: {words}"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: m\nscale_rewards: false\nloss_type: grpo\n")  # false: TRL's none
+    training, *_ = parse_recipe(GRPO, [str(recipe), "--output_dir", str(tmp_path)])
+    assert (training.scale_rewards, training.loss_type) == ("none", "grpo")
