@@ -25,12 +25,13 @@ AT_LEAST = {
     "max_length": (16, "tokens (a chat prompt alone needs more)"),
     "num_iterations": (1, "passes over each generation"),
     "steps_per_generation": (1, "steps a generation serves (generation_batch_size over the batch, which TRL derives)"),
+    "ref_model_sync_steps": (1, "steps between reference model updates"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = "[0, 4294967295]"  # NumPy's: a seed outside raised when training started
 INTERVALS = {
     "lora_dropout": "[0, 1)", "top_p": "(0, 1]", "min_p": "[0, 1]", "warmup_ratio": "[0, 1]", "seed": SEEDS,
-    "data_seed": SEEDS,
+    "data_seed": SEEDS, "top_entropy_quantile": "[0, 1]",
 }  # fmt: skip
 NOT_NEGATIVE = {
     "top_k",
@@ -40,6 +41,7 @@ NOT_NEGATIVE = {
     "max_grad_norm",
     "beta",
     "epsilon",
+    "epsilon_high",
     "warmup_steps",
     "logging_steps",
     "save_steps",

@@ -53,6 +53,11 @@ def test_grpo_lengths_and_reward_weights(tmp_path):
         ("--repetition_penalty", "0", "key 'repetition_penalty': 0.0 must be above 0"),
         ("--min_p", "1.5", "key 'min_p': 1.5 must lie in [0, 1]"),
         ("--steps_per_generation", "0", "key 'steps_per_generation': 0 is below 1 steps a generation serves"),
+        # clipping and masking settings TRL takes without a word: an upper bound below the ratio of 1, a quantile
+        # past 1, a reference model synced every 0 steps (a modulo by zero once sync_ref_model is on)
+        ("--epsilon_high", "-1", "key 'epsilon_high': -1.0 must not be negative"),
+        ("--top_entropy_quantile", "1.5", "key 'top_entropy_quantile': 1.5 must lie in [0, 1]"),
+        ("--ref_model_sync_steps", "0", "key 'ref_model_sync_steps': 0 is below 1 steps between reference model"),
     ]:
         with pytest.raises(RecTuneError) as caught:
             parse_recipe(GRPO, ["--output_dir", str(tmp_path), flag, value])
