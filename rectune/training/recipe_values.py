@@ -8,6 +8,7 @@ weights. The ranges here are the ones every run needs, whatever the model or dat
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 from typing import Any
@@ -31,7 +32,7 @@ POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty
 SEEDS = "[0, 4294967295]"  # NumPy's: a seed outside raised when training started
 INTERVALS = {
     "lora_dropout": "[0, 1)", "top_p": "(0, 1]", "min_p": "[0, 1]", "warmup_ratio": "[0, 1]", "seed": SEEDS,
-    "data_seed": SEEDS, "top_entropy_quantile": "[0, 1]",
+    "data_seed": SEEDS, "top_entropy_quantile": "[0, 1]", "label_smoothing_factor": "[0, 1)",
 }  # fmt: skip
 NOT_NEGATIVE = {
     "top_k",
@@ -42,6 +43,7 @@ NOT_NEGATIVE = {
     "beta",
     "epsilon",
     "epsilon_high",
+    "neftune_noise_alpha",
     "warmup_steps",
     "logging_steps",
     "save_steps",
@@ -87,6 +89,10 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
                 raise RecTuneError(
                     f"{source}: key {key!r}: {getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}"
                 )
+    for config in configs:
+        problem = _optimizer_problem(config)
+        if problem:
+            raise RecTuneError(f"{source}: {problem}")
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
     if steps == 0 or steps < -1:
         raise RecTuneError(f"{source}: key 'max_steps': {steps} (give a number of steps, or -1 to train by epochs)")
@@ -117,6 +123,33 @@ def check_reward_weights(weights: list[float] | None, rewards: list[str], source
         )
     if not all(math.isfinite(w) for w in weights):
         raise RecTuneError(f"{source}: key 'reward_weights': every weight must be a finite number")
+
+
+def _optimizer_problem(config: Any) -> str | None:
+    """What transformers would raise on as it builds the optimizer and schedule, when training starts: an
+    ``optim_args`` part that is no ``key=value``, or an ``lr_scheduler_kwargs`` key the schedule does not take."""
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
+    from transformers.trainer_utils import SchedulerType
+
+    optim_args = getattr(config, "optim_args", None)
+    for part in optim_args.replace(" ", "").split(",") if optim_args else []:
+        if part.count("=") != 1:
+            return f"key 'optim_args': {part!r} is no key=value (give them as 'a=1,b=2')"
+    given = getattr(config, "lr_scheduler_kwargs", None)
+    if not isinstance(given, dict) or not given:
+        return None
+    schedule = SchedulerType(config.lr_scheduler_type)
+    parameters = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[schedule]).parameters
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return None  # handed on whole (reduce_lr_on_plateau's to torch)
+    takes = sorted(set(parameters) - {"optimizer", "num_warmup_steps", "num_training_steps"})
+    unknown = sorted(set(given) - set(takes))
+    if unknown:
+        return (
+            f"key 'lr_scheduler_kwargs': {unknown[0]!r} is no setting of the {schedule.value} schedule (it takes "
+            f"{', '.join(takes) or 'none'})"
+        )
+    return None
 
 
 def _problem(key: str, value: Any) -> str | None:

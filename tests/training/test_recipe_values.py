@@ -33,6 +33,19 @@ OUT_OF_RANGE = [
     ({"seed": -1}, "key 'seed': -1 must lie in [0, 4294967295]"),
     ({"seed": 2**32}, "key 'seed': 4294967296 must lie in [0, 4294967295]"),
     ({"dataloader_num_workers": -1}, "key 'dataloader_num_workers': -1 must not be negative"),
+    # each below was a traceback from torch or transformers once training started, or trained silently
+    ({"neftune_noise_alpha": -1}, "key 'neftune_noise_alpha': -1 must not be negative"),
+    ({"label_smoothing_factor": 2}, "key 'label_smoothing_factor': 2 must lie in [0, 1)"),
+    ({"optim_args": "zzz"}, "key 'optim_args': 'zzz' is no key=value (give them as 'a=1,b=2')"),
+    ({"optim_args": "a=1,"}, "key 'optim_args': '' is no key=value"),
+    (
+        {"lr_scheduler_kwargs": {"foo": 1}},
+        "key 'lr_scheduler_kwargs': 'foo' is no setting of the linear schedule (it takes last_epoch)",
+    ),
+    (
+        {"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"num_cycle": 2}},
+        "'num_cycle' is no setting of the cosine schedule (it takes last_epoch, num_cycles)",
+    ),
 ]
 
 
