@@ -43,6 +43,7 @@ from rectune.training.setup import (
     peak_memory,
     save_stage,
     set_model_init,
+    settings_the_trainer_takes,
 )
 from rectune.training.sft_base import drop_merged_model, merged_model
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
@@ -101,26 +102,27 @@ def main() -> None:
         reward_weights=training_args.reward_weights,
     )
     init_tracking(training_args, run_args, metadata)
-    trainer = ShapedGRPOTrainer(
-        model=model_name,
-        reward_funcs=reward_funcs,
-        args=training_args,
-        train_dataset=dataset,
-        eval_dataset=validation,
-        peft_config=get_peft_config(model_args),
-        callbacks=[
-            *early_stopping(training_args, run_args),
-            *fault_callbacks(),
-            *step_profiler(training_args, run_args.profile_steps),
-        ],
-        merge_for_sampling=rft_args.merge_for_sampling,
-        rollout_dtype=rft_args.rollout_dtype,
-        compile_rollouts=rft_args.compile_rollouts,
-        shared_prefix=rft_args.shared_prefix,
-        shaping=shaping,  # ReRec's reasoning-aware advantage and curriculum, when the recipe sets them
-        benchmark=benchmark,
-        resources=resources,
-    )
+    with settings_the_trainer_takes():  # TRL's own checks of the settings, as one line
+        trainer = ShapedGRPOTrainer(
+            model=model_name,
+            reward_funcs=reward_funcs,
+            args=training_args,
+            train_dataset=dataset,
+            eval_dataset=validation,
+            peft_config=get_peft_config(model_args),
+            callbacks=[
+                *early_stopping(training_args, run_args),
+                *fault_callbacks(),
+                *step_profiler(training_args, run_args.profile_steps),
+            ],
+            merge_for_sampling=rft_args.merge_for_sampling,
+            rollout_dtype=rft_args.rollout_dtype,
+            compile_rollouts=rft_args.compile_rollouts,
+            shared_prefix=rft_args.shared_prefix,
+            shaping=shaping,  # ReRec's reasoning-aware advantage and curriculum, when the recipe sets them
+            benchmark=benchmark,
+            resources=resources,
+        )
     card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

@@ -35,6 +35,7 @@ from rectune.training.setup import (
     peak_memory,
     save_stage,
     set_model_init,
+    settings_the_trainer_takes,
 )
 from rectune.training.stages import (
     already_finished,
@@ -89,19 +90,20 @@ def main() -> None:
 
     metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
     init_tracking(training_args, run_args, metadata)
-    trainer = SFTTrainer(
-        model=model_name,
-        args=training_args,
-        train_dataset=dataset,
-        eval_dataset=validation,
-        peft_config=get_peft_config(model_args),
-        callbacks=[
-            *early_stopping(training_args, run_args),
-            *fault_callbacks(),
-            *step_profiler(training_args, run_args.profile_steps),
-            StepClock(),
-        ],
-    )
+    with settings_the_trainer_takes():  # TRL's own checks of the settings, as one line
+        trainer = SFTTrainer(
+            model=model_name,
+            args=training_args,
+            train_dataset=dataset,
+            eval_dataset=validation,
+            peft_config=get_peft_config(model_args),
+            callbacks=[
+                *early_stopping(training_args, run_args),
+                *fault_callbacks(),
+                *step_profiler(training_args, run_args.profile_steps),
+                StepClock(),
+            ],
+        )
     check_examples_fit(trainer, dataset, training_args.max_length)
     card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed

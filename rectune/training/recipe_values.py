@@ -90,7 +90,7 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
                     f"{source}: key {key!r}: {getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}"
                 )
     for config in configs:
-        problem = _optimizer_problem(config)
+        problem = _training_start_problem(config)
         if problem:
             raise RecTuneError(f"{source}: {problem}")
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
@@ -125,9 +125,11 @@ def check_reward_weights(weights: list[float] | None, rewards: list[str], source
         raise RecTuneError(f"{source}: key 'reward_weights': every weight must be a finite number")
 
 
-def _optimizer_problem(config: Any) -> str | None:
-    """What transformers would raise on as it builds the optimizer and schedule, when training starts: an
-    ``optim_args`` part that is no ``key=value``, or an ``lr_scheduler_kwargs`` key the schedule does not take."""
+def _training_start_problem(config: Any) -> str | None:
+    """What transformers or torch would raise on as training starts: an ``optim_args`` part that is no
+    ``key=value``, a ``gradient_checkpointing_kwargs`` key torch's checkpoint does not take, or an
+    ``lr_scheduler_kwargs`` key the schedule does not take."""
+    from torch.utils.checkpoint import checkpoint
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
     from transformers.trainer_utils import SchedulerType
 
@@ -135,6 +137,13 @@ def _optimizer_problem(config: Any) -> str | None:
     for part in optim_args.replace(" ", "").split(",") if optim_args else []:
         if part.count("=") != 1:
             return f"key 'optim_args': {part!r} is no key=value (give them as 'a=1,b=2')"
+    given = getattr(config, "gradient_checkpointing_kwargs", None)
+    if isinstance(given, dict):
+        parameters = inspect.signature(checkpoint).parameters.values()
+        takes = sorted({p.name for p in parameters if p.kind is p.KEYWORD_ONLY} | {"preserve_rng_state"})
+        unknown = sorted(set(given) - set(takes))
+        if unknown:
+            return f"key 'gradient_checkpointing_kwargs': {unknown[0]!r} is none of torch's ({', '.join(takes)})"
     given = getattr(config, "lr_scheduler_kwargs", None)
     if not isinstance(given, dict) or not given:
         return None

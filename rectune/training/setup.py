@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,11 +168,26 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
     on_cpu = getattr(training_args, "use_cpu", False) or not torch.cuda.is_available()
+    if getattr(training_args, "activation_offloading", False) and on_cpu:  # an AttributeError as training began
+        raise RecTuneError("activation_offloading moves activations from a GPU to the CPU: it needs a CUDA device")
     if model_args.attn_implementation == "flex_attention" and on_cpu:
         # PyTorch raises in the first backward pass, after loading the model and data
         raise RecTuneError(
             "attn_implementation flex_attention trains on GPUs only (PyTorch has no CPU backward for it)"
         )
+
+
+@contextlib.contextmanager
+def settings_the_trainer_takes() -> Iterator[None]:
+    """TRL's ValueError as it builds its trainer, as one line: settings that contradict one another or the model
+    (``padding_free`` without packing, ``assistant_only_loss`` with a chat template that marks no answer,
+    ``gradient_checkpointing_kwargs`` the model's checkpointing does not take), checked by TRL, not here."""
+    try:
+        yield
+    except RecTuneError:
+        raise
+    except ValueError as err:
+        raise RecTuneError(f"the trainer refuses these settings: {' '.join(str(err).split())[:600]}") from None
 
 
 def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> None:

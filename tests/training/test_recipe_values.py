@@ -39,6 +39,11 @@ OUT_OF_RANGE = [
     ({"optim_args": "zzz"}, "key 'optim_args': 'zzz' is no key=value (give them as 'a=1,b=2')"),
     ({"optim_args": "a=1,"}, "key 'optim_args': '' is no key=value"),
     (
+        {"gradient_checkpointing_kwargs": {"foo": 1}},
+        "key 'gradient_checkpointing_kwargs': 'foo' is none of torch's (context_fn, debug, determinism_check, "
+        "early_stop, preserve_rng_state, use_reentrant)",
+    ),
+    (
         {"lr_scheduler_kwargs": {"foo": 1}},
         "key 'lr_scheduler_kwargs': 'foo' is no setting of the linear schedule (it takes last_epoch)",
     ),

@@ -5,6 +5,7 @@ import gzip
 import json
 import re
 import shutil
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,6 +24,7 @@ from conftest import (
 from safetensors.torch import load_file
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.training.setup import check_kernels
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -438,6 +440,23 @@ def test_a_chat_template_path_trl_cannot_apply_is_one_line_before_the_folder(tmp
         "loads ("
     ), trained.stderr[-600:]
     assert not (tmp_path / "sft").exists()
+
+
+def test_settings_trl_refuses_as_it_builds_its_trainer_are_one_line(tmp_path, tiny_model, train_data):
+    """TRL checks some settings against one another as it builds its trainer: its ValueError was a traceback."""
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, tmp_path / "sft", max_steps=1, padding_free=True)
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1].startswith(
+        "error: the trainer refuses these settings: When `padding_free=True` without packing, `max_length` is not "
+        "enforced. Either enable packing"
+    ), trained.stderr[-600:]
+    offloading = SimpleNamespace(activation_offloading=True, use_liger_kernel=False, use_cpu=False)
+    if torch.cuda.is_available():
+        check_kernels(offloading, SimpleNamespace(attn_implementation=None))
+    else:  # it moves activations from a GPU: on a CPU, an AttributeError as training began
+        with pytest.raises(RecTuneError, match="^activation_offloading moves activations from a GPU to the CPU: it "):
+            check_kernels(offloading, SimpleNamespace(attn_implementation=None))
 
 
 def test_sfts_special_tokens_must_be_the_tokenizers(tmp_path, tiny_model, train_data):
