@@ -32,7 +32,7 @@ def time_limit(seconds: float, message: str) -> Iterator[None]:
         raise _Expired
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    pending = signal.setitimer(signal.ITIMER_REAL, seconds)  # another alarm's, set again after (not shortened)
     try:
         yield
     except _Expired:
@@ -40,3 +40,4 @@ def time_limit(seconds: float, message: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_REAL, *pending)

@@ -30,3 +30,14 @@ def test_work_within_the_limit_runs_as_it_would():
     with time_limit(5, "unused"):
         found = re.fullmatch(r".*\.(q|v)_proj", NAME)
     assert found is not None and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_an_alarm_set_before_is_set_again_after():
+    signal.signal(signal.SIGALRM, lambda signum, frame: None)
+    signal.setitimer(signal.ITIMER_REAL, 100)
+    with time_limit(5, "unused"):
+        pass
+    remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert 99 < remaining <= 100
