@@ -9,7 +9,7 @@ evaluate/run.py and train/grpo.py --init_adapter accept; --full-model also write
 with the merged adapter folded in.
 """
 
-from rectune.core.cli import ArgumentParser, add_output_arguments, finite, fraction, positive_int, run
+from rectune.core.cli import ArgumentParser, add_output_arguments, finite, positive_int, run, share
 from rectune.training.merging import METHODS, merge_adapters
 
 
@@ -19,7 +19,7 @@ def main() -> None:
     add_output_arguments(parser, "folder for the merged adapter")
     parser.add_argument("--weights", nargs="+", type=finite, default=None, help="one per adapter (default: equal)")
     parser.add_argument("--method", choices=list(METHODS), default="linear")
-    parser.add_argument("--density", type=fraction, default=None, help="ties/dare_ties: share of each delta kept")
+    parser.add_argument("--density", type=share, default=None, help="ties/dare_ties: share of each delta kept")
     parser.add_argument("--svd-rank", type=positive_int, default=None, help="svd: rank of the merged adapter")
     parser.add_argument("--full-model", default=None, help="also write the merged full model here")
     parser.add_argument("--seed", type=int, default=0, help="dare_ties: seed of the deltas it drops at random")

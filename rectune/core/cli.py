@@ -78,6 +78,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """argparse type: a share kept, above 0 and at most 1 (a merge's density: 0 keeps no delta at all)."""
+    value = finite(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0 and at most 1, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number of at least 1 (a count of queries, candidates, titles)."""
     return _whole_number(text, 1)

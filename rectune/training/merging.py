@@ -49,6 +49,9 @@ def merge_adapters(
         raise RecTuneError("merging needs at least two adapters")
     if method not in METHODS:
         raise RecTuneError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    for flag, value, takes in (("--density", density, ("ties", "dare_ties")), ("--svd-rank", svd_rank, ("svd",))):
+        if value is not None and method not in takes:  # PEFT would ignore it without a word
+            raise RecTuneError(f"{flag} goes with --method {' or '.join(takes)}, not {method}")
     weights = weights or [1.0 / len(adapters)] * len(adapters)
     if len(weights) != len(adapters):
         raise RecTuneError(f"{len(weights)} weights for {len(adapters)} adapters")

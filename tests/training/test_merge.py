@@ -161,6 +161,15 @@ def test_bad_inputs(tmp_path, adapters):
     result = run_script("train/merge.py", "--adapters", adapters[0], other, "--out", tmp_path / "m", check=False)
     assert "different base models" in result.stderr
     assert not (tmp_path / "m").exists()
+    # a setting PEFT's method would ignore without a word, and a density keeping no delta at all
+    for flags, line in [
+        (("--density", "0.5"), "error: --density goes with --method ties or dare_ties, not linear"),
+        (("--method", "ties", "--svd-rank", "4"), "error: --svd-rank goes with --method svd, not ties"),
+        (("--method", "ties", "--density", "0"), "argument --density: expected a number above 0 and at most 1, got 0"),
+    ]:
+        result = run_script("train/merge.py", "--adapters", *adapters, "--out", tmp_path / "m", *flags, check=False)
+        assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(line), result.stderr[-600:]
+    assert not (tmp_path / "m").exists()
 
 
 def saved_adapter(folder, tiny_model, **settings):
