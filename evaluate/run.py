@@ -154,6 +154,10 @@ def main() -> None:
         raise RecTuneError("--backend openai-batch needs --api-model NAME")
     if args.backend in ("hf", "vllm") and not args.model:
         raise RecTuneError(f"--backend {args.backend} needs --model CHECKPOINT")
+    if not args.do_sample and (args.temperature != 1.0 or args.top_p != 1.0):  # else greedy, recorded as set
+        raise RecTuneError("--temperature and --top-p shape sampling: add --do-sample (decoding is greedy without it)")
+    if args.stop and not args.backend.startswith("openai"):
+        raise RecTuneError("--stop goes with --backend openai or openai-batch (a local model stops at its end token)")
     if args.concurrency < 1 or args.max_retries < 0 or args.request_timeout <= 0:
         raise RecTuneError("--concurrency must be at least 1, --max-retries at least 0, --request-timeout positive")
     variant = prompt_variant(args.data, args.with_history, args.k)

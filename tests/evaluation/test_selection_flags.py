@@ -45,8 +45,12 @@ def test_a_setting_out_of_its_range_is_refused_naming_the_flag(tmp_path, script,
     [(["--max-new-tokens", "0"], "argument --max-new-tokens: expected a number of at least 1, got 0"),
      (["--temperature", "-1", "--do-sample"], "argument --temperature: expected a number above 0, got -1"),
      (["--temperature", "nan", "--do-sample"], "argument --temperature: expected a finite number, got nan"),
-     (["--top-p", "5", "--do-sample"], "argument --top-p: expected a number between 0 and 1, got 5")],
-    ids=["no new tokens", "negative temperature", "nan temperature", "top-p above 1"],
+     (["--top-p", "5", "--do-sample"], "argument --top-p: expected a number between 0 and 1, got 5"),
+     # ignored without a word, and recorded in config.json as if used: greedy decoding, no stop strings locally
+     (["--temperature", "0.7"], "--temperature and --top-p shape sampling: add --do-sample (decoding is greedy "
+      "without it)"),
+     (["--stop", "END"], "--stop goes with --backend openai or openai-batch (a local model stops at its end token)")],
+    ids=["no new tokens", "negative temperature", "nan temperature", "top-p above 1", "no sampling", "local stop"],
 )  # fmt: skip
 def test_generation_settings_out_of_range_are_refused_before_the_model_loads(tmp_path, flags, words):
     """transformers' generate would end in a traceback (a temperature) or answer nothing (no new tokens), after
