@@ -171,6 +171,7 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
     from peft import PeftConfig
     from transformers import AutoConfig
 
+    base_config = AutoConfig.from_pretrained(base_model) if adapters else None  # read once; a fresh model each
     for adapter in adapters:
         config = PeftConfig.from_pretrained(adapter)
         if config.is_prompt_learning:  # PEFT's merge_and_unload was an AttributeError, a traceback
@@ -181,7 +182,7 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
         if hasattr(config, "init_lora_weights"):  # PiSSA's and OLoRA's start computes on weights the meta has not
             config.init_lora_weights = True  # the module matching is checked here, not how training began
         with _fitting(adapter, base_model):
-            check_adapter_patterns(on_meta_device(AutoConfig.from_pretrained(base_model)), config, adapter)
+            check_adapter_patterns(on_meta_device(base_config), config, adapter)
 
 
 @contextlib.contextmanager
