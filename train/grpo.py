@@ -38,6 +38,7 @@ from rectune.training.setup import (
     card_while_training,
     check_kernels,
     check_model_fits,
+    check_prompts_fit,
     early_stopping,
     finish,
     peak_memory,
@@ -67,7 +68,7 @@ def main() -> None:
     check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
-    check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line, no folder
+    positions = check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -88,6 +89,7 @@ def main() -> None:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
     dataset, validation = fit_chat_template(model_name, None, dataset, validation)  # a merged base: SFT's template
+    check_prompts_fit(model_name, positions, training_args.max_completion_length, dataset, validation)
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
 

@@ -17,6 +17,7 @@ import yaml
 
 from rectune.core.io import RecTuneError, atomic_write
 from rectune.core.outputs import make_shareable
+from rectune.models.chat_format import load_tokenizer, render_chat
 from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import check_adapter_patterns, error_text, learned_positions, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
@@ -190,18 +191,18 @@ def settings_the_trainer_takes() -> Iterator[None]:
         raise RecTuneError(f"the trainer refuses these settings: {' '.join(str(err).split())[:600]}") from None
 
 
-def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> None:
+def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> int | None:
     """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks:
     LoRA target modules none of its modules match (PEFT's traceback), or SFT's ``max_length`` past its learned
     position table (GPT-2's 1,024: the first longer sequence was an IndexError mid-run). Checked on the model
     built on the meta device, PEFT's adapter too: shapes, no memory; not for a model whose own Python the
-    command line trusts, which TRL alone builds."""
+    command line trusts, which TRL alone builds. Returns the learned positions, for :func:`check_prompts_fit`."""
     from peft.utils.error import NoMatchingPeftModuleError
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
     from trl import get_peft_config
 
     if training_args.trust_remote_code or (training_args.model_init_kwargs or {}).get("trust_remote_code"):
-        return
+        return None
     config = AutoConfig.from_pretrained(model_name)
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:  # a local folder's is checked before: a hub id's here
         raise RecTuneError(f"{model_name}: its model_type {config.model_type!r} names no causal language model")
@@ -227,6 +228,30 @@ def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> No
         ) from None
     except ValueError as err:  # PEFT's word on LoRA settings this model cannot take
         raise RecTuneError(f"the recipe's LoRA settings on {model_name}: {error_text(err)}") from None
+    return limit
+
+
+def check_prompts_fit(model_name: str, positions: int | None, completion_length: int | None, *datasets: Any) -> None:
+    """Stop in one line, before the first step, where GRPO's prompts with ``completion_length`` new tokens
+    would pass the model's ``positions`` learned positions (GPT-2's 1,024): the rollout reaching past them was an
+    IndexError. TRL has no prompt limit to check instead, so the prompts are tokenized, for such models only."""
+    if positions is None:
+        return
+    tokenizer = load_tokenizer(model_name)
+    new_tokens = completion_length or 0
+    lengths = [  # as TRL tokenizes them: a chat template writes its own special tokens, a plain prompt gets them
+        len(tokenizer(prompt, add_special_tokens=True)["input_ids"]) if isinstance(prompt, str) else
+        len(tokenizer(render_chat(tokenizer, prompt, model_name, add_generation_prompt=True),
+                      add_special_tokens=False)["input_ids"])
+        for data in datasets if data is not None for prompt in data["prompt"]
+    ]  # fmt: skip
+    over = [n for n in lengths if n + new_tokens > positions]
+    if over:
+        raise RecTuneError(
+            f"recipe key 'max_completion_length': {len(over)} of {len(lengths)} prompts with their {new_tokens} new "
+            f"tokens pass the {positions} learned positions of {model_name} (the longest prompt has {max(over)} "
+            "tokens); lower max_completion_length, shorten the prompts, or use a model with a longer context"
+        )
 
 
 def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> None:

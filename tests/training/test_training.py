@@ -24,8 +24,8 @@ from conftest import (
 from safetensors.torch import load_file
 
 from rectune.core.io import DataError, RecTuneError
-from rectune.training.setup import check_kernels
-from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template
+from rectune.training.setup import check_kernels, check_prompts_fit
+from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -391,6 +391,30 @@ def test_a_max_length_past_a_learned_position_table_stops_before_the_folder(tmp_
         f"error: recipe key 'max_length': 128 passes the 64 learned positions of {gpt2}; give 64 or less"
     )
     assert not (tmp_path / "sft").exists()
+
+
+def test_grpo_prompts_past_a_learned_position_table_stop_before_the_first_step(tmp_path, tiny_model, train_data):
+    """TRL's GRPO has no prompt limit: a prompt with its max_completion_length new tokens past GPT-2's learned
+    positions was an IndexError in the first rollout. The longest of the fixture's 9 prompts has 161 tokens."""
+    from datasets import Dataset
+
+    gpt2 = gpt2_model(tmp_path / "gpt2", tiny_model, positions=64)
+    recipe = one_step_grpo_recipe(
+        tmp_path / "g.yaml", gpt2, train_data / "train_rft.jsonl", tmp_path / "rft", lora_target_modules=["c_attn"]
+    )
+    trained = run_script("train/grpo.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1] == (
+        "error: recipe key 'max_completion_length': 9 of 9 prompts with their 8 new tokens pass the 64 learned "
+        f"positions of {gpt2} (the longest prompt has 161 tokens); lower max_completion_length, shorten the "
+        "prompts, or use a model with a longer context"
+    )
+    assert not list((tmp_path / "rft").glob("checkpoint-*"))
+    prompts = Dataset.from_list(view_examples(train_data / "train_rft.jsonl"))
+    check_prompts_fit(str(gpt2), 169, 8, prompts, None)  # 161 + 8 fill the table exactly
+    with pytest.raises(RecTuneError, match=re.escape("1 of 9 prompts with their 9 new tokens pass the 169")):
+        check_prompts_fit(str(gpt2), 169, 9, None, prompts)
+    check_prompts_fit(str(gpt2), None, 10**6, prompts)  # rotary positions: nothing to check
 
 
 def test_lora_target_modules_the_model_lacks_stop_before_the_folder(tmp_path, tiny_model, train_data):
