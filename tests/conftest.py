@@ -138,14 +138,16 @@ def wandb_run(run_file) -> dict:
 
 
 def run_script(
-    script: str, *args: str, check: bool = True, fault: str | None = None, cwd: Path = ROOT
-) -> subprocess.CompletedProcess:
+    script: str, *args: str, check: bool = True, fault: str | None = None, cwd: Path = ROOT,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:  # fmt: skip
     """Run one of the project's entry scripts the way a user would; ``fault`` names a point where it
-    kills itself (``RECTUNE_FAULT``, see rectune.core.io.fault_point)."""
+    kills itself (``RECTUNE_FAULT``, see rectune.core.io.fault_point); ``timeout`` fails a run that hangs."""
     env = {**os.environ, "RECTUNE_FAULT": fault} if fault else None
     result = subprocess.run(
-        [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
-    )
+        [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+        timeout=timeout,
+    )  # fmt: skip
     if check and result.returncode != 0:
         raise AssertionError(f"{script} failed:\n{result.stdout}\n{result.stderr}")
     return result

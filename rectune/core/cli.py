@@ -43,6 +43,22 @@ def run(main: Callable[[], object]) -> None:
         _fail(f"{err.strerror or err}{where}")
     except KeyboardInterrupt:
         sys.exit(130)
+    except BaseException as err:  # noqa: BLE001 (a Rust library's panic is a BaseException, not an Exception)
+        if type(err).__name__ != "PanicException":
+            raise
+        _fail(_native_failure(str(err)))
+
+
+def _native_failure(message: str) -> str:
+    """A panic of the Rust libraries under transformers, as one line. The one a stranger's files cause:
+    ``tokenizers`` matches a tokenizer.json's Split and Replace patterns with Oniguruma, which gives up after ten
+    million backtracking steps at one place in the text, and the library panics."""
+    if "retry-limit-in-match" in message:
+        return (
+            f"the model's tokenizer gave up on a text ({message}): a Split or Replace pattern in its tokenizer.json "
+            "that backtracks without end? Use the tokenizer of the model it was trained from"
+        )
+    return f"a library's native code stopped ({message})"
 
 
 def _terminated(signum: int, _frame: object) -> None:

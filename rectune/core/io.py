@@ -135,9 +135,7 @@ BOM = "\ufeff"
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     return parse_json(read_text(path), path)
 
 
@@ -162,8 +160,7 @@ def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> lis
     Blank lines are skipped; anything else malformed is an error naming the file and line.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     rows = []
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
@@ -195,6 +192,47 @@ def require_strings(
 
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks (Unicode's too) and other controls
+
+
+SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)  # fmt: skip
+
+
+def check_plain_files(folder: str | os.PathLike) -> None:
+    """One line where an entry of ``folder`` is, or links to, a FIFO, a socket or a device: a loader opening it
+    would wait for a writer forever (a FIFO, which an archive can carry) or read without end (a link to
+    ``/dev/zero``). A folder of a stranger's files is checked before anything reads it; links to plain files
+    (the Hugging Face cache's) are fine, and links that lead nowhere are left to the loaders."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            problem = _special_file(Path(entry.path))
+            if problem:
+                raise DataError(entry.path, problem)
+
+
+def require_file(path: str | os.PathLike, missing: str = "file not found") -> None:
+    """One line unless ``path`` is a plain file (or links to one): ``missing`` where nothing is there, else what
+    is there instead (a folder, a FIFO, a device)."""
+    path = Path(path)
+    if path.is_file():
+        return
+    problem = "is a folder, not a file" if path.is_dir() else _special_file(path)
+    raise DataError(path, problem or missing)
+
+
+def _special_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (a FIFO, a socket, a device, or a link to one), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    kind = next((name for test, name in SPECIAL_FILES if test(mode)), None)
+    if kind is None:
+        return None
+    target = f"links to {os.path.realpath(path)}, " if path.is_symlink() else "is "
+    return f"{target}{kind}, not a plain file; reading it would wait or never end"
 
 
 def read_text(path: str | os.PathLike) -> str:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from rectune.core.io import DataError, numbered_jsonl, require_strings
+from rectune.core.io import DataError, numbered_jsonl, require_file, require_strings
 from rectune.data.titles import CatalogItem, title_key
 
 
@@ -123,6 +123,5 @@ def kg_rows(kg: KnowledgeGraph) -> list[dict]:
 def beside(data_path: str | os.PathLike, name: str, override: str | os.PathLike | None) -> Path:
     """``override`` if given, else the file ``name`` in the folder of ``data_path``."""
     path = Path(override) if override else Path(data_path).parent / name
-    if not path.is_file():
-        raise DataError(path, f"file not found (needed beside {data_path}; pass it explicitly with a flag)")
+    require_file(path, f"file not found (needed beside {data_path}; pass it explicitly with a flag)")
     return path

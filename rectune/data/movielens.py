@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import BOM, DataError, decode_text
+from rectune.core.io import BOM, DataError, check_plain_files, decode_text, require_file
 from rectune.data.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -84,8 +84,7 @@ MAX_LINE_BYTES = 64 << 20
 def _text_lines(path: Path) -> Iterator[str]:
     """Every line of the file, decoded one by one, without its line ending; one past :data:`MAX_LINE_BYTES` stops
     in one line, read no further."""
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     number = 0
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
@@ -124,6 +123,7 @@ def release_file(path: str | os.PathLike, role: str) -> Path | None:
     path = Path(path)
     if not path.is_dir():
         return path
+    check_plain_files(path)
     found = [path / name for name in RELEASE_FILES[role] if (path / name).is_file()]
     return found[0] if found else None
 

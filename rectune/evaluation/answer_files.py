@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from rectune.core.io import DataError, RecTuneError, atomic_write, parse_json
+from rectune.core.io import DataError, RecTuneError, atomic_write, parse_json, require_file
 from rectune.evaluation.endpoint_request import content_text
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,7 @@ BATCH_URL = "/v1/chat/completions"
 
 def _objects(path: Path) -> list[tuple[int, object]]:
     """(line or position, value) of every answer in a JSONL file or a JSON list."""
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rectune.core.io import DataError, RecTuneError
+from rectune.core.io import DataError, RecTuneError, check_plain_files
 from rectune.core.time_limit import time_limit
 from rectune.models.model_folders import error_text
 
@@ -42,6 +42,8 @@ def load_tokenizer(source: str) -> Any:
     from transformers import AutoTokenizer
 
     folder = Path(source)
+    if folder.is_dir():
+        check_plain_files(folder)
     if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise DataError(folder, "holds no tokenizer (no tokenizer.json or tokenizer_config.json); copy the "
                         "tokenizer files of the model it was trained from into it")  # fmt: skip

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rectune.core.io import DataError
+from rectune.core.io import DataError, check_plain_files
 from rectune.core.time_limit import time_limit
 
 
@@ -52,6 +52,7 @@ def check_weights(folder: str | Path) -> dict[Path, dict]:
     folder = Path(folder)
     if not folder.is_dir():
         return {}
+    check_plain_files(folder)
     weights = sorted(folder.glob("*.safetensors"))
     if not weights and any(folder.glob("*.bin")):
         raise DataError(folder, "holds pickle weights (.bin) only; RecTune loads safetensors, which run no code")
@@ -72,7 +73,10 @@ def check_model_folder(folder: str | Path) -> None:
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, GenerationConfig
 
     folder = Path(folder)
-    if not folder.is_dir() or (folder / "adapter_config.json").is_file():
+    if not folder.is_dir():
+        return
+    check_plain_files(folder)  # before transformers opens a FIFO there and waits for ever
+    if (folder / "adapter_config.json").is_file():
         return
     config_file = folder / "config.json"
     try:

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from rectune.core.io import DataError, RecTuneError
+from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_values import check_values, keep_target_modules_listed
@@ -156,8 +156,7 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
 
 
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, Any]:
-    if not recipe.is_file():
-        raise DataError(recipe, "recipe file not found")
+    require_file(recipe, "recipe file not found")
     try:
         text = recipe.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, run_script, write_recipe
 from test_hostile import ask, one_line, raw, send  # noqa: F401 (raw: the fixture of hostile servers)
 
+from rectune.core.cli import run
 from rectune.core.io import RecTuneError
 
 SUMMARY = {"n": 1, "precision": 0.5, "recall": 0.5}
@@ -79,3 +80,24 @@ def test_a_missing_model_under_accelerate_launch_q_is_one_line(tmp_path, train_d
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     last = result.stderr.splitlines()[-1]
     assert last == f"error: {tmp_path / 'no-such-model'}: not a model folder here, nor a Hugging Face model id"
+
+
+def test_a_rust_librarys_panic_is_one_line(capsys):
+    """tokenizers panics where Oniguruma gives up on a pattern: pyo3's PanicException, which no ``except
+    Exception`` catches."""
+    from tokenizers import Regex, Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Split
+
+    tokenizer = Tokenizer(WordLevel({"a": 0}, unk_token="a"))
+    tokenizer.pre_tokenizer = Split(Regex("(a|aa)+$"), "isolated")
+    with pytest.raises(SystemExit) as ended:
+        run(lambda: tokenizer.encode("a" * 200 + "b"))
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: the model's tokenizer gave up on a text (Onig: Regex search error: retry-limit-in-match over): a "
+        "Split or Replace pattern in its tokenizer.json that backtracks without end? Use the tokenizer of the "
+        "model it was trained from"
+    )
+    with pytest.raises(ZeroDivisionError):  # anything else is a bug: its traceback
+        run(lambda: 1 / 0)

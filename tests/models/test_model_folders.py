@@ -246,3 +246,27 @@ def test_an_adapter_started_from_the_weights_svd_fits_its_base(tmp_path, tiny_mo
     get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(adapter)
     assert json.loads((adapter / "adapter_config.json").read_text())["init_lora_weights"] == "pissa"
     check_adapters_fit(str(tiny_model), [str(adapter)])
+
+
+def backtracking_tokenizer(folder: Path, model: Path) -> Path:
+    """A copy of ``model`` whose tokenizer.json first splits text with ``(.|..)*\\z``: Oniguruma, which tokenizers
+    runs it with, backtracks exponentially at each place and gives up after ten million steps, in a panic."""
+    shutil.copytree(model, folder)
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    split = {"type": "Split", "pattern": {"Regex": "(.|..)*\\z"}, "behavior": "Isolated", "invert": False}
+    tokenizer["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, tokenizer["pre_tokenizer"]]}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return folder
+
+
+def test_a_tokenizer_whose_pattern_gives_up_is_one_line(tmp_path, tiny_model, movie_data):
+    """The Rust library's panic is a BaseException: a traceback (after a Rust backtrace), the report folder made."""
+    model = backtracking_tokenizer(tmp_path / "model", tiny_model)
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    result = run_script("evaluate/run.py", "--model", model, "--out", tmp_path / "e", *args, check=False, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1] == (
+        "error: the model's tokenizer gave up on a text (Onig: Regex search error: retry-limit-in-match over): a "
+        "Split or Replace pattern in its tokenizer.json that backtracks without end? Use the tokenizer of the "
+        "model it was trained from"
+    )

@@ -16,7 +16,7 @@ from pathlib import Path
 from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.records import QUERY_FILES, domain_folder, load_records, parse_records, query_file
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.core.io import DataError, RecTuneError, check_plain_files, numbered_jsonl
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.movielens import chronological
 from rectune.data.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
@@ -62,6 +62,7 @@ def load_ratings(path: Path) -> dict[str, list[tuple[int, str]]]:
 def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg: str | Path | None = None) -> Release:
     """Read one domain of a RecBench+ checkout into catalog, KG and canonical rows."""
     folder = domain_folder(root, domain)
+    check_plain_files(folder)  # a FIFO among the optional files would read as missing, a link to /dev/zero never end
     parsed: list[dict] = []
     missing = []
     for task in QUERY_FILES:
