@@ -58,6 +58,7 @@ def merge_adapters(
     if not all(math.isfinite(w) for w in weights) or not any(weights):
         raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
     out = Path(out)
+    _refuse_inputs_as_outputs({"--out": out, "--full-model": full_model}, adapters)
     claim_output(out, ADAPTER_KIND, overwrite=overwrite)
     if full_model is not None:
         claim_output(full_model, MODEL_KIND, overwrite=overwrite)
@@ -68,6 +69,7 @@ def merge_adapters(
         names = ", ".join(sorted(" + ".join([b, *m]) for b, m in chains))
         raise DataError(adapters[0], f"the adapters have different base models: {names}")
     base, merged = chains.pop()
+    _refuse_inputs_as_outputs({"--full-model": full_model}, [base, *merged])
     for adapter in adapters:
         check_weights(adapter)
         check_mergeable(adapter)
@@ -137,3 +139,17 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
     for name, tensor in load_file(weights).items():
         if not torch.isfinite(tensor).all():
             raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")
+
+
+def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[str]) -> None:
+    """One line where an output folder is one of the merge's inputs, or both outputs are one folder: an earlier
+    merge given as an adapter and as ``--out`` was replaced by the merge it went into, without a word."""
+    given = {flag: Path(path).resolve() for flag, path in outputs.items() if path is not None}
+    if len(set(given.values())) < len(given):
+        raise RecTuneError("--out and --full-model name the same folder; give two folders")
+    for flag, folder in given.items():
+        for source in inputs:
+            if Path(source).resolve() == folder:
+                raise RecTuneError(
+                    f"{flag} {outputs[flag]}: is one of the merge's inputs ({source}); give another folder"
+                )

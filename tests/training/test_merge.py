@@ -172,6 +172,21 @@ def test_bad_inputs(tmp_path, adapters):
     assert not (tmp_path / "m").exists()
 
 
+def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path, tiny_model, adapters):
+    """An earlier merge given both as an adapter and as --out was replaced by the merge it went into."""
+    first = merge_adapters(adapters[:2], tmp_path / "m")
+    before = {path.name: path.read_bytes() for path in first.iterdir()}
+    with pytest.raises(RecTuneError) as caught:
+        merge_adapters([str(first), str(adapters[2])], first)
+    assert str(caught.value) == f"--out {first}: is one of the merge's inputs ({first}); give another folder"
+    assert {path.name: path.read_bytes() for path in first.iterdir()} == before
+    with pytest.raises(RecTuneError, match="^--out and --full-model name the same folder; give two folders$"):
+        merge_adapters(adapters[:2], tmp_path / "n", full_model=tmp_path / "n/")
+    with pytest.raises(RecTuneError, match=re.escape(f"--full-model {tiny_model}: is one of the merge's inputs")):
+        merge_adapters(adapters[:2], tmp_path / "n", full_model=tiny_model, overwrite=True)  # the adapters' base
+    assert not (tmp_path / "n").exists()
+
+
 def saved_adapter(folder, tiny_model, **settings):
     """A rank-4 adapter on TARGETS with random A and B, and ``settings`` as LoraConfig takes them."""
     torch.manual_seed(7)
