@@ -169,20 +169,35 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
     (:func:`check_adapter_patterns`): a module pattern that never ends, modules the base lacks, or an adapter
     of virtual prompt tokens, which merges into no weight, stop in one line before any weights load."""
     from peft import PeftConfig
+    from peft.utils.error import NoMatchingPeftModuleError
     from transformers import AutoConfig
 
     base_config = AutoConfig.from_pretrained(base_model) if adapters else None  # read once; a fresh model each
     for adapter in adapters:
-        config = PeftConfig.from_pretrained(adapter)
+        config_file = Path(adapter) / "adapter_config.json"
+        try:
+            config = PeftConfig.from_pretrained(adapter)
+        except KeyError as err:  # PEFT's table of adapter types has no such name
+            raise DataError(config_file, f"field 'peft_type': {err} is no adapter type PEFT knows") from None
+        except Exception as err:  # whatever PEFT says of values it cannot use: an unknown task type, say
+            raise DataError(config_file, f"PEFT cannot read it: {error_text(err)}") from None
         if config.is_prompt_learning:  # PEFT's merge_and_unload was an AttributeError, a traceback
             raise DataError(
-                Path(adapter) / "adapter_config.json", f"a {config.peft_type.value} adapter: RecTune merges adapters "
-                "into the model, and virtual prompt tokens merge into no weight; give a LoRA adapter"
+                config_file, f"a {config.peft_type.value} adapter: RecTune merges adapters into the model, and virtual "
+                "prompt tokens merge into no weight; give a LoRA adapter"
             )  # fmt: skip
         if hasattr(config, "init_lora_weights"):  # PiSSA's and OLoRA's start computes on weights the meta has not
             config.init_lora_weights = True  # the module matching is checked here, not how training began
-        with _fitting(adapter, base_model):
+        try:
             check_adapter_patterns(on_meta_device(base_config), config, adapter)
+        except RecTuneError:
+            raise
+        except NoMatchingPeftModuleError as err:
+            raise DataError(
+                adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}"
+            ) from None
+        except Exception as err:  # settings PEFT takes apart only as it builds the layers: r -1, alpha null
+            raise DataError(config_file, f"PEFT cannot apply it to {base_model}: {error_text(err)}") from None
 
 
 @contextlib.contextmanager

@@ -77,9 +77,13 @@ def read_chain(adapter_dir: Path) -> dict:
         if not isinstance(chain.get("base_model"), str) or not isinstance(chain.get("merged_adapters"), list):
             raise DataError(path, "needs 'base_model' (a string) and 'merged_adapters' (a list of folders)")
         return chain
-    base = read_json(adapter_dir / "adapter_config.json").get("base_model_name_or_path")
-    if not base:
-        raise DataError(adapter_dir / "adapter_config.json", "field 'base_model_name_or_path': missing")
+    config = read_json(adapter_dir / "adapter_config.json")
+    if not isinstance(config, dict):
+        raise DataError(adapter_dir / "adapter_config.json", f"expected a JSON object, got {type(config).__name__}")
+    base = config.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base.strip():
+        raise DataError(adapter_dir / "adapter_config.json", "field 'base_model_name_or_path': must name the base "
+                        f"model (a string), got {base!r}")  # fmt: skip
     return {"base_model": base, "merged_adapters": []}
 
 

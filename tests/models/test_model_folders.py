@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models import model_folders
-from rectune.models.checkpoints import check_adapters_fit, load_merged
+from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged
 from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
 from rectune.training.views import fit_chat_template
 
@@ -270,3 +270,40 @@ def test_a_tokenizer_whose_pattern_gives_up_is_one_line(tmp_path, tiny_model, mo
         "Split or Replace pattern in its tokenizer.json that backtracks without end? Use the tokenizer of the "
         "model it was trained from"
     )
+
+
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        ({"r": "8"}, "PEFT cannot apply it to {base}: '<=' not supported between instances of 'str' and 'int'"),
+        ({"lora_alpha": None}, "PEFT cannot apply it to {base}: unsupported operand type(s) for /"),
+        ({"r": -1}, "PEFT cannot apply it to {base}: `r` should be a positive integer value"),
+        ({"peft_type": "NOPE"}, "field 'peft_type': 'NOPE' is no adapter type PEFT knows"),
+        ({"task_type": "WHAT"}, "PEFT cannot read it: Invalid task type: 'WHAT'"),
+    ],
+)
+def test_an_adapter_config_peft_cannot_use_is_one_line(tmp_path, tiny_model, adapters, setting, line):
+    """Each was PEFT's TypeError, KeyError or ValueError, a traceback; r -1 was said not to fit the model."""
+    adapter = tmp_path / "adapter"
+    shutil.copytree(adapters[0], adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, **setting}))
+    with pytest.raises(DataError) as caught:
+        check_adapters_fit(str(tiny_model), [str(adapter)])
+    assert str(caught.value).startswith(f"{adapter / 'adapter_config.json'}: {line.format(base=tiny_model)}")
+
+
+def test_an_adapter_config_naming_no_base_model_is_one_line(tmp_path, adapters):
+    adapter = tmp_path / "adapter"
+    shutil.copytree(adapters[0], adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    for content, line in [
+        ([config], "expected a JSON object, got list"),  # was an AttributeError
+        (
+            {**config, "base_model_name_or_path": 5},
+            "field 'base_model_name_or_path': must name the base model (a string), got 5",
+        ),  # was a TypeError  # fmt: skip
+    ]:
+        (adapter / "adapter_config.json").write_text(json.dumps(content))
+        with pytest.raises(DataError, match=re.escape(f"{adapter / 'adapter_config.json'}: {line}")):
+            adapter_chain(adapter)
