@@ -51,9 +51,9 @@ NOT_NEGATIVE = {
 
 
 # Words GRPOConfig (TRL 1.16) declares no choices for and its trainer reads only once training has begun: a value
-# outside these was a ValueError at the first step, a traceback after the run had claimed its folder. By the
-# config's class: SFTConfig's loss_type, with choices of its own, is another key. (A later TRL's new word needs
-# adding here.)
+# outside these was a ValueError at the first step, a traceback after the run had claimed its folder; and the one
+# PEFT task a recommender's LoRA is for. By the config's class: SFTConfig's loss_type, with choices of its own, is
+# another key. (A later TRL's new word needs adding here.)
 WORDS = {
     "GRPOConfig": {
         "loss_type": ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "vespo", "luspo"),
@@ -62,6 +62,9 @@ WORDS = {
         "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
         "vllm_mode": ("server", "colocate"),
     },
+    # RecTune trains causal LMs: another PEFT task wraps the model for a head it has not (SEQ_CLS saves the
+    # adapter with modules_to_save classifier and score, which merging then refuses)
+    "ModelConfig": {"lora_task_type": ("CAUSAL_LM",)},
 }
 
 

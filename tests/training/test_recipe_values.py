@@ -295,6 +295,8 @@ WORDS = [  # each was TRL's ValueError at the first step, after the run had clai
     ("--scale_rewards", "std", "'std' is none of 'group', 'batch', 'none'"),
     ("--multi_objective_aggregation", "mean", "'mean' is none of 'sum_then_normalize', 'normalize_then_sum'"),
     ("--vllm_mode", "local", "'local' is none of 'server', 'colocate'"),
+    # a head the model has not: trained silently, saved with modules_to_save that merging then refused
+    ("--lora_task_type", "SEQ_CLS", "'SEQ_CLS' is none of 'CAUSAL_LM'"),
 ]
 
 
