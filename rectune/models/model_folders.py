@@ -38,7 +38,21 @@ def _tensors(path: Path) -> tuple[dict, str | None]:
         return {}, f"{path.name} is cut short"
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         return {}, f"{path.name} has no readable safetensors header"
-    return tensors, f"{path.name} is cut short" if path.stat().st_size < 8 + length + max(ends, default=0) else None
+    if path.stat().st_size < 8 + length + max(ends, default=0):
+        return tensors, f"{path.name} is cut short"
+    return tensors, _layout_problem(path)
+
+
+def _layout_problem(path: Path) -> str | None:
+    """What safetensors itself refuses in a header that parses (tensors' bytes overlapping or leaving gaps, a
+    size unlike its shape and dtype): its error came as transformers loaded the weights, a traceback."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt"):
+            return None
+    except Exception as err:  # SafetensorError, a Rust library's own type
+        return f"{path.name}: safetensors refuses it: {error_text(err)}"
 
 
 def safetensors_problem(path: Path) -> str | None:

@@ -307,3 +307,20 @@ def test_an_adapter_config_naming_no_base_model_is_one_line(tmp_path, adapters):
         (adapter / "adapter_config.json").write_text(json.dumps(content))
         with pytest.raises(DataError, match=re.escape(f"{adapter / 'adapter_config.json'}: {line}")):
             adapter_chain(adapter)
+
+
+def test_weights_whose_bytes_overlap_are_one_line(tmp_path, tiny_model):
+    """A header that parses, naming the embeddings' bytes for the output layer too: safetensors refused it only as
+    transformers loaded the weights, a traceback."""
+    folder = tmp_path / "overlap"
+    shutil.copytree(tiny_model, folder)
+    raw = (folder / "model.safetensors").read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    header["lm_head.weight"]["data_offsets"] = header["model.embed_tokens.weight"]["data_offsets"]
+    text = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+    assert refusal(folder) == (
+        f"{folder}: model.safetensors: safetensors refuses it: Error while deserializing header: invalid offset for "
+        "tensor `lm_head.weight`"
+    )
