@@ -189,7 +189,7 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
         if hasattr(config, "init_lora_weights"):  # PiSSA's and OLoRA's start computes on weights the meta has not
             config.init_lora_weights = True  # the module matching is checked here, not how training began
         try:
-            check_adapter_patterns(on_meta_device(base_config), config, adapter)
+            placed = check_adapter_patterns(on_meta_device(base_config), config, adapter)
         except RecTuneError:
             raise
         except NoMatchingPeftModuleError as err:
@@ -198,6 +198,27 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
             ) from None
         except Exception as err:  # settings PEFT takes apart only as it builds the layers: r -1, alpha null
             raise DataError(config_file, f"PEFT cannot apply it to {base_model}: {error_text(err)}") from None
+        _check_adapter_weights(Path(adapter), placed)
+
+
+def _check_adapter_weights(adapter: Path, placed: Any) -> None:
+    """One line where the adapter's weights lack some its configuration makes (``placed``: the adapter put on
+    the base, on the meta device): PEFT warned of missing keys among other warnings and left them as they start,
+    where LoRA adds nothing, so a base model was scored under the adapter's name."""
+    from peft import get_peft_model_state_dict
+
+    weights = adapter / "adapter_model.safetensors"
+    if not weights.is_file():
+        return  # pickle weights are refused where they are read
+    present = set().union(*check_weights(adapter).values())
+    expected = get_peft_model_state_dict(placed)
+    missing = [name for name in expected if name not in present]
+    if missing:
+        shown = ", ".join(missing[:2]) + (", …" if len(missing) > 2 else "")
+        raise DataError(
+            weights, f"holds no {shown} ({len(missing)} of the {len(expected)} weights its adapter_config.json "
+            "makes): PEFT would leave them as they start, where the adapter changes nothing"
+        )  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -137,18 +137,18 @@ def on_meta_device(config: Any) -> Any:
 PATTERN_TIME_S = 10.0  # PEFT matches sane patterns against every module name of a 3B model in milliseconds
 
 
-def check_adapter_patterns(model: Any, peft_config: Any, source: str | Path) -> None:
+def check_adapter_patterns(model: Any, peft_config: Any, source: str | Path) -> Any:
     """Inject ``peft_config``'s layers into ``model`` (built on the meta device: no memory) within
     :data:`PATTERN_TIME_S`. PEFT matches its ``target_modules``, ``exclude_modules``, ``layers_pattern`` and rank
     and alpha patterns, regular expressions an adapter's or recipe's author wrote, against every module name;
     one that backtracks without end (``(.*)*x``) hung loading for hours. PEFT's own errors (no module matched)
-    are left to the caller."""
+    are left to the caller. Returns the PEFT model, on the meta device too."""
     from peft import get_peft_model
 
     with time_limit(PATTERN_TIME_S, f"{source}: PEFT's matching of its module patterns (target_modules, "
                     f"exclude_modules, rank_pattern, alpha_pattern) ran past {PATTERN_TIME_S:.0f} s: a regular "
                     "expression that backtracks without end?"):  # fmt: skip
-        get_peft_model(model, peft_config)
+        return get_peft_model(model, peft_config)
 
 
 def learned_positions(model: Any) -> int | None:

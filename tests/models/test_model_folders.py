@@ -324,3 +324,21 @@ def test_weights_whose_bytes_overlap_are_one_line(tmp_path, tiny_model):
         f"{folder}: model.safetensors: safetensors refuses it: Error while deserializing header: invalid offset for "
         "tensor `lm_head.weight`"
     )
+
+
+def test_adapter_weights_the_configuration_makes_but_the_file_lacks_are_named(tmp_path, tiny_model, adapters):
+    """Weights saved under other names (a renamed module, a hand-edited file): PEFT warned of missing keys among
+    other warnings and left LoRA as it starts, adding nothing: the base model was scored as the adapter."""
+    adapter = tmp_path / "renamed"
+    shutil.copytree(adapters[0], adapter)
+    tensors = load_file(adapter / "adapter_model.safetensors")
+    save_file({name.replace("self_attn", "attn"): tensor for name, tensor in tensors.items()},
+              adapter / "adapter_model.safetensors")  # fmt: skip
+    with pytest.raises(DataError) as caught:
+        check_adapters_fit(str(tiny_model), [str(adapter)])
+    assert str(caught.value) == (
+        f"{adapter / 'adapter_model.safetensors'}: holds no base_model.model.model.layers.0.self_attn.q_proj.lora_A."
+        "weight, base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight, … (8 of the 8 weights its "
+        "adapter_config.json makes): PEFT would leave them as they start, where the adapter changes nothing"
+    )
+    check_adapters_fit(str(tiny_model), [str(adapters[0])])  # every weight there: nothing to say
