@@ -198,19 +198,21 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
             ) from None
         except Exception as err:  # settings PEFT takes apart only as it builds the layers: r -1, alpha null
             raise DataError(config_file, f"PEFT cannot apply it to {base_model}: {error_text(err)}") from None
-        _check_adapter_weights(Path(adapter), placed)
+        _check_adapter_weights(Path(adapter), placed, base_model)
 
 
-def _check_adapter_weights(adapter: Path, placed: Any) -> None:
+def _check_adapter_weights(adapter: Path, placed: Any, base_model: str) -> None:
     """One line where the adapter's weights lack some its configuration makes (``placed``: the adapter put on
     the base, on the meta device): PEFT warned of missing keys among other warnings and left them as they start,
-    where LoRA adds nothing, so a base model was scored under the adapter's name."""
+    where LoRA adds nothing, so a base model was scored under the adapter's name; or shapes them otherwise,
+    which PEFT found only once the base model's weights had loaded."""
     from peft import get_peft_model_state_dict
 
     weights = adapter / "adapter_model.safetensors"
     if not weights.is_file():
         return  # pickle weights are refused where they are read
-    present = set().union(*check_weights(adapter).values())
+    present = {name: entry.get("shape") for tensors in check_weights(adapter).values() for name, entry in
+               tensors.items()}  # fmt: skip
     expected = get_peft_model_state_dict(placed)
     missing = [name for name in expected if name not in present]
     if missing:
@@ -219,6 +221,13 @@ def _check_adapter_weights(adapter: Path, placed: Any) -> None:
             weights, f"holds no {shown} ({len(missing)} of the {len(expected)} weights its adapter_config.json "
             "makes): PEFT would leave them as they start, where the adapter changes nothing"
         )  # fmt: skip
+    for name, tensor in expected.items():
+        if present[name] != list(tensor.shape):  # found here, not after the base model's weights have loaded
+            raise DataError(
+                weights,
+                f"{name} has shape {present[name]}; its adapter_config.json on {base_model} makes it "
+                f"{list(tensor.shape)} (trained on another model?)",
+            )
 
 
 @contextlib.contextmanager

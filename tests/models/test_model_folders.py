@@ -100,9 +100,10 @@ def test_an_adapter_trained_on_another_model_is_one_line(tmp_path, tiny_model, m
     args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
     result = run_script("evaluate/run.py", "--model", adapter, "--out", tmp_path / "e", *args, check=False)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.splitlines()[-1].startswith(
-        f"error: {adapter}: does not fit {tiny_model} (trained on another model?): Error(s) in loading state_dict "
-        "for PeftModel: size mismatch for"
+    assert result.stderr.splitlines()[-1] == (  # before the base model's weights load (PEFT's size mismatch came after)
+        f"error: {adapter / 'adapter_model.safetensors'}: base_model.model.model.layers.0.self_attn.q_proj.lora_A."
+        f"weight has shape [4, 16]; its adapter_config.json on {tiny_model} makes it [4, 32] (trained on another "
+        "model?)"
     ), result.stderr[-600:]
 
 
