@@ -29,6 +29,7 @@ from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
+from rectune.training.finite_weights import FiniteWeights
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe
@@ -114,6 +115,7 @@ def main() -> None:
             peft_config=get_peft_config(model_args),
             callbacks=[
                 *early_stopping(training_args, run_args),
+                FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
                 *step_profiler(training_args, run_args.profile_steps),
             ],

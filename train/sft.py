@@ -21,6 +21,7 @@ from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
+from rectune.training.finite_weights import FiniteWeights
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
@@ -99,6 +100,7 @@ def main() -> None:
             peft_config=get_peft_config(model_args),
             callbacks=[
                 *early_stopping(training_args, run_args),
+                FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
                 *step_profiler(training_args, run_args.profile_steps),
                 StepClock(),

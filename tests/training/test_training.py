@@ -24,6 +24,7 @@ from conftest import (
 from safetensors.torch import load_file
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.training.finite_weights import weights_finite
 from rectune.training.setup import check_kernels, check_prompts_fit
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
 
@@ -415,6 +416,35 @@ def test_grpo_prompts_past_a_learned_position_table_stop_before_the_first_step(t
     with pytest.raises(RecTuneError, match=re.escape("1 of 9 prompts with their 9 new tokens pass the 169")):
         check_prompts_fit(str(gpt2), 169, 9, None, prompts)
     check_prompts_fit(str(gpt2), None, 10**6, prompts)  # rotary positions: nothing to check
+
+
+def test_a_run_whose_weights_stop_being_finite_stops_before_saving_them(tmp_path, tiny_model, train_data):
+    """A learning rate of 3e38 turns the LoRA weights into NaN and inf in one step. transformers logged the NaN
+    losses as 0 (its logging_nan_inf_filter), trained on, and saved, sealed and carded the NaN adapter as finished."""
+    line = (
+        "error: training diverged at step 1: the trained weights hold NaN or inf, and nothing of this step was saved; "
+        "lower learning_rate (now 3e+38) or train in bf16 rather than fp16, then start again (another output_dir, or "
+        "--overwrite to resume from its last checkpoint)"
+    )
+    sft = sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, tmp_path / "sft", learning_rate=3e38)
+    grpo = one_step_grpo_recipe(
+        tmp_path / "g.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "rft", learning_rate=3e38
+    )
+    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
+        trained = run_script(script, recipe, check=False)
+        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+        assert not (out / "adapter_model.safetensors").exists() and not (out / "finished.json").exists()
+        assert not list(out.glob("checkpoint-*"))
+
+
+def test_weights_finite_looks_at_the_trained_parameters_only():
+    layer = torch.nn.Linear(2, 2)
+    assert weights_finite(layer)
+    with torch.no_grad():
+        layer.bias[0] = float("inf")
+    assert not weights_finite(layer)
+    layer.bias.requires_grad_(False)  # a frozen base weight is the model's own business
+    assert weights_finite(layer)
 
 
 def test_lora_target_modules_the_model_lacks_stop_before_the_folder(tmp_path, tiny_model, train_data):

@@ -1,0 +1,44 @@
+"""Stop a run whose trained weights stopped being finite, before it saves them.
+
+A learning rate too high, or fp16 overflowing, turns the weights into NaN or inf in one step. transformers
+goes on: its ``logging_nan_inf_filter`` (on by default) logs an average of earlier losses in place of each
+NaN one (a diverged SFT run logged ``loss 0``), every later step computes on NaN, and the run ends by saving,
+sealing and carding a NaN adapter as finished, which evaluation then scores as a model. Checked after every
+optimizer step, before anything is saved: a few kernels over the trained parameters only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from rectune.core.io import RecTuneError
+
+
+def weights_finite(model: torch.nn.Module) -> bool:
+    """Whether every trained parameter of ``model`` holds finite values, on every process of the run (a shard
+    of a parameter may go NaN on one only; a process stopping alone would leave the others waiting)."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    if not trained:
+        return True
+    device = trained[0].device  # a model spread over devices (device_map) holds its adapter on several
+    finite = torch.stack([torch.isfinite(p).all().to(device) for p in trained]).all().to(torch.int32)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
+    return bool(finite.item())
+
+
+class FiniteWeights(TrainerCallback):
+    """Raise a :class:`RecTuneError` (one line, exit 2) at the end of the first step whose update left a trained
+    weight NaN or inf; the run keeps its earlier checkpoints and is not marked finished."""
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if model is None or weights_finite(model):
+            return
+        raise RecTuneError(
+            f"training diverged at step {state.global_step}: the trained weights hold NaN or inf, and nothing of "
+            f"this step was saved; lower learning_rate (now {args.learning_rate:g}) or train in bf16 rather than "
+            "fp16, then start again (another output_dir, or --overwrite to resume from its last checkpoint)"
+        )
