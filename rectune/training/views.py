@@ -205,7 +205,10 @@ def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -
             check_examples(path, kind)
     mixture = copy.deepcopy(mixture)  # the recipe's own keeps naming the prepared folder
     materialise_views(mixture, kind)
-    dataset = get_dataset(mixture)["train"]
+    try:
+        dataset = get_dataset(mixture)["train"]
+    except (ValueError, KeyError, TypeError) as err:  # the recipe's split, columns or builder: datasets' own word
+        raise DataError("recipe", f"key 'datasets': {error_text(err)}") from None
     if kind == "sft":
         dataset = dataset.map(
             lambda row: {"prompt": row["messages"][:-1], "completion": row["messages"][-1:]},

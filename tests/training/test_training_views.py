@@ -91,6 +91,23 @@ def test_training_reads_views_and_old_files(tmp_path):
         load_examples(mixture(out / "train_rft_rating.jsonl"), "sft", None, 0)
 
 
+def test_a_datasets_option_the_library_refuses_is_one_line():
+    """A recipe's dataset ``split`` its data_files do not make, or ``columns`` the rows lack: the datasets
+    library's ValueError was a traceback, after the run had claimed its folder."""
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    stored = str(STORED / "llmrec" / "train_rft_mix.jsonl")
+    for option, line in [
+        ({"split": "test"}, "Unknown split \"test\". Should be one of ['train']."),
+        ({"columns": ["nope"]}, "Column name ['nope'] not in the dataset."),
+    ]:
+        mixture = DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=stored, **option)])
+        with pytest.raises(DataError) as caught:
+            load_examples(mixture, "rft", None, 0)
+        assert str(caught.value).startswith(f"recipe: key 'datasets': {line}")
+
+
 # PerRecBench rows as data_prep stored them before each group was stored once: one line per format row,
 # made by that version with these flags (rows in train.jsonl only: the sizes round the held-out shares to 0)
 ROWS_BEFORE = FIXTURES / "prepared_v2" / "perrec"
