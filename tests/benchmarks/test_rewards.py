@@ -1,5 +1,6 @@
 """Each reward on hand-written completions; expected values computed by hand."""
 
+import json
 import math
 
 import pytest
@@ -7,6 +8,7 @@ from conftest import RELEASE, run_script
 
 from rectune.benchmarks import Resources, get_benchmark
 from rectune.benchmarks.recbench.rewards import REWARDS
+from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.core.io import RecTuneError
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.completions import completion_text
@@ -156,6 +158,50 @@ def test_rewards_at_k_count_only_items_from_the_candidate_list():
     assert (ndcg, precision, length) == pytest.approx(((1 / math.log2(3)) / IDEAL_2, 0.5, 0.0))
     # K from the prompt: at 3, two hits of three slots, one title short
     assert at_k("Heat (1995) [SEP] Ronin (1998)", k=3) == pytest.approx((1.0, 2 / 3, -1 / 3))
+
+
+def beyond_head(text, ranks, k=2):
+    """The beyond_head reward of one completion (truth Heat and Ronin) with candidates Casino, Heat, Ronin."""
+    resources = Resources.loaded(MATCHER, KG)
+    resources.top_k = k
+    completion = [{"role": "assistant", "content": text}]
+    labels = {**LABELS, "candidate_ids": [["13", "1", "2"]], "candidate_ranks": [ranks]}
+    return REWARDS["beyond_head"]([completion], task=["explicit"], resources=resources, **labels)[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Ronin (1998) [SEP] Heat (1995)", 1 / 2),  # Ronin (rank 3) is true and outside the head of 2
+        ("Heat (1995) [SEP] Casino (1995)", 0.0),  # the head's true item, then its wrong one: a copy earns nothing
+        ("Casino (1995) [SEP] Heat (1995)", 0.0),
+        ("Ronin (1998) [SEP] Ronin (1998)", 1 / 2),  # a repeat earns nothing in its slot
+        ("Casino (1995) [SEP] Heat (1995) [SEP] Ronin (1998)", 0.0),  # Ronin comes after the first K slots
+        ("", 0.0),
+    ],
+)
+def test_beyond_head_pays_only_for_true_items_the_retrievers_top_k_lacks(text, expected):
+    assert beyond_head(text, [1, 2, 3]) == pytest.approx(expected)
+
+
+def test_beyond_head_reads_the_retrievers_ranks_not_the_listed_order():
+    # the same list, the retriever ranking Ronin 1, Heat 2, Casino 3: both true items are its top 2
+    assert beyond_head("Ronin (1998) [SEP] Heat (1995)", [3, 2, 1]) == 0.0
+    # ranking Casino 1, Ronin 2, Heat 3, at K 1: Heat departs from the head (Casino) and is true
+    assert beyond_head("Heat (1995) [SEP] Casino (1995)", [1, 3, 2], k=1) == pytest.approx(1.0)
+    assert beyond_head("Heat (1995)", None) is None  # no ranks: no head to depart from
+    assert rewards_for("Heat (1995)")["beyond_head"] is None  # closed book
+
+
+def test_grounded_labels_carry_the_retrievers_ranks(tmp_path):
+    data = tmp_path / "data"
+    run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--candidates", "3")
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    labels = get_benchmark("recbench+").labels([RecBenchRow.from_dict(row) for row in rows])
+    for row, label in zip(rows, labels, strict=True):
+        assert label["candidate_ids"] == [c["id"] for c in row["candidates"]]
+        assert label["candidate_ranks"] == [c["rank"] for c in row["candidates"]]
+        assert sorted(label["candidate_ranks"]) == list(range(1, len(row["candidates"]) + 1))
 
 
 def test_training_rewards_take_k_from_the_prompt_data_prep_built(tmp_path):

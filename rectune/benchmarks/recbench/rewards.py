@@ -217,6 +217,39 @@ def precision_at_k(
     ]
 
 
+def beyond_head(
+    completions,
+    ground_truth,
+    ground_truth_ids,
+    task,
+    conditions,
+    *,
+    resources,
+    candidate_ids=None,
+    candidate_ranks=None,
+    **kwargs,
+) -> list[float | None]:
+    """Grounded prompts whose candidates keep the retriever's ranks only (else None): the true items among the
+    first K titles named (slots as :func:`ndcg_at_k` counts them) that the retriever's own top K lacks, over K.
+    Copying the list's head never earns it; departing from the head where the head is wrong does. K 2,
+    candidates Casino (rank 1), Heat (2), Ronin (3), truth Heat and Ronin: ``"Ronin [SEP] Heat"`` = 1/2 = 0.5;
+    ``"Heat [SEP] Casino"`` = 0.0 (Heat is in the head)."""
+    k = resources.top_k or DEFAULT_K
+    matcher = resources.matcher()
+    values: list[float | None] = []
+    for i, j in enumerate(judge(completions, ground_truth, ground_truth_ids, task, conditions, resources)):
+        ranks = candidate_ranks[i] if candidate_ranks is not None else None
+        if not ranks:
+            values.append(None)
+            continue
+        head = {item for item, rank in zip(candidate_ids[i], ranks, strict=True) if rank <= k}
+        slots = _slots(j, k, _shown(candidate_ids, i), ground_truth_set(j.row, matcher))
+        values.append(
+            sum(hit and item not in head for hit, item in zip(slots, j.extraction.sequence, strict=False)) / k
+        )
+    return values
+
+
 def length_at_k(completions, ground_truth, ground_truth_ids, task, conditions, *, resources, **kwargs) -> list[float]:
     """0 for an answer naming exactly K titles (repeats counted), down by 1/K for each title more or fewer,
     to at most -1. K 2: ``"Heat [SEP] Ronin"`` = 0.0; ``"Heat [SEP] Ronin [SEP] Casino"`` = -0.5; ``""`` = -1.0."""
@@ -288,6 +321,7 @@ REWARDS = {
         from_candidates,
         ndcg_at_k,
         precision_at_k,
+        beyond_head,
         length_at_k,
         boxed_format,
         item_alignment,
