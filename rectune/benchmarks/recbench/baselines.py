@@ -68,9 +68,16 @@ def training_interactions(train: list[RecBenchRow], rows: list[RecBenchRow], con
 
 
 def pool(row: RecBenchRow, context: Context) -> list[str]:
-    """The items a baseline may recommend: the row's candidates when it has some, else the whole catalog."""
+    """The items a baseline may recommend: the row's candidates when it has some, else the whole catalog.
+
+    Candidates come in the retriever's order where they keep its ranks: items a model scores alike, or not at all,
+    keep the pool's order, and the order a prompt lists them in (``--candidate-order``) must not decide an answer.
+    """
     if row.candidates:
-        return [candidate["id"] for candidate in checked_candidates(row, context)]
+        candidates = checked_candidates(row, context)
+        if all(candidate.get("rank") is not None for candidate in candidates):
+            candidates = sorted(candidates, key=lambda candidate: candidate["rank"])
+        return [candidate["id"] for candidate in candidates]
     return list(context.resources.matcher().items)
 
 
@@ -118,7 +125,7 @@ class BM25(Baseline):
 
 class Popularity(Baseline):
     name, library = "popularity", "cornac MostPop"
-    reads = "training users' items; a held-out row's candidates and history (left out)"
+    reads = "training users' items; a held-out row's candidates (ties in the retriever's order) and history (left out)"
 
     def answers(self, train: list, rows: list, params: dict, context: Context) -> dict[str, str]:
         scores = popularity(training_interactions(train, rows, context), context.seed)
@@ -153,7 +160,7 @@ class Collaborative(Baseline):
 
 class ItemKNN(Collaborative):
     name, library = "itemknn", "cornac ItemKNN"
-    reads = "training users' items; a held-out row's history and candidates"
+    reads = "training users' items; a held-out row's history and candidates (ties in the retriever's order)"
     grid = {"k": [10, 50]}
 
     def fit(self, interactions: Interactions, params: dict, seed: int):
@@ -162,7 +169,7 @@ class ItemKNN(Collaborative):
 
 class ALS(Collaborative):
     name, library = "als", "implicit AlternatingLeastSquares"
-    reads = "training users' items; a held-out row's history and candidates"
+    reads = "training users' items; a held-out row's history and candidates (ties in the retriever's order)"
     grid = {"factors": [16, 64], "regularization": [0.01, 0.1]}
 
     def fit(self, interactions: Interactions, params: dict, seed: int):
