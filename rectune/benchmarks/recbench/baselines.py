@@ -117,8 +117,7 @@ class BM25(Baseline):
                     raise DataError(
                         row.id, "candidates carry no retriever rank: rebuild the data with data_prep/recbench.py"
                     )
-                best = sorted(row.candidates, key=lambda candidate: candidate["rank"])[: context.k]
-                retrieved[row.id] = [candidate["id"] for candidate in best]
+                retrieved[row.id] = pool(row, context)[: context.k]  # every candidate ranked: the retriever's order
             answers[row.id] = answer_text(retrieved[row.id], context)
         return answers
 
