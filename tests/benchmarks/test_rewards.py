@@ -204,6 +204,18 @@ def test_grounded_labels_carry_the_retrievers_ranks(tmp_path):
         assert sorted(label["candidate_ranks"]) == list(range(1, len(row["candidates"]) + 1))
 
 
+def test_labels_carry_ranks_only_when_every_candidate_has_one():
+    row = {"id": "q", "domain": "movie", "task": "explicit", "query": "q", "ground_truth": ["Heat (1995)"]}
+    ranked = [{"id": "13", "title": "Casino (1995)", "rank": 2}, {"id": "1", "title": "Heat (1995)", "rank": 1}]
+    unranked = [ranked[0], {"id": "1", "title": "Heat (1995)"}]  # one rank missing: no head to depart from
+    labels = get_benchmark("recbench+").labels(
+        [RecBenchRow.from_dict({**row, "candidates": candidates}) for candidates in (ranked, unranked)]
+    )
+    assert labels[0]["candidate_ranks"] == [2, 1]  # in the listed order, beside candidate_ids
+    assert "candidate_ranks" not in labels[1]
+    assert labels[1]["candidate_ids"] == ["13", "1"]
+
+
 def test_training_rewards_take_k_from_the_prompt_data_prep_built(tmp_path):
     data = tmp_path / "data"
     run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", data, "--k", "2")

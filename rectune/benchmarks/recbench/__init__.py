@@ -61,8 +61,8 @@ class RecBenchPlus(Benchmark):
             }
             if row.candidates is not None:  # grounded rows only: the from_candidates reward reads it
                 label["candidate_ids"] = [candidate["id"] for candidate in row.candidates]
-                if all(candidate.get("rank") is not None for candidate in row.candidates):  # beyond_head reads them
-                    label["candidate_ranks"] = [candidate["rank"] for candidate in row.candidates]
+                if (ranks := row.candidate_ranks()) is not None:  # beyond_head reads them
+                    label["candidate_ranks"] = ranks
             labels.append(label)
         return labels
 

@@ -74,10 +74,9 @@ def pool(row: RecBenchRow, context: Context) -> list[str]:
     keep the pool's order, and the order a prompt lists them in (``--candidate-order``) must not decide an answer.
     """
     if row.candidates:
-        candidates = checked_candidates(row, context)
-        if all(candidate.get("rank") is not None for candidate in candidates):
-            candidates = sorted(candidates, key=lambda candidate: candidate["rank"])
-        return [candidate["id"] for candidate in candidates]
+        ids = [candidate["id"] for candidate in checked_candidates(row, context)]
+        ranks = row.candidate_ranks()
+        return ids if ranks is None else [item for _, item in sorted(zip(ranks, ids, strict=True))]
     return list(context.resources.matcher().items)
 
 

@@ -245,7 +245,7 @@ def beyond_head(
         head = {item for item, rank in zip(candidate_ids[i], ranks, strict=True) if rank <= k}
         slots = _slots(j, k, _shown(candidate_ids, i), ground_truth_set(j.row, matcher))
         values.append(
-            sum(hit and item not in head for hit, item in zip(slots, j.extraction.sequence, strict=False)) / k
+            sum(hit and item not in head for hit, item in zip(slots, j.extraction.sequence[:k], strict=True)) / k
         )
     return values
 

@@ -60,6 +60,13 @@ class RecBenchRow:
     def is_condition_based(self) -> bool:
         return self.task in CONDITION_TASKS
 
+    def candidate_ranks(self) -> list[int] | None:
+        """Each candidate's retriever rank in the order the row lists them, or None unless every one has a rank
+        (a closed-book row, or a release that stores no ranks)."""
+        if not self.candidates or any(candidate.get("rank") is None for candidate in self.candidates):
+            return None
+        return [candidate["rank"] for candidate in self.candidates]
+
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
