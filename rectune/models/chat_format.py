@@ -4,8 +4,8 @@ render them.
 Some templates take no system message and raise on one (Gemma's and Gemma 2's, older Mistral's): there the
 system prompt opens the first user message, as those models' authors advise, in training and evaluation
 alike. A tokenizer without any chat template (a base model) cannot render a chat: one line says what to give.
-A template is a program its model's author wrote: each rendering has a time limit, so one that loops without
-end stops in one line.
+A template is a program its model's author wrote: each rendering has a time and a memory limit, so one that
+loops without end or builds a string without bound stops in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import DataError, RecTuneError, check_plain_files
+from rectune.core.memory_limit import memory_limit
 from rectune.core.time_limit import time_limit
 from rectune.models.model_folders import error_text
 
@@ -26,13 +27,19 @@ PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 RENDER_TIME_S = 10.0  # a chat of RecTune's renders in milliseconds; Jinja's sandbox bounds no loop's length
+RENDER_MEMORY_MIB = 1024  # ... and in kilobytes; nor what a loop builds
 
 
 def render_chat(tokenizer: Any, messages: list[dict], model: str, **options: Any) -> str:
     """``messages`` as the tokenizer's chat template writes them (``apply_chat_template(tokenize=False)``),
-    stopped in one line past :data:`RENDER_TIME_S`: two nested loops of Jinja's largest range ran for hours."""
-    with time_limit(RENDER_TIME_S, f"{model}: its chat template ran past {RENDER_TIME_S:.0f} s on one chat (a "
-                    "loop without end?)"):  # fmt: skip
+    stopped in one line past :data:`RENDER_TIME_S` (two nested loops of Jinja's largest range ran for hours) or
+    :data:`RENDER_MEMORY_MIB` of new address space (a string doubled in a loop grows until no memory is left)."""
+    with (
+        time_limit(RENDER_TIME_S, f"{model}: its chat template ran past {RENDER_TIME_S:.0f} s on one chat (a loop "
+                   "without end?)"),
+        memory_limit(RENDER_MEMORY_MIB * 2**20, f"{model}: its chat template asked for more than "
+                     f"{RENDER_MEMORY_MIB} MiB on one chat (a string or list built without bound?)"),
+    ):  # fmt: skip
         return tokenizer.apply_chat_template(messages, tokenize=False, **options)
 
 

@@ -260,7 +260,8 @@ def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> N
     if max_length is None or len(trainer.train_dataset) > 0:
         return
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
-    texts = (tokenizer.apply_chat_template(e["prompt"] + e["completion"], tokenize=False) for e in examples)
+    name = getattr(tokenizer, "name_or_path", "the model")
+    texts = (render_chat(tokenizer, e["prompt"] + e["completion"], name) for e in examples)
     shortest = min(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
     raise RecTuneError(
         f"max_length {max_length}: every training example is cut before its answer (the shortest is {shortest} "

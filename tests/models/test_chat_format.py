@@ -3,6 +3,7 @@ message, and folders whose tokenizer is missing or cut."""
 
 import logging
 import re
+import resource
 import shutil
 import time
 
@@ -11,6 +12,7 @@ from conftest import CHATML, GEMMA2_TEMPLATE, run_script
 from transformers import AutoTokenizer
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.core.memory_limit import address_space
 from rectune.models import chat_format
 from rectune.models.chat_format import fold_system, load_tokenizer, render_prompts, takes_system_messages
 
@@ -84,6 +86,10 @@ def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded
     assert not (tmp_path / "e").exists()
 
 
+DOUBLING = (  # 2**64 characters asked for: a string doubled in a loop of 64
+    "{% set ns = namespace(text='x') %}{% for i in range(64) %}{% set ns.text = ns.text ~ ns.text %}{% endfor %}"
+    "{% for message in messages %}{{ message['content'] }}{% endfor %}"
+)
 ENDLESS = (  # 10**10 steps: Jinja's sandbox caps each range at 100,000, not loops inside loops
     "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     "{% for message in messages %}{{ message['content'] }}{% endfor %}"
@@ -109,3 +115,19 @@ def test_a_chat_template_that_loops_without_end_is_one_line(tokenizer, monkeypat
         "<|im_start|>system\nYou recommend films.<|im_end|>\n<|im_start|>user\nSomething like Heat?<|im_end|>\n"
         "<|im_start|>assistant\n"
     ]
+
+
+@pytest.mark.skipif(address_space() is None, reason="the platform does not say what a process holds")
+def test_a_chat_template_that_builds_without_bound_is_one_line_and_leaves_no_cap(tokenizer, monkeypatch):
+    monkeypatch.setattr(chat_format, "RENDER_MEMORY_MIB", 64)
+    tokenizer.chat_template = DOUBLING
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(RecTuneError) as caught:
+        render_prompts(tokenizer, [CHAT], "stranger/model")
+    assert str(caught.value) == (
+        f"{tokenizer.name_or_path}: its chat template asked for more than 64 MiB on one chat (a string or list "
+        "built without bound?)"
+    )
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    tokenizer.chat_template = CHATML
+    assert render_prompts(tokenizer, [CHAT], "m")[0].startswith("<|im_start|>system\nYou recommend films.")
