@@ -117,6 +117,25 @@ def fitted(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[list[d
     return [fold_system(prompt) for prompt in prompts]
 
 
+def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str) -> None:
+    """Render each example as TRL will (its prompt ready for the answer, and with its completion where it has one),
+    each under :func:`render_chat`'s limits: TRL renders them with none, so a template that loops or grows without
+    bound on some example stops here in one line naming it, not in TRL's tokenization or the OOM killer. A template
+    that refuses an example is one line too (TRL's is a traceback)."""
+    from jinja2.exceptions import TemplateError
+
+    completions = examples["completion"] if "completion" in examples.column_names else None
+    for index, prompt in enumerate(examples["prompt"]):
+        chats = [(prompt, True)] + ([(prompt + completions[index], False)] if completions is not None else [])
+        for chat, answer_next in chats:
+            try:
+                render_chat(tokenizer, chat, model, add_generation_prompt=answer_next)
+            except TemplateError as err:
+                raise RecTuneError(f"{model}: its chat template refuses {name} example {index + 1}: {err}") from None
+            except RecTuneError as err:
+                raise RecTuneError(f"{name} example {index + 1}: {err}") from None
+
+
 def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[str]:
     """Each chat as the model's template writes it (:func:`fitted`), ready for the assistant's answer."""
     from jinja2.exceptions import TemplateError

@@ -26,6 +26,7 @@ from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, 
 from rectune.models.chat_format import (
     FOLDED,
     check_chat_template,
+    check_examples_render,
     check_vocabulary,
     configured_vocabulary,
     fold_system,
@@ -274,10 +275,15 @@ def fit_chat_template(
     can render them: where it takes no system message, each prompt's system prompt opens its first user
     message (as evaluation renders them). A folder without a readable tokenizer stops here in one line, and so
     do a tokenizer without a template and SFT's ``eos_token`` and ``pad_token`` where its vocabulary lacks
-    them (TRL's errors, tracebacks), unless ``chat_template_path`` gives a template (TRL applies it, unchecked:
-    cloned from another tokenizer, it brings that tokenizer's special tokens)."""
+    them (TRL's errors, tracebacks), unless ``chat_template_path`` gives a template (TRL applies it as it is:
+    cloned from another tokenizer, it brings that tokenizer's special tokens). Every example is rendered once,
+    with the template TRL will use, under the limits of RecTune's own renderings before TRL renders it without
+    them."""
     tokenizer = load_tokenizer(model_name)
-    if chat_template_path:
+    if chat_template_path:  # TRL applies the template given as it is (checked by check_chat_template_path)
+        if any(data is not None for data in datasets):
+            tokenizer.chat_template = given_template(chat_template_path)
+            check_all_render(tokenizer, datasets, chat_template_path)
         return datasets
     for key, token in (("eos_token", eos_token), ("pad_token", pad_token)):
         if token is not None and token not in tokenizer.get_vocab():
@@ -288,9 +294,25 @@ def fit_chat_template(
     check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
                         "file; SFT then RFT keeps it)")  # fmt: skip
     check_vocabulary(tokenizer, configured_vocabulary(model_name), model_name)
-    if takes_system_messages(tokenizer):
-        return datasets
-    log.warning(FOLDED.format(model=model_name))
-    return tuple(
-        data if data is None else data.map(lambda row: {"prompt": fold_system(row["prompt"])}) for data in datasets
-    )
+    if not takes_system_messages(tokenizer):
+        log.warning(FOLDED.format(model=model_name))
+        datasets = tuple(
+            data if data is None else data.map(lambda row: {"prompt": fold_system(row["prompt"])}) for data in datasets
+        )
+    check_all_render(tokenizer, datasets, model_name)
+    return datasets
+
+
+def given_template(path: str) -> str:
+    """The chat template SFT's ``chat_template_path`` names: a ``.jinja`` or ``.j2`` file's text, else the
+    template of the tokenizer it names (TRL clones it)."""
+    if Path(path).is_file() and path.endswith((".jinja", ".j2")):
+        return Path(path).read_text(encoding="utf-8")
+    return load_tokenizer(path).chat_template
+
+
+def check_all_render(tokenizer: Any, datasets: tuple[Any, ...], template: str) -> None:
+    """Every example of the training data, then of the validation data, rendered once under RecTune's limits."""
+    for position, data in enumerate(datasets):
+        if data is not None:
+            check_examples_render(tokenizer, data, template, "training" if position == 0 else "validation")

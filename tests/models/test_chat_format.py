@@ -8,7 +8,7 @@ import shutil
 import time
 
 import pytest
-from conftest import CHATML, GEMMA2_TEMPLATE, run_script
+from conftest import CHATML, GEMMA2_TEMPLATE, model_with_template, run_script
 from transformers import AutoTokenizer
 
 from rectune.core.io import DataError, RecTuneError
@@ -131,3 +131,50 @@ def test_a_chat_template_that_builds_without_bound_is_one_line_and_leaves_no_cap
     assert resource.getrlimit(resource.RLIMIT_AS) == before
     tokenizer.chat_template = CHATML
     assert render_prompts(tokenizer, [CHAT], "m")[0].startswith("<|im_start|>system\nYou recommend films.")
+
+
+ANSWER_BOMB = (  # renders the probe's system and user messages; builds without bound on an assistant's answer only
+    "{% for message in messages %}{% if message['role'] == 'assistant' %}{% set ns = namespace(text='x') %}"
+    "{% for i in range(64) %}{% set ns.text = ns.text ~ ns.text %}{% endfor %}{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+REFUSES_RONIN = (  # refuses one example's text, as a template may refuse what it cannot render
+    "{% for message in messages %}{% if 'Ronin' in message['content'] %}{{ raise_exception('no Ronin') }}{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+)
+
+
+@pytest.mark.skipif(address_space() is None, reason="the platform does not say what a process holds")
+def test_training_examples_are_rendered_under_the_limits_before_trl_renders_them(tmp_path, tiny_model, monkeypatch):
+    """TRL renders the training data without limits: a template misbehaving only on examples (not on the probe's
+    chat) ended in the OOM killer or a traceback."""
+    from datasets import Dataset
+
+    from rectune.training.views import fit_chat_template
+
+    monkeypatch.setattr(chat_format, "RENDER_MEMORY_MIB", 64)
+    answered = Dataset.from_list([
+        {"prompt": CHAT, "completion": [{"role": "assistant", "content": "Heat (1995)"}]},
+        {"prompt": CHAT, "completion": [{"role": "assistant", "content": "Ronin (1998)"}]},
+    ])  # fmt: skip
+    bomb = model_with_template(tmp_path / "bomb", tiny_model, ANSWER_BOMB)
+    assert fit_chat_template(str(bomb), None, answered.select_columns(["prompt"]))  # prompts alone render
+    with pytest.raises(RecTuneError) as caught:
+        fit_chat_template(str(bomb), None, answered)
+    assert str(caught.value) == (
+        f"training example 1: {bomb}: its chat template asked for more than 64 MiB on one chat (a string or list "
+        "built without bound?)"
+    )
+    refusing = model_with_template(tmp_path / "refusing", tiny_model, REFUSES_RONIN)
+    with pytest.raises(RecTuneError) as caught:
+        fit_chat_template(str(refusing), None, answered, answered.select(range(1)))
+    assert str(caught.value) == f"{refusing}: its chat template refuses training example 2: no Ronin"
+    with pytest.raises(RecTuneError, match="refuses validation example 1: no Ronin"):
+        fit_chat_template(str(refusing), None, answered.select(range(1)), answered.select(range(1, 2)))
+    given = tmp_path / "bomb.jinja"  # SFT's chat_template_path: TRL applies it instead of the model's
+    given.write_text(ANSWER_BOMB)
+    with pytest.raises(RecTuneError, match=re.escape(f"training example 1: {given}: its chat template asked for more")):
+        fit_chat_template(str(tiny_model), str(given), answered)
+    with pytest.raises(RecTuneError, match=re.escape(f"training example 1: {bomb}: its chat template asked for more")):
+        fit_chat_template(str(tiny_model), str(bomb), answered)  # a tokenizer's folder: TRL clones its template
