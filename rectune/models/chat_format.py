@@ -124,9 +124,9 @@ def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str) 
     that refuses an example is one line too (TRL's is a traceback)."""
     from jinja2.exceptions import TemplateError
 
-    completions = examples["completion"] if "completion" in examples.column_names else None
-    for index, prompt in enumerate(examples["prompt"]):
-        chats = [(prompt, True)] + ([(prompt + completions[index], False)] if completions is not None else [])
+    for index, example in enumerate(examples):
+        prompt, completion = example["prompt"], example.get("completion")
+        chats = [(prompt, True)] if completion is None else [(prompt, True), (prompt + completion, False)]
         for chat, answer_next in chats:
             try:
                 render_chat(tokenizer, chat, model, add_generation_prompt=answer_next)
