@@ -126,6 +126,8 @@ def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str) 
 
     for index, example in enumerate(examples):
         prompt, completion = example["prompt"], example.get("completion")
+        if isinstance(prompt, str):
+            continue  # plain text, which TRL tokenizes without the template
         chats = [(prompt, True)] if completion is None else [(prompt, True), (prompt + completion, False)]
         for chat, answer_next in chats:
             try:

@@ -160,6 +160,8 @@ def test_training_examples_are_rendered_under_the_limits_before_trl_renders_them
     ])  # fmt: skip
     bomb = model_with_template(tmp_path / "bomb", tiny_model, ANSWER_BOMB)
     assert fit_chat_template(str(bomb), None, answered.select_columns(["prompt"]))  # prompts alone render
+    plain = Dataset.from_list([{"prompt": "Heat (1995)", "completion": " Ronin (1998)"}])
+    assert fit_chat_template(str(bomb), None, plain)  # plain text: TRL renders it with no template
     with pytest.raises(RecTuneError) as caught:
         fit_chat_template(str(bomb), None, answered)
     assert str(caught.value) == (
