@@ -60,15 +60,21 @@ def test_by_item_walks_items_in_code_point_order_with_relative_ratings():
         assert store.scale().as_list() == [1.0, 5.0, 1.0]
 
 
-def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path):
+def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path, monkeypatch):
     ratings = tmp_path / "ratings.dat"
     ratings.write_text("1::10::4::978300760\n1::11::nine::978300761\n")
-    scratch = Path(tempfile.gettempdir())  # where the store makes its folder
-    folders = set(scratch.glob("rectune-ratings-*"))
+    scratch = tmp_path / "scratch"  # the store's folder goes here, apart from other tests' stores in the shared /tmp
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     with pytest.raises(DataError, match=r"ratings\.dat:2: key 'rating'") as caught:
         RatingStore(ratings, {})
     # removed at once, not when the half-built store is collected (``caught`` keeps its frame alive)
-    assert caught.traceback and set(scratch.glob("rectune-ratings-*")) == folders
+    assert caught.traceback and list(scratch.iterdir()) == []
+    good = tmp_path / "good.dat"
+    good.write_text("1::10::4::978300760\n")
+    store = RatingStore(good, {})  # where a store that builds keeps its folder: the scratch above
+    assert [folder.name[:16] for folder in scratch.iterdir()] == ["rectune-ratings-"]
+    assert store.user_facts(min_history=0)["users"] == 1
 
 
 def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path):
