@@ -251,7 +251,7 @@ def check_chat_template_path(path: str | None, model_name: str) -> None:
     if Path(path).is_file() and path.endswith((".jinja", ".j2")):
         tokenizer = load_tokenizer(model_name)
         try:
-            tokenizer.chat_template = Path(path).read_text(encoding="utf-8")
+            tokenizer.chat_template = given_template(path)
             render_chat(tokenizer, A_CHAT, path)
         except (UnicodeDecodeError, TemplateError) as err:
             raise DataError(Path(path), f"recipe key 'chat_template_path': no chat template {model_name}'s "
