@@ -20,14 +20,13 @@ from rectune.core.cli import ArgumentParser, positive_int, run
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
-    by_difficulty,
     changed_answers,
     comparison_rows,
-    load_reports,
     markdown,
     metric_specs,
     write_outputs,
 )
+from rectune.evaluation.report_files import load_reports
 
 
 def main() -> None:
@@ -48,9 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]
-    loaded = load_reports(reports)
-    if args.by_difficulty:
-        loaded = {name: by_difficulty(report) for name, report in loaded.items()}
+    loaded = load_reports(reports, by_difficulty=args.by_difficulty)
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
     changed = changed_answers(reports, args.baseline) if args.baseline else []

@@ -19,6 +19,7 @@ import numpy as np
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError
+from rectune.evaluation.report_files import unit_id
 
 MIN_UNITS = 10
 
@@ -47,7 +48,7 @@ def units(report: dict) -> dict[str, dict]:
     records = report.get("per_query")
     if not records:
         raise DataError("report", "has no per-query scores (written by an older RecTune?): no interval possible")
-    return {str(r.get("id") or f"{r['task']}/{r['group']}"): r for r in records}
+    return {unit_id(r): r for r in records}
 
 
 def paired_differences(

@@ -17,6 +17,7 @@ from rectune.core.escaping import csv_cell, markdown_cell
 from rectune.core.io import DataError, atomic_write, read_json
 from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.bootstrap import MIN_UNITS, paired_differences
+from rectune.evaluation.report_files import report_name
 
 
 def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
@@ -34,72 +35,10 @@ def metric_specs(reports: dict[str, dict]) -> dict[str, MetricSpec]:
     return specs
 
 
-def report_problem(report: object) -> str | None:
-    """What makes ``report`` unreadable as an evaluation report (the shapes compare reads), or None."""
-    if not isinstance(report, dict) or not isinstance(report.get("overall"), dict):
-        return "needs 'by_task' and 'overall' objects"
-    by_task = report.get("by_task")
-    if not isinstance(by_task, dict) or not all(isinstance(summary, dict) for summary in by_task.values()):
-        return "needs 'by_task' and 'overall' objects"
-    summaries = [report["overall"], *by_task.values()]
-    numbers = all(v is None or isinstance(v, (int, float)) for summary in summaries for v in summary.values())
-    if not numbers:
-        return "a summary holds a value that is not a number"
-    records = report.get("per_query", [])
-    if not isinstance(records, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("task"), str) for r in records
-    ):
-        return "'per_query' must be a list of records, each with its 'task'"
-    if not isinstance(report.get("metrics", []), list) or not isinstance(report.get("config", {}), dict):
-        return "'metrics' must be a list and 'config' an object"
-    return None
-
-
-def report_name(path: Path, config: dict | None) -> str:
-    """A baseline's report is named by its checkpoint (``baseline:bm25``), any other by its folder."""
-    if isinstance(config, dict) and config.get("kind") == "baseline" and isinstance(config.get("checkpoint"), str):
-        return config["checkpoint"]
-    return path.name if path.is_dir() else path.parent.name or path.stem
-
-
 def is_ceiling(report: dict) -> bool:
     """A baseline that reads what a model is not given (``kg-oracle``): shown as a ceiling, not a competitor."""
     baseline = report.get("baseline")
     return isinstance(baseline, dict) and baseline.get("ceiling") is True
-
-
-def load_reports(paths: list[str | os.PathLike]) -> dict[str, dict]:
-    """``{name: report}`` from report folders or report.json files; names are the folder names, a
-    baseline's its checkpoint (``baseline:bm25``)."""
-    reports: dict[str, dict] = {}
-    for raw in paths:
-        path = Path(raw)
-        file = path / "report.json" if path.is_dir() else path
-        if not file.is_file():
-            raise DataError(file, "no report here (run evaluate/run.py or evaluate/score.py first)")
-        report = read_json(file)
-        problem = report_problem(report)
-        if problem:
-            raise DataError(file, f"not a RecTune report ({problem})")
-        name = report_name(path, report.get("config"))
-        if name in reports:
-            name = str(path)
-        reports[name] = report
-    if not reports:
-        raise DataError("reports", "no reports given")
-    return reports
-
-
-def by_difficulty(report: dict) -> dict:
-    """The report with each task split into its difficulty tiers (``pairwise/hard``), summaries from its
-    ``by_task_difficulty`` and per-query scores relabelled, so rows and intervals come per tier."""
-    tiers = report.get("by_task_difficulty")
-    records = report.get("per_query") or []
-    if not isinstance(tiers, dict) or any("difficulty" not in r for r in records):
-        raise DataError("report", "has no difficulty tiers (by_task_difficulty and per-query difficulty)")
-    split = {f"{task}/{tier}": summary for task, by_tier in tiers.items() for tier, summary in by_tier.items()}
-    relabelled = [{**r, "task": f"{r['task']}/{r['difficulty']}"} for r in records]
-    return {**report, "by_task": split, "per_query": relabelled}
 
 
 def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:

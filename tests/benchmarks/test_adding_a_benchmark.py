@@ -14,7 +14,8 @@ from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored, get_ben
 from rectune.core.io import DataError, RecTuneError, write_jsonl
 from rectune.data.completions import completion_text
 from rectune.data.rows import RowChecker
-from rectune.evaluation.compare import comparison_rows, load_reports, markdown, metric_specs
+from rectune.evaluation.compare import comparison_rows, markdown, metric_specs
+from rectune.evaluation.report_files import load_reports
 from rectune.evaluation.scoring import score_files
 from rectune.training.rewards import resolve_rewards, rft_rewards
 from rectune.training.views import check_examples

@@ -21,6 +21,7 @@ from rectune.core.io import DataError
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import Review, read_items
 from rectune.data.titles import CatalogItem, TitleMatcher
+from rectune.evaluation.report_files import report_problem
 from rectune.evaluation.scoring import score_benchmark
 
 FIXTURES = ROOT / "tests" / "fixtures" / "amazon"
@@ -192,6 +193,7 @@ def test_ranking_metrics_by_hand(tmp_path):
     direct = report["by_task"]["direct"]
     assert (direct["hr@1"], direct["hr@5"]) == (0.0, 1.0)
     assert direct["ndcg@5"] == pytest.approx(1 / math.log2(3))
+    assert report_problem(json.loads(json.dumps(report))) is None  # compare reads it back as written
 
 
 def test_text_metrics_by_hand():

@@ -34,6 +34,7 @@ from rectune.benchmarks.perrec.rows import PerRecGroup, PerRecRow
 from rectune.core.io import DataError
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import parse_rating, read_items, read_reviews
+from rectune.evaluation.report_files import report_problem
 from rectune.evaluation.scoring import score_benchmark
 
 FIXTURES = ROOT / "tests" / "fixtures" / "ratings"
@@ -317,6 +318,7 @@ def test_group_scores_by_hand():
     assert overall["tau_parsed"] == pytest.approx((-1 + 1 / 3) / 2)
     assert overall["failure_rate"] == pytest.approx(1 / 3)
     assert report["by_task_difficulty"]["pairwise"]["medium"]["tau"] == pytest.approx(1 / 3)
+    assert report_problem(json.loads(json.dumps(report))) is None  # compare reads it back as written
     assert "| listwise | all | 1 | 0.000 | - | 1.000 | - |" in report["table"]
     assert len(table) == 7
     predictions["g/listwise/"] = "B > C > A"  # the true order
@@ -557,7 +559,8 @@ def test_grpo_with_the_ranking_reward(tmp_path, tiny_model, perrec_data):
 
 
 def test_compare_shows_perrec_metrics(tmp_path):
-    from rectune.evaluation.compare import comparison_rows, load_reports, markdown, metric_specs, write_outputs
+    from rectune.evaluation.compare import comparison_rows, markdown, metric_specs, write_outputs
+    from rectune.evaluation.report_files import load_reports
 
     rows = hand_rows()
     # B = u1 (+2), C = u2 (0), A = u3 (-1): "C > B > A" swaps only u1 and u2 -> (2 - 1) / 3

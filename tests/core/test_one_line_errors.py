@@ -20,6 +20,13 @@ MALFORMED_REPORTS = {
     "a value not a number": {"overall": {**SUMMARY, "recall": "high"}, "by_task": {}},
     "per_query not records": {"overall": SUMMARY, "by_task": {}, "per_query": [["a", 1]]},
     "config not an object": {"overall": SUMMARY, "by_task": {}, "config": "x"},
+    "metrics not names": {"overall": SUMMARY, "by_task": {}, "metrics": [1, 2]},
+    "a summary without its count": {"overall": {"recall": 0.5}, "by_task": {}},
+    "a per-query score not a number": {
+        "overall": SUMMARY,
+        "by_task": {},
+        "per_query": [{"id": "q", "task": "explicit", "recall": "x"}],
+    },  # fmt: skip
 }
 
 

@@ -1,10 +1,13 @@
 """What is scored of a completion: clean text, reasoning removed, explicit caps, counted in the report."""
 
+import json
+
 from test_metrics import DE_NIRO, KG, MATCHER
 
 from rectune.benchmarks import Resources
 from rectune.data.completions import DEFAULT_LIMITS, Answer, CompletionLimits, answer_text, clean_text, completion_text
 from rectune.data.titles import TitleMatcher
+from rectune.evaluation.report_files import report_problem
 from rectune.evaluation.scoring import score_benchmark
 
 
@@ -30,6 +33,7 @@ def test_a_long_reasoning_block_no_longer_hides_the_answer():
     # both ground-truth items, both meet the two conditions: P = R = CMR = 1, not a refusal
     assert report["overall"]["recall"] == 1.0 and report["overall"]["ftr"] == 0.0
     assert report["completions"]["reasoning_removed"] == 1 and report["completions"]["cut_at_max_chars"] == 0
+    assert report_problem(json.loads(json.dumps(report))) is None  # compare reads it back as written
 
 
 def test_caps_are_settings_and_their_cuts_are_counted():

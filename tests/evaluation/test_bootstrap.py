@@ -6,7 +6,8 @@ import pytest
 
 from rectune.core.io import DataError
 from rectune.evaluation.bootstrap import paired_differences
-from rectune.evaluation.compare import by_difficulty, comparison_rows, markdown, metric_specs
+from rectune.evaluation.compare import comparison_rows, markdown, metric_specs
+from rectune.evaluation.report_files import split_by_difficulty as by_difficulty
 
 
 def recbench_report(recalls, tasks=None):
