@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from rectune.core.io import RecTuneError
+
 
 class Interactions:
     """Who consumed (or rated) what: user -> item -> rating (1.0 for implicit feedback), in insertion order."""
@@ -31,7 +33,14 @@ class Interactions:
         return {item for rated in self.ratings.values() for item in rated}
 
     def triplets(self) -> list[tuple[str, str, float]]:
-        return [(user, item, rating) for user, rated in self.ratings.items() for item, rating in rated.items()]
+        """Every (user, item, rating); one line when there is none (the libraries' errors were tracebacks)."""
+        triplets = [(user, item, rating) for user, rated in self.ratings.items() for item, rating in rated.items()]
+        if not triplets:
+            raise RecTuneError(
+                "no interactions to fit a baseline on: train.jsonl beside --data holds none once the held-out "
+                "queries' own are left out"
+            )
+        return triplets
 
     def counts(self) -> dict[str, int]:
         """Item -> how many users consumed it."""

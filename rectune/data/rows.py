@@ -101,9 +101,23 @@ class RowChecker:
             for key in required_keys:
                 if key not in entry:
                     raise self.fail(name, f"entry {index} has no {key!r}")
+        self.strings_in(name, value, ("id", "title"))
         for key in ("id", "title"):
             self._one_line(name, [entry.get(key) for entry in value], key)
         return value
+
+    def strings_in(
+        self, name: str, entries: list[dict], keys: tuple[str, ...], where: str | None = "entry", empty: bool = False
+    ) -> None:
+        """Each of ``keys`` that an entry of ``entries`` (this field's objects; ``where`` None: its one object)
+        holds is a string, non-empty unless ``empty`` (an id of ``[7]`` or a title of ``true`` reached the
+        prompts and the scorer's sets)."""
+        for index, entry in enumerate(entries):
+            for key in keys:
+                if key in entry and not (isinstance(entry[key], str) and (empty or entry[key].strip())):
+                    kind = "a string" if empty else "a non-empty string"
+                    place = f"{where} {index}: " if where else ""
+                    raise self.fail(name, f"{place}{key!r} must be {kind}, got {entry[key]!r}")
 
     def scale(self, name: str = "scale") -> list[float] | None:
         """An optional rating scale ``[lowest, highest, step]`` (``[0.5, 5, 0.5]``: half stars)."""
@@ -128,6 +142,7 @@ class RowChecker:
         for key in required_keys:
             if key not in value:
                 raise self.fail(name, f"has no {key!r}")
+        self.strings_in(name, [value], ("id", "title"), where=None)
         for key in ("id", "title"):
             if isinstance(value.get(key), str) and (bad := CONTROL.search(value[key])):
                 raise self.fail(name, f"{key!r} holds a control character ({bad.group()!r})")

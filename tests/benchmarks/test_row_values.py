@@ -2,6 +2,7 @@
 file, line and field."""
 
 import json
+import re
 
 import pytest
 
@@ -72,4 +73,35 @@ def test_titles_in_rows_are_one_line(tmp_path, change, message):
 def test_llmrec_titles_are_one_line(tmp_path):
     path = written(tmp_path, LLMREC_ROW | {"item": {"id": "I0", "title": "Lip\rBalm"}})
     with pytest.raises(DataError, match="field 'item': 'title' holds a control character"):
+        load_rows(path)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [(RECBENCH_ROW | {"candidates": [{"id": [None], "title": "Heat (1995)"}]},
+      "field 'candidates': entry 0: 'id' must be a non-empty string, got [None]"),
+     (RECBENCH_ROW | {"candidates": [{"id": "1", "title": True}]},
+      "field 'candidates': entry 0: 'title' must be a non-empty string, got True"),
+     (RECBENCH_ROW | {"candidates": [{"id": "1", "title": "Heat (1995)", "rank": {}}]},
+      "field 'candidates': candidate 0: 'rank' must be a finite number, got {}"),
+     (RECBENCH_ROW | {"candidates": [{"id": "1", "title": "Heat (1995)", "facts": 3}]},
+      "field 'candidates': candidate 0: 'facts' must be a string, got 3"),
+     (LLMREC_ROW | {"item": {"id": [[1]], "title": "Lip Balm"}},
+      "field 'item': 'id' must be a non-empty string, got [[1]]"),
+     (LLMREC_ROW | {"history": [{"id": "I1", "title": {}, "rating": 4.0}]},
+      "field 'history': entry 0: 'title' must be a non-empty string, got {}"),
+     (PERREC_ROW | {"users": [{**PERREC_ROW["users"][0], "user": 2.5}]},
+      "field 'users': user 0: 'user' must be a non-empty string, got 2.5"),
+     (PERREC_ROW | {"users": [{**PERREC_ROW["users"][0], "profile": {}}]},
+      "field 'users': user 0: 'profile' must be a string, got {}"),
+     (PERREC_ROW | {"item": {**PERREC_ROW["item"], "categories": ["Beauty", ["a"]]}},
+      "field 'item': 'categories' must be a list of strings, got ['Beauty', ['a']]"),
+     (PERREC_ROW | {"item": {**PERREC_ROW["item"], "description": float("inf")}},
+      "field 'item': 'description' must be a string, got inf")],
+)  # fmt: skip
+def test_ids_titles_and_texts_inside_entries_are_strings(tmp_path, row, message):
+    """Each was loaded as it was and became a TypeError in scoring, the prompts or a baseline."""
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(DataError, match=rf"{path}:1: row '[^']+', {re.escape(message)}"):
         load_rows(path)

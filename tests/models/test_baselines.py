@@ -12,7 +12,7 @@ from rectune.benchmarks.recbench.baselines import training_interactions
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.core.io import DataError, RecTuneError
 from rectune.data.catalog import KnowledgeGraph
-from rectune.data.collaborative import Interactions, fit_rating_model, ranked
+from rectune.data.collaborative import Interactions, fit_als, fit_itemknn, fit_rating_model, ranked
 from rectune.data.titles import CatalogItem, TitleMatcher
 from rectune.models.baselines import get_baseline, names_help
 
@@ -124,6 +124,17 @@ def test_global_mean_predicts_the_mean_and_bias_orders_users_by_their_ratings():
     assert mean.scores("mid")["d"] == pytest.approx((5 + 5 + 4 + 1 + 2 + 1 + 3 + 3 + 3 + 5 + 1) / 11)
     bias = fit_rating_model("bias", ratings, {"lambda_reg": 0.02})
     assert bias.scores("hi")["a"] > bias.scores("mid")["a"] > bias.scores("lo")["a"]
+
+
+@pytest.mark.parametrize("name", ["global-mean", "bias", "mf", "itemknn", "als"])
+def test_nothing_left_to_fit_on_is_one_line(name):
+    """A training split whose only ratings are the held-out queries' own: cornac's ValueError was a traceback."""
+    ratings = Interactions()
+    ratings.add("u", "a", 4)
+    ratings.drop("u", ["a"])
+    fits = {"itemknn": lambda: fit_itemknn(ratings, 5), "als": lambda: fit_als(ratings, 4, 0.01)}
+    with pytest.raises(RecTuneError, match="no interactions to fit a baseline on: train.jsonl beside --data"):
+        fits.get(name, lambda: fit_rating_model(name, ratings, {"lambda_reg": 0.02, "factors": 4}))()
 
 
 def group(task, users, id_="g/x"):

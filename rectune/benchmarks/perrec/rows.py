@@ -80,7 +80,7 @@ class PerRecRow:
             group=check.string("group"),
             group_size=size,
             difficulty=check.string("difficulty", DIFFICULTIES),
-            item=check.object("item", ("id", "title")),
+            item=_checked_item(check),
             users=users,
             answer=check.string("answer"),
             scale=check.scale(),
@@ -90,10 +90,24 @@ class PerRecRow:
 def _check_ratings(check: RowChecker, users: list[dict]) -> None:
     """Every rating a group's users carry is a finite number (NaN or "five" would move every tau silently)."""
     check.numbers_in("users", users, ("mean_rating", "rating", "relative_rating"), where="user")
+    check.strings_in("users", users, ("label", "user"), where="user")
+    check.strings_in("users", users, ("profile",), where="user", empty=True)
     for index, user in enumerate(users):
         if not isinstance(user["history"], list) or not all(isinstance(h, dict) for h in user["history"]):
             raise check.fail("users", f"user {index}: 'history' must be a list of objects")
         check.numbers_in("users", user["history"], ("rating",), where=f"user {index}: history entry")
+        check.strings_in("users", user["history"], ("title",), where=f"user {index}: history entry")
+
+
+def _checked_item(check: RowChecker) -> dict:
+    """The item the group rates: an id and title, with optional categories (strings) and description (text)
+    as the prompt shows them."""
+    item = check.object("item", ("id", "title"))
+    check.strings_in("item", [item], ("description",), where=None, empty=True)
+    categories = item.get("categories", [])
+    if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+        raise check.fail("item", f"'categories' must be a list of strings, got {categories!r}")
+    return item
 
 
 @dataclass
@@ -124,7 +138,7 @@ class PerRecGroup:
             benchmark=check.string("benchmark", (NAME,)),
             domain=check.string("domain"),
             difficulty=check.string("difficulty", DIFFICULTIES),
-            item=check.object("item", ("id", "title")),
+            item=_checked_item(check),
             users=users,
             scale=check.scale(),
         )

@@ -78,6 +78,10 @@ class RecBenchRow:
         if not ground_truth:
             raise check.fail("ground_truth", "must not be empty")
         conditions = check.pairs("conditions")
+        candidates = check.objects("candidates", ("id", "title"), optional=True)
+        if candidates:
+            check.numbers_in("candidates", candidates, ("rank",), "candidate")
+            check.strings_in("candidates", candidates, ("facts",), "candidate", empty=True)
         return cls(
             id=check.string("id"),
             benchmark=check.string("benchmark", (NAME,)),
@@ -93,5 +97,5 @@ class RecBenchRow:
             multihop=check.objects("multihop", optional=True),
             source_user=check.string("source_user", optional=True),
             profile=check.object("profile", optional=True),
-            candidates=check.objects("candidates", ("id", "title"), optional=True),
+            candidates=candidates,
         )
