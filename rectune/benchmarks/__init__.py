@@ -170,6 +170,13 @@ class Benchmark(ABC):
     def labels(self, rows: list[Any]) -> list[dict]:
         """Per row, the ``label_columns`` values its rewards read (rows of one split, so groups can be seen)."""
 
+    def label_problem(self, labels: dict) -> str | None:
+        """What makes one RFT example's label columns unusable by the rewards (``field 'NAME': …``), or None.
+        Checked for every example before training, since a reward meets a bad label only mid-run. Default:
+        every ``label_columns`` present; the built-in benchmarks check each column's shape too."""
+        missing = next((name for name in self.label_columns if name not in labels), None)
+        return f"field {missing!r}: missing (needed by the rewards)" if missing else None
+
     @abstractmethod
     def score(self, rows: list[Any], predictions: dict[str, str], resources: Resources) -> Scored:
         """Score every row's prediction once: the report (``overall``, ``by_task``, ...) and the table."""
@@ -228,6 +235,8 @@ def names() -> list[str]:
 def get_benchmark(name: str | None) -> Benchmark:
     """The benchmark called ``name`` (``None``: rows written before rows named their benchmark)."""
     name = UNNAMED_ROWS if name is None else name
+    if not isinstance(name, str):
+        raise RecTuneError(f"unknown benchmark {name!r}; known: {', '.join(names())}")
     if name not in _registry and name in BUILTIN:
         register(importlib.import_module(BUILTIN[name]).BENCHMARK)
     if name not in _registry:

@@ -147,3 +147,41 @@ class RowChecker:
             if isinstance(value.get(key), str) and (bad := CONTROL.search(value[key])):
                 raise self.fail(name, f"{key!r} holds a control character ({bad.group()!r})")
         return value
+
+
+# What RFT label columns may hold: the rewards read them as they are, mid-training, for every completion.
+LABEL_KINDS = {
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "strings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "pairs": (
+        lambda v: (
+            isinstance(v, list)
+            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in v)
+        ),
+        "a list of [relation, value] string pairs",
+    ),
+    "numbers": (lambda v: isinstance(v, list) and all(_is_finite_number(x) for x in v), "a list of finite numbers"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+}
+
+
+def label_kind_problem(
+    labels: dict, kinds: dict[str, str], tasks: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> str | None:
+    """The first label column of ``kinds`` (column -> a ``LABEL_KINDS`` name) that ``labels`` lacks or holds
+    in another shape, as ``field 'NAME': …``, or a ``task`` not among ``tasks``; columns in ``optional`` may
+    be absent or null."""
+    if "task" not in labels:
+        return "field 'task': missing (needed by the rewards)"
+    if labels["task"] not in tasks:
+        return f"field 'task': must be one of {', '.join(tasks)}, got {str(labels['task'])[:60]!r}"
+    for name, kind in kinds.items():
+        value = labels.get(name)
+        if value is None and name in optional:
+            continue
+        if name not in labels:
+            return f"field {name!r}: missing (needed by the rewards)"
+        test, words = LABEL_KINDS[kind]
+        if not test(value):
+            return f"field {name!r}: must be {words}, got {str(value)[:60]!r}"
+    return None

@@ -170,9 +170,9 @@ def check_examples(path: Path, kind: str) -> None:
                 benchmark = get_benchmark(row.get("benchmark"))
             except RecTuneError as err:
                 raise DataError(path, f"field 'benchmark': {err}", line=line) from None
-            for name in benchmark.label_columns:
-                if name not in row:
-                    raise DataError(path, f"field {name!r}: missing (needed by the rewards)", line=line)
+            problem = benchmark.label_problem(row)
+            if problem:
+                raise DataError(path, problem, line=line)
 
 
 _ROLES = ("system", "user", "assistant")

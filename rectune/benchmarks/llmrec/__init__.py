@@ -15,6 +15,7 @@ from rectune.benchmarks.llmrec import baselines as baseline_models
 from rectune.benchmarks.llmrec import prompts, scoring
 from rectune.benchmarks.llmrec import rewards as reward_functions
 from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
+from rectune.data.rows import label_kind_problem
 
 
 class LLMRec(Benchmark):
@@ -69,6 +70,18 @@ class LLMRec(Benchmark):
             }
             for row in rows
         ]
+
+    def label_problem(self, labels: dict) -> str | None:
+        kinds = {"target": "string", "item_id": "string", "candidate_ids": "strings"}
+        problem = label_kind_problem(labels, kinds, TASKS)
+        if problem is None and labels["task"] == "rating":
+            try:
+                rating = float(labels["target"])
+            except ValueError:
+                rating = math.nan
+            if not math.isfinite(rating):  # the reward reads it as float(target)
+                problem = f"field 'target': a rating example needs a finite number, got {labels['target'][:60]!r}"
+        return problem
 
     def score(self, rows: list[LLMRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
         # only ranking answers are matched against the catalog, so text-only data needs none

@@ -15,6 +15,7 @@ from rectune.benchmarks.perrec import baselines as baseline_models
 from rectune.benchmarks.perrec import prompts, scoring
 from rectune.benchmarks.perrec import rewards as reward_functions
 from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecGroup, PerRecRow
+from rectune.data.rows import label_kind_problem
 
 
 class PerRecBench(Benchmark):
@@ -78,6 +79,23 @@ class PerRecBench(Benchmark):
                 }
             )
         return labels
+
+    def label_problem(self, labels: dict) -> str | None:
+        kinds = {"labels": "strings", "relative": "numbers", "means": "numbers", "group_relative": "numbers",
+                 "position": "integer"}  # fmt: skip
+        problem = label_kind_problem(labels, kinds, TASKS)
+        if problem:
+            return problem
+        shown, group = len(labels["labels"]), len(labels["group_relative"])
+        wanted = {"pointwise": 1, "pairwise": 2}.get(labels["task"], group)
+        if shown != wanted or len(labels["relative"]) != shown or len(labels["means"]) != shown:
+            return (f"field 'labels': a {labels['task']} example needs {wanted} users' labels, relative ratings and "
+                    f"means (got {shown}, {len(labels['relative'])} and {len(labels['means'])})")  # fmt: skip
+        if group < 2:
+            return f"field 'group_relative': a group has at least 2 users, got {group}"
+        if labels["task"] == "pointwise" and not 0 <= labels["position"] < group:
+            return f"field 'position': must name one of the group's {group} users, got {labels['position']}"
+        return None
 
     def score(self, rows: list[PerRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
         scores = scoring.score_groups(rows, predictions)

@@ -13,6 +13,7 @@ from rectune.benchmarks.recbench import metrics as scoring
 from rectune.benchmarks.recbench import official, prompts, ranks, rerec
 from rectune.benchmarks.recbench import rewards as reward_functions
 from rectune.benchmarks.recbench.rows import NAME, TASKS, RecBenchRow
+from rectune.data.rows import label_kind_problem
 
 
 class RecBenchPlus(Benchmark):
@@ -65,6 +66,15 @@ class RecBenchPlus(Benchmark):
                     label["candidate_ranks"] = ranks
             labels.append(label)
         return labels
+
+    def label_problem(self, labels: dict) -> str | None:
+        kinds = {"ground_truth": "strings", "ground_truth_ids": "strings", "conditions": "pairs",
+                 "candidate_ids": "strings", "candidate_ranks": "numbers"}  # fmt: skip
+        problem = label_kind_problem(labels, kinds, TASKS, optional=("candidate_ids", "candidate_ranks"))
+        ranks, ids = labels.get("candidate_ranks"), labels.get("candidate_ids")
+        if problem is None and ranks is not None and len(ranks) != len(ids or []):
+            problem = f"field 'candidate_ranks': {len(ranks)} ranks for {len(ids or [])} candidate_ids"
+        return problem
 
     def misled_lines(self, completion: str, labels: dict, resources: Resources) -> list[bool] | None:
         if not labels.get("candidate_ids"):
