@@ -247,18 +247,18 @@ def eval_rows(check: Check) -> None:
     out, queries = check.out, str(check.args.queries)
     eval_flags = ["--model", check.model, "--data", str(DATA / "test.jsonl"), "--limit", queries,
                   "--max-new-tokens", "160", "--batch-size", queries, "--no-wandb"]  # fmt: skip
-    print(
-        "\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |\n|---|---|---|---|"
-    )
+    print("\n| greedy evaluation | generated tokens/s (wall time, loading included) | MFU | seconds |"
+          "\n|---|---|---|---|")  # fmt: skip
     hf_seconds = run([sys.executable, "evaluate/run.py", *eval_flags, "--out", str(out.entry("eval_hf"))],
                      out.entry("eval_hf.log"), check.env)  # fmt: skip
-    served_seconds, served = serve_and_evaluate(check.model, check.args.device, eval_flags[2:], out)
+    served_seconds, why = serve_and_evaluate(check.model, check.args.device, eval_flags[2:], out)
     evaluated = (("HF generate, batched", out.entry("eval_hf"), hf_seconds),
-                 ("transformers serve, continuous batching", served, served_seconds))  # fmt: skip
+                 ("transformers serve, continuous batching", out.entry("eval_served"), served_seconds))  # fmt: skip
     flops = generation_flops_per_token(check.shape, int(check.example_tokens))
     for label, folder, seconds in evaluated:
-        rate = generated_tokens(check.model, folder) / seconds
-        print(f"| {label} | {rate:,.0f} | {mfu(flops, rate, check.peak):.2%} | {seconds:.0f} |")
+        rate = generated_tokens(check.model, folder) / seconds if seconds else None
+        print(f"| {label} | {rate:,.0f} | {mfu(flops, rate, check.peak):.2%} | {seconds:.0f} |" if rate else
+              f"| {label} | failed: {why} | | |")  # fmt: skip
 
 
 def parse_arguments() -> argparse.Namespace:

@@ -87,9 +87,11 @@ def generated_tokens(model: str, folder: Path) -> int:
     return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
 
 
-def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: GrowingFolder) -> tuple[float, Path]:
-    """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it; wall seconds."""
+def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: GrowingFolder) -> tuple[float | None, str]:
+    """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it: the wall seconds,
+    or None and why the server or the evaluation failed (its row says so, and the check goes on)."""
     import socket
+    import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -97,21 +99,27 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Grow
     # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
     serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
              str(port), "--device", device, "--continuous-batching"]  # fmt: skip
-    log = out.entry("serve.log").open("w")
-    server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    serve_log = out.entry("serve.log")
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with serve_log.open("w") as log:  # the server holds its own copy of the file
+        server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env=offline)
     try:
-        import urllib.request
-
-        for _ in range(600):
+        deadline = time.monotonic() + 600
+        while server.poll() is None and time.monotonic() < deadline:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
                 break
             except OSError:
                 time.sleep(1)
+        else:
+            ended = f"exited ({server.returncode})" if server.poll() is not None else "did not answer in 600 s"
+            return None, f"transformers serve {ended}: {failure(serve_log)}"
         served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
                   model, "--concurrency", "32", "--out", str(out.entry("eval_served"))]  # fmt: skip
-        seconds = run([sys.executable, "evaluate/run.py", *served], out.entry("eval_served.log"))
+        seconds = run([sys.executable, "evaluate/run.py", *served], out.entry("eval_served.log"), fatal=False)
+        if seconds is None and server.poll() is not None:
+            return None, f"transformers serve exited ({server.returncode}) mid-run: {failure(serve_log)}"
+        return seconds, "" if seconds else failure(out.entry("eval_served.log"))
     finally:
         server.terminate()
         server.wait(timeout=60)
-    return seconds, out.entry("eval_served")

@@ -55,11 +55,15 @@ def load_tokenizer(source: str) -> Any:
         raise DataError(folder, "holds no tokenizer (no tokenizer.json or tokenizer_config.json); copy the "
                         "tokenizer files of the model it was trained from into it")  # fmt: skip
     try:
-        return AutoTokenizer.from_pretrained(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
     except Exception as err:  # a local folder's files only: a cut tokenizer.json raises the tokenizers' own error
         if not folder.is_dir():
             raise
         raise DataError(folder, f"its tokenizer cannot be loaded: {error_text(err)}") from None
+    limit = tokenizer.model_max_length  # compared with every text's length as it is tokenized: a TypeError there
+    if not isinstance(limit, int | float) or isinstance(limit, bool):
+        raise DataError(folder, f"its tokenizer_config.json sets model_max_length to {limit!r}, not a number")
+    return tokenizer
 
 
 def check_vocabulary(tokenizer: Any, rows: int | None, model: str) -> None:

@@ -1,6 +1,7 @@
 """RecTune's chats through a model's own tokenizer and chat template, including templates that take no system
 message, and folders whose tokenizer is missing or cut."""
 
+import json
 import logging
 import re
 import resource
@@ -84,6 +85,19 @@ def test_a_folder_without_a_readable_tokenizer_is_one_line_wherever_it_is_loaded
     result = run_script("evaluate/run.py", "--model", bare, "--out", tmp_path / "e", *args, check=False)
     assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(f"error: {holds_none}"), result.stderr
     assert not (tmp_path / "e").exists()
+
+
+def test_a_tokenizer_limit_that_is_no_number_is_one_line(tmp_path, tiny_model):
+    """A model_max_length of [{}] loaded, then every text tokenized was a TypeError comparing it with a length."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": [{}]}))
+    with pytest.raises(
+        DataError, match=re.escape(f"{folder}: its tokenizer_config.json sets model_max_length to [{{}}]")
+    ):
+        load_tokenizer(str(folder))
+    assert load_tokenizer(str(tiny_model)).model_max_length > 0
 
 
 DOUBLING = (  # 2**64 characters asked for: a string doubled in a loop of 64

@@ -95,6 +95,8 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
         "HF generate, batched",
         "transformers serve, continuous batching",
     } <= set(named)
+    for evaluation in ("HF generate, batched", "transformers serve, continuous batching"):  # a failure names why
+        assert float(named[evaluation][1].replace(",", "")) > 0, named[evaluation]
     # each GRPO row says where its step went: generation, its prefill, the loss's forward and the backward
     for engine in ("generate", "generate, static cache, compiled"):
         assert all(float(cell) > 0 for cell in named[engine][3:7])

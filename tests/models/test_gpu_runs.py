@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 from perf.folders import GrowingFolder
-from perf.gpu_runs import failure, run, steady_tokens_per_second
+from perf.gpu_runs import failure, run, serve_and_evaluate, steady_tokens_per_second
 from rectune.core.io import RecTuneError
 
 
@@ -38,6 +38,15 @@ def test_an_unknown_part_engine_or_setting_is_refused_naming_it():
                                 capture_output=True, text=True, cwd=ROOT)  # fmt: skip
         assert result.returncode == 2
         assert f"{flag}: unknown {value.split(',')[-1]} (known: {known}" in result.stderr
+
+
+def test_a_server_that_dies_is_a_row_naming_why_and_the_check_goes_on(tmp_path):
+    """It was an endless wait for /health (or, once it had answered, an evaluation refused six times) and then the
+    end of the whole check, its later parts lost."""
+    out = GrowingFolder(tmp_path / "check", "gpu-check")
+    seconds, why = serve_and_evaluate(str(tmp_path / "no-such-model"), "cpu", ["--data", "unused"], out)
+    assert seconds is None and why.startswith("transformers serve exited (")
+    assert (tmp_path / "check" / "serve.log").is_file() and not (tmp_path / "check" / "eval_served").exists()
 
 
 def test_the_steady_rate_is_the_median_step_after_the_first(tmp_path):
