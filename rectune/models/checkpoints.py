@@ -158,9 +158,9 @@ def load_merged(base_model: str, adapters: list[str], dtype: torch.dtype) -> Any
     check_adapters_fit(base_model, adapters)
     model = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
     for adapter in adapters:
-        with _fitting(adapter, base_model):
+        with peft_loading(adapter, base_model):
             model = PeftModel.from_pretrained(model, adapter)
-        model = model.merge_and_unload()
+            model = model.merge_and_unload()
     return model
 
 
@@ -187,6 +187,9 @@ def check_adapters_fit(base_model: str, adapters: list[str]) -> None:
                 "prompt tokens merge into no weight; give a LoRA adapter"
             )  # fmt: skip
         if hasattr(config, "init_lora_weights"):  # PiSSA's and OLoRA's start computes on weights the meta has not
+            if not isinstance(config.init_lora_weights, bool | str):  # PEFT reads it as a name: an AttributeError
+                raise DataError(config_file, "field 'init_lora_weights': must be true, false or the name of a PEFT "
+                                f"initialisation, got {config.init_lora_weights!r}")  # fmt: skip
             config.init_lora_weights = True  # the module matching is checked here, not how training began
         try:
             placed = check_adapter_patterns(on_meta_device(base_config), config, adapter)
@@ -231,14 +234,19 @@ def _check_adapter_weights(adapter: Path, placed: Any, base_model: str) -> None:
 
 
 @contextlib.contextmanager
-def _fitting(adapter: str, base_model: str) -> Iterator[None]:
-    """PEFT's errors for an adapter whose shapes or modules are another model's, as one line."""
+def peft_loading(adapter: str | os.PathLike, base_model: str) -> Iterator[None]:
+    """PEFT's errors as it loads an adapter onto ``base_model`` or merges it, as one line naming the adapter."""
     try:
         yield
     except RecTuneError:
         raise
-    except (RuntimeError, ValueError, KeyError) as err:
+    except NotImplementedError as err:  # a LoRA variant PEFT cannot merge (aLoRA)
+        raise DataError(adapter, f"PEFT cannot merge it into {base_model}: {error_text(err)}") from None
+    except RuntimeError as err:  # tensors shaped for another model's layers
         raise DataError(adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # settings PEFT reads only as it builds layers
+        config_file = Path(adapter) / "adapter_config.json"
+        raise DataError(config_file, f"PEFT cannot load it onto {base_model}: {error_text(err)}") from None
 
 
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:

@@ -17,7 +17,7 @@ import torch
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.chat_format import check_vocabulary, load_tokenizer
-from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged
+from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged, peft_loading
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
 from rectune.models.sharing import make_portable
@@ -77,9 +77,11 @@ def merge_adapters(
     check_adapters_fit(base, adapters)
     model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
-    peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
+    with peft_loading(adapters[0], base):
+        peft_model = PeftModel.from_pretrained(model, adapters[0], adapter_name=names[0])
     for name, adapter in zip(names[1:], adapters[1:], strict=True):
-        peft_model.load_adapter(adapter, adapter_name=name)
+        with peft_loading(adapter, base):
+            peft_model.load_adapter(adapter, adapter_name=name)
     torch.manual_seed(seed)  # DARE drops deltas at random: the same seed gives the same merge
     peft_model.add_weighted_adapter(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
@@ -128,9 +130,12 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
         raise DataError(path, f"a {kind} adapter: merging takes LoRA adapters")
     if config.get("use_dora"):
         raise DataError(path, "a DoRA adapter: a weighted merge would drop its magnitude vectors")
-    if config.get("modules_to_save"):
+    if config.get("alora_invocation_tokens"):  # PEFT would merge it as a plain LoRA adapter, acting everywhere
+        raise DataError(path, "an aLoRA adapter: it acts only after its invocation tokens, which a merge drops")
+    if saved := config.get("modules_to_save"):
         raise DataError(
-            path, f"trains whole copies of {', '.join(map(str, config['modules_to_save']))} (modules_to_save), "
+            path, f"trains whole copies of {', '.join(map(str, saved if isinstance(saved, list) else [saved]))} "
+            "(modules_to_save), "
             "which a weighted merge of LoRA deltas leaves out"
         )  # fmt: skip
     if config.get("target_parameters"):
