@@ -25,6 +25,7 @@ import yaml
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
+from rectune.training.recipe_types import check_types
 from rectune.training.recipe_values import check_values, keep_target_modules_listed
 
 log = logging.getLogger(__name__)
@@ -67,12 +68,14 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     parser = TrlParser(dataclass_types)
     parser.error = lambda message: _refuse_argument(message, recipe, args)  # not argparse's usage of 300 flags
     _check_choices(parser, config, recipe)
+    if recipe is not None:
+        check_types(config, dataclass_types, recipe)  # argparse takes a recipe's non-string values as they are
     try:
         parsed = parser.parse_args_and_config(args)
     except RecTuneError:
         raise
-    except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:  # unused arguments, values the
-        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # configs' own checks refuse
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError) as err:  # unused arguments, values
+        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # the configs' own checks refuse, files
     check_values(parsed, recipe or "command line")
     keep_target_modules_listed(parsed)
     for item in parsed:
