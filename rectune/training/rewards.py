@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from rectune.benchmarks import Benchmark, Resources, RewardFunc, get_benchmark
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl
+from rectune.data.prompt_options import recorded_prompt
 
 
 def import_reward(path: str) -> RewardFunc:
@@ -73,8 +74,7 @@ def rft_resources(
         benchmark = get_benchmark(first.get("benchmark"))
     except RecTuneError as err:
         raise DataError(data_file, f"field 'benchmark': {err}", line=1) from None
-    stats = Path(data_file).parent / "stats.json"
-    variant = (read_json(stats).get("prompt") or {}) if stats.is_file() else {}
+    variant = recorded_prompt(data_file)
     return benchmark, Resources(data_file, catalog, kg, top_k=variant.get("k"), variant=variant)
 
 

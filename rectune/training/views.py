@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rectune.benchmarks import get_benchmark
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl, read_json, write_jsonl
+from rectune.core.io import DataError, RecTuneError, numbered_jsonl, write_jsonl
+from rectune.data.prompt_options import recorded_prompt
 from rectune.models.chat_format import (
     FOLDED,
     check_chat_template,
@@ -114,8 +115,7 @@ def view_examples(path: Path) -> list[dict]:
     if rows_path.stat().st_size == 0:  # an empty split (no validation share): an empty view, as stored before
         return []
     rows = load_rows(rows_path)
-    stats = rows_path.parent / "stats.json"
-    variant = read_json(stats).get("prompt", {}) if stats.is_file() else {}  # RecBench+'s prompt options
+    variant = recorded_prompt(rows_path)  # RecBench+'s prompt options
     benchmark = get_benchmark(rows[0].benchmark)
     wanted = [task in (None, row.task) for row in rows]
     if not any(wanted):

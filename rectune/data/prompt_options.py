@@ -1,0 +1,45 @@
+"""The prompt options data_prep records in a data folder's ``stats.json``, which training and evaluation reuse.
+
+A prepared folder travels (a colleague's, a download), so its options are checked for the types the prompts and
+rewards read: ``"k": "5"`` reached a slice of the candidate list, and a ``"prompt"`` that was a string or a list
+an ``AttributeError``, in training and in evaluation alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rectune.core.io import DataError, read_json
+
+# option -> its type; a null option is as good as absent. Other keys are kept as they are (a later version's).
+OPTIONS = {
+    "with_history": bool,
+    "k": int,
+    "candidates": int,
+    "candidate_facts": bool,
+    "candidate_order": str,
+    "protocol": str,
+}
+
+
+def recorded_prompt(data_file: str | os.PathLike) -> dict:
+    """The prompt options recorded in ``stats.json`` beside ``data_file`` (a rows file), or {} where none are."""
+    stats = Path(data_file).parent / "stats.json"
+    if not stats.is_file():
+        return {}
+    recorded = read_json(stats)
+    if not isinstance(recorded, dict):
+        raise DataError(stats, f"expected a JSON object, got {type(recorded).__name__}")
+    prompt = recorded.get("prompt") or {}
+    if not isinstance(prompt, dict):
+        raise DataError(stats, f"field 'prompt': must be an object of prompt options, got {str(prompt)[:60]!r}")
+    for key, kind in OPTIONS.items():
+        value = prompt.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 1))
+        if wrong:
+            what = {bool: "true or false", int: "a whole number of at least 1", str: "a string"}[kind]
+            raise DataError(stats, f"field 'prompt.{key}': must be {what}, got {str(value)[:60]!r}")
+    return prompt
