@@ -10,7 +10,7 @@ from conftest import ROOT
 from rectune.benchmarks import get_benchmark, load_rows
 from rectune.benchmarks.llmrec.rows import LLMRecRow
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.core.io import DataError
+from rectune.core.io import DataError, RecTuneError
 from rectune.training.views import check_examples
 
 RECBENCH = get_benchmark("recbench+").labels([RecBenchRow.from_dict({
@@ -69,3 +69,10 @@ def test_a_prepared_rft_file_is_refused_at_its_line(tmp_path):
     path.write_text(json.dumps(good | {"benchmark": {"name": "recbench+"}}) + "\n")
     with pytest.raises(DataError, match=r"train_rft.jsonl:1: field 'benchmark': unknown benchmark \{'name'"):
         check_examples(path, "rft")
+
+
+def test_perrec_rows_without_their_groups_listwise_row_are_one_line():
+    """A split's pointwise rows picked out by hand: the group's order comes from its listwise row (a KeyError)."""
+    pointwise = [row for row in PERREC_ROWS if row.task == "pointwise"]
+    with pytest.raises(RecTuneError, match=rf"group '{pointwise[0].group}' has no listwise row among these rows"):
+        get_benchmark("perrecbench").labels(pointwise)

@@ -15,6 +15,7 @@ from rectune.benchmarks.perrec import baselines as baseline_models
 from rectune.benchmarks.perrec import prompts, scoring
 from rectune.benchmarks.perrec import rewards as reward_functions
 from rectune.benchmarks.perrec.rows import NAME, TASKS, PerRecGroup, PerRecRow
+from rectune.core.io import RecTuneError
 from rectune.data.rows import label_kind_problem
 
 
@@ -66,8 +67,14 @@ class PerRecBench(Benchmark):
                 groups.setdefault(row.group, row.users)  # the stored order (the reversed row comes second)
         labels = []
         for row in rows:
-            group_users = groups[row.group]
-            position = [u["user"] for u in group_users].index(row.users[0]["user"]) if row.task == "pointwise" else -1
+            group_users = groups.get(row.group)
+            if group_users is None:  # rows picked out of a split by hand (its pointwise rows alone, say)
+                raise RecTuneError(f"group {row.group!r} has no listwise row among these rows: its RFT labels need "
+                                   "the whole group, as data_prep writes a split")  # fmt: skip
+            names = [u["user"] for u in group_users]
+            if row.task == "pointwise" and row.users[0]["user"] not in names:
+                raise RecTuneError(f"row {row.id!r}: user {row.users[0]['user']!r} is not among its group's users")
+            position = names.index(row.users[0]["user"]) if row.task == "pointwise" else -1
             labels.append(
                 {
                     "task": row.task,
