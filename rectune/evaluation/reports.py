@@ -263,7 +263,8 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
     wandb_run = wandb_run_record(folder)
     if not finished and not wandb_run:
         return None
-    return {"recipe": finished.get("recipe"), "stage": finished.get("stage"), "wandb_run": wandb_run or None}
+    recipe, stage = (finished.get(key) if isinstance(finished.get(key), str) else None for key in ("recipe", "stage"))
+    return {"recipe": recipe, "stage": stage, "wandb_run": wandb_run or None}
 
 
 REPORT_KIND = "eval report"

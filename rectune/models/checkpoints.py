@@ -282,10 +282,19 @@ FINISHED = "finished.json"  # written last, once the stage's adapter and run fil
 def finished_stage(output_dir: str | os.PathLike) -> dict | None:
     """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
     path = Path(output_dir) / FINISHED
-    return read_json(path) if path.is_file() else None
+    return _object(path) if path.is_file() else None
 
 
 def wandb_run_record(output_dir: str | os.PathLike) -> dict:
-    """The stage's W&B run (``id``, ``project``, ``url``), or ``{}`` when it has none."""
+    """The stage's W&B run (``id``, ``project``, ``url``: the strings among them), or ``{}`` when it has none."""
     path = Path(output_dir) / WANDB_RUN
-    return read_json(path) if path.is_file() else {}
+    record = _object(path) if path.is_file() else {}
+    return {key: record[key] for key in ("id", "project", "url") if isinstance(record.get(key), str)}
+
+
+def _object(path: Path) -> dict:
+    """A run file's JSON object: an adapter folder from elsewhere carries these files too."""
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise DataError(path, f"expected a JSON object, got {type(record).__name__}")
+    return record

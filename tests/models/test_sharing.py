@@ -119,6 +119,22 @@ def test_eval_runs_are_named_after_the_stage_they_evaluate():
     assert eval_run_name({**config, "trained_by": None, "checkpoint": "embedded:smollm2"}) == "smollm2-recbench_movie"
 
 
+def test_a_stranger_adapters_run_files_give_only_what_they_should(tmp_path):
+    """An adapter folder from elsewhere carries finished.json and wandb_run.json: a list there was an AttributeError
+    in evaluation, and whatever else they held went into the report's config.json."""
+    from rectune.core.io import DataError
+    from rectune.evaluation.reports import training_run
+    from rectune.models.checkpoints import Checkpoint
+
+    checkpoint = Checkpoint("adapter", str(tmp_path), "base", str(tmp_path))
+    (tmp_path / "finished.json").write_text(json.dumps({"recipe": {"env": "x"}, "stage": "sft", "global_step": 3}))
+    (tmp_path / "wandb_run.json").write_text(json.dumps({"id": "abc", "url": ["\x1b]52;c;x\x07"], "api_key": "k"}))
+    assert training_run(checkpoint) == {"recipe": None, "stage": "sft", "wandb_run": {"id": "abc"}}
+    (tmp_path / "finished.json").write_text("[]")
+    with pytest.raises(DataError, match=r"finished.json: expected a JSON object, got list"):
+        training_run(checkpoint)
+
+
 def test_bad_flags_give_one_line(tmp_path, tiny_model):
     result = run_script("train/sft.py", sft_recipe(tmp_path, tiny_model, tmp_path / "o"), "--lerning_rate", "1",
                         check=False)  # fmt: skip
