@@ -138,5 +138,5 @@ def _describe(raw: bytes) -> str:
     try:
         holder = json.loads(raw.decode("utf-8"))
         return f"process {holder['pid']} on {holder['host']} ({holder['command']}, since {holder['since']})"
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # a lock file of another shape, planted or cut
         return "another process"

@@ -158,14 +158,21 @@ def _shown(names: set[str]) -> str:
 
 
 def read_marker(folder: Path) -> dict | None:
+    """The folder's marker, or None where it has none of the shape RecTune writes (a folder from elsewhere can
+    carry any file by that name: it then vouches for nothing, and the folder is refused as foreign)."""
     path = folder / MARKER
     if not path.is_file():
         return None
     try:
         marker = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # ValueError: also a number past the digit limit
         return None
-    return marker if isinstance(marker, dict) else None
+    if not isinstance(marker, dict) or not isinstance(marker.get("kind"), str):
+        return None
+    entries, files = marker.get("entries", []), marker.get("files", {})
+    if not isinstance(entries, list) or not all(isinstance(entry, str) for entry in entries):
+        return None
+    return marker if isinstance(files, dict) else None
 
 
 def write_marker(

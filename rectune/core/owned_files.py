@@ -75,7 +75,7 @@ def _manifest(folder: Path) -> dict[str, str]:
         return {}
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):
         return {}  # unreadable: nothing counts as ours, so nothing is replaced
     return {k: v for k, v in entries.items() if isinstance(v, str)} if isinstance(entries, dict) else {}
 

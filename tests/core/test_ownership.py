@@ -53,6 +53,26 @@ def test_a_folder_without_the_marker_is_refused_whatever_its_files_are_called(tm
     assert (release / "movies.dat").read_text() == "1::Toy Story (1995)::Animation\n"
 
 
+@pytest.mark.parametrize(
+    "marker",
+    [{"kind": "recbench+ data", "entries": [{}], "files": {}}, {"kind": 3, "entries": []}, [], "1" * 5000],
+    ids=["entries not names", "kind not a word", "a list", "a 5000-digit number"],
+)
+def test_a_marker_of_another_shape_vouches_for_nothing(tmp_path, marker):
+    """A folder from elsewhere can carry a file named like the marker: one of another shape was a TypeError (an
+    entry that is no name) or a ValueError (a number past Python's digit limit); it is now no marker at all."""
+    from rectune.core.io import RecTuneError
+    from rectune.core.outputs import MARKER, claim_output
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    (out / "notes.jsonl").write_text('{"mine": 1}\n')
+    (out / MARKER).write_text(marker if isinstance(marker, str) else json.dumps(marker))
+    with pytest.raises(RecTuneError, match=r"holds files RecTune did not write there \(notes.jsonl; no .rectune.json"):
+        claim_output(out, "recbench+ data", overwrite=False)
+    assert (out / "notes.jsonl").read_text() == '{"mine": 1}\n'
+
+
 def test_merge_refuses_a_users_model_folder(tmp_path, adapters):
     model = tmp_path / "my-model"
     model.mkdir()
