@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import BOM, DataError, check_plain_files, decode_text, require_file
+from rectune.core.io import BOM, CONTROL, DataError, check_plain_files, decode_text, require_file
 from rectune.data.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -224,11 +224,11 @@ def read_movies(path: Path) -> dict[str, Movie]:
             movies[fields[0].strip()] = _movie(fields[0].strip(), fields[1], fields[2].split("|"))
     else:
         raise DataError(path, f"not a MovieLens movies file ({layout}); accepted: {ACCEPTED}")
-    return merge_duplicates(movies)
+    return merge_duplicates({i: m for i, m in movies.items() if m.title})  # untitled: its ratings name "item ID"
 
 
 def _movie(item_id: str, title: str, genres: list[str]) -> Movie:
-    title = title.strip()
+    title = " ".join(CONTROL.sub(" ", title).split())  # rows take titles of one line, with no control character
     return Movie(item_id, title, [g.strip() for g in genres if g.strip() and g.strip() not in NO_GENRE],
                  title_year(title))  # fmt: skip
 

@@ -92,6 +92,16 @@ def test_csv_titles_with_commas_and_tags(tmp_path):
     assert tags["1"] == {"pixar": 2} and tags["759"] == {"mockumentary": 1}
 
 
+def test_titles_are_one_line_and_an_untitled_movie_is_named_by_its_id(tmp_path):
+    """A control character in a title reached the rows, which loading them then refused: data_prep wrote a set
+    that evaluation and training could not read. An empty or all-control title now leaves the movie untitled."""
+    release = tmp_path / "ml-1m"
+    release.mkdir()
+    (release / "movies.dat").write_text("1::Heat\t(1995)::Crime\n2::\x01\x02::Drama\n3::::Comedy\n")
+    movies = movielens.read_movies(release / "movies.dat")
+    assert {movie.id: movie.title for movie in movies.values()} == {"1": "Heat (1995)"}
+
+
 def test_ties_are_ordered_by_numeric_item_id():
     events = [Review("1", "1274", 4.0, 1000), Review("1", "759", 3.0, 1000), Review("1", "1", 5.0, 900)]
     # as text "759" > "1274"; as numbers 759 < 1274
