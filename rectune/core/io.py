@@ -139,6 +139,14 @@ def read_json(path: str | os.PathLike) -> Any:
     return parse_json(read_text(path), path)
 
 
+def read_json_object(path: str | os.PathLike) -> dict:
+    """:func:`read_json` of a file that must hold one JSON object (a list or a number there is one line)."""
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise DataError(path, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
 def parse_json(text: str | bytes, path: str | os.PathLike, line: int | None = None) -> Any:
     """``json.loads``, with every failure a :class:`DataError` naming the file and line.
 

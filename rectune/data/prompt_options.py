@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rectune.core.io import DataError, read_json
+from rectune.core.io import DataError, read_json_object
 
 # option -> its type; a null option is as good as absent. Other keys are kept as they are (a later version's).
 OPTIONS = {
@@ -28,10 +28,7 @@ def recorded_prompt(data_file: str | os.PathLike) -> dict:
     stats = Path(data_file).parent / "stats.json"
     if not stats.is_file():
         return {}
-    recorded = read_json(stats)
-    if not isinstance(recorded, dict):
-        raise DataError(stats, f"expected a JSON object, got {type(recorded).__name__}")
-    prompt = recorded.get("prompt") or {}
+    prompt = read_json_object(stats).get("prompt") or {}
     if not isinstance(prompt, dict):
         raise DataError(stats, f"field 'prompt': must be an object of prompt options, got {str(prompt)[:60]!r}")
     for key, kind in OPTIONS.items():

@@ -19,6 +19,15 @@ def _is_finite_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_pairs(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(pair, list) and len(pair) == 2 and _is_strings(pair)
+                                           for pair in value)  # fmt: skip
+
+
 class RowChecker:
     """Typed access to a raw row's fields; every failure names file, line, row id and field."""
 
@@ -68,7 +77,7 @@ class RowChecker:
     def strings(self, name: str, optional: bool = True, one_line: bool = False) -> list[str]:
         """A list of strings; with ``one_line`` (titles, ids) none may hold a line break or control character."""
         value = self.raw.get(name, [] if optional else None)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not _is_strings(value):
             raise self.fail(name, "missing" if value is None else "must be a list of strings")
         if one_line:
             self._one_line(name, value)
@@ -84,9 +93,7 @@ class RowChecker:
 
     def pairs(self, name: str) -> list[list[str]]:
         value = self.raw.get(name, [])
-        if not isinstance(value, list) or not all(
-            isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in value
-        ):
+        if not _is_pairs(value):
             raise self.fail(name, "must be a list of [relation, value] string pairs")
         return value
 
@@ -152,14 +159,8 @@ class RowChecker:
 # What RFT label columns may hold: the rewards read them as they are, mid-training, for every completion.
 LABEL_KINDS = {
     "string": (lambda v: isinstance(v, str), "a string"),
-    "strings": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
-    "pairs": (
-        lambda v: (
-            isinstance(v, list)
-            and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in v)
-        ),
-        "a list of [relation, value] string pairs",
-    ),
+    "strings": (_is_strings, "a list of strings"),
+    "pairs": (_is_pairs, "a list of [relation, value] string pairs"),
     "numbers": (lambda v: isinstance(v, list) and all(_is_finite_number(x) for x in v), "a list of finite numbers"),
     "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
 }

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from rectune.core.io import DataError, RecTuneError, read_json
+from rectune.core.io import DataError, RecTuneError, read_json_object
 from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.generation import one_answer_a_prompt
@@ -282,19 +282,11 @@ FINISHED = "finished.json"  # written last, once the stage's adapter and run fil
 def finished_stage(output_dir: str | os.PathLike) -> dict | None:
     """The record of a finished stage in ``output_dir``, or None while it is unfinished."""
     path = Path(output_dir) / FINISHED
-    return _object(path) if path.is_file() else None
+    return read_json_object(path) if path.is_file() else None
 
 
 def wandb_run_record(output_dir: str | os.PathLike) -> dict:
     """The stage's W&B run (``id``, ``project``, ``url``: the strings among them), or ``{}`` when it has none."""
     path = Path(output_dir) / WANDB_RUN
-    record = _object(path) if path.is_file() else {}
+    record = read_json_object(path) if path.is_file() else {}  # an adapter folder from elsewhere carries it too
     return {key: record[key] for key in ("id", "project", "url") if isinstance(record.get(key), str)}
-
-
-def _object(path: Path) -> dict:
-    """A run file's JSON object: an adapter folder from elsewhere carries these files too."""
-    record = read_json(path)
-    if not isinstance(record, dict):
-        raise DataError(path, f"expected a JSON object, got {type(record).__name__}")
-    return record

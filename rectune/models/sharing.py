@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from rectune.core.escaping import markdown_cell, markdown_text, shell_word
-from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, write_json
+from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, read_json_object, write_json
 from rectune.models.embedded import EMBEDDED, EMBEDDED_HUB_ID, embedded_model_path, is_embedded_path
 
 _CODE_UNSAFE = re.compile(r"[^\w.-]+")  # what may not reach a command line in a code block
@@ -73,13 +73,11 @@ def read_chain(adapter_dir: Path) -> dict:
     """``{"base_model", "merged_adapters"}`` of an adapter: its ``base_chain.json``, else its PEFT config."""
     path = adapter_dir / CHAIN
     if path.is_file():
-        chain = read_json(path)
+        chain = read_json_object(path)
         if not isinstance(chain.get("base_model"), str) or not isinstance(chain.get("merged_adapters"), list):
             raise DataError(path, "needs 'base_model' (a string) and 'merged_adapters' (a list of folders)")
         return chain
-    config = read_json(adapter_dir / "adapter_config.json")
-    if not isinstance(config, dict):
-        raise DataError(adapter_dir / "adapter_config.json", f"expected a JSON object, got {type(config).__name__}")
+    config = read_json_object(adapter_dir / "adapter_config.json")
     base = config.get("base_model_name_or_path")
     if not isinstance(base, str) or not base.strip():
         raise DataError(adapter_dir / "adapter_config.json", "field 'base_model_name_or_path': must name the base "

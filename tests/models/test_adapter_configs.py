@@ -75,3 +75,14 @@ def test_an_adapter_config_naming_no_base_model_is_one_line(tmp_path, adapters):
         (adapter / "adapter_config.json").write_text(json.dumps(content))
         with pytest.raises(DataError, match=re.escape(f"{adapter / 'adapter_config.json'}: {line}")):
             adapter_chain(adapter)
+
+
+def test_a_base_chain_file_that_is_no_object_is_one_line(tmp_path, adapters):
+    """A list in base_chain.json (which names what a portable adapter was trained on) was an AttributeError."""
+    from rectune.models.sharing import CHAIN
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(adapters[0], adapter)
+    (adapter / CHAIN).write_text("[]")
+    with pytest.raises(DataError, match=re.escape(f"{adapter / CHAIN}: expected a JSON object, got list")):
+        adapter_chain(adapter)
