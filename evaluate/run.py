@@ -57,6 +57,7 @@ from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_of
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, generate_vllm
+from rectune.models.template_options import parse_template_options, recorded_template_options
 
 DEFAULT_K = 5  # a baseline's answer length when neither --k nor the prompt sets one
 
@@ -92,6 +93,11 @@ def parse_args() -> argparse.Namespace:
         help="default: the benchmark's longest answer for hf and vllm (RecBench+ 160, PerRecBench 16, LLMRec 96); "
         "2000 for openai* (the authors' max_tokens)",
     )
+    parser.add_argument(
+        "--chat-template-kwargs", type=parse_template_options, default=None, metavar="JSON",
+        help="variables of the model's chat template, e.g. '{\"enable_thinking\": false}' (default: those its "
+        "GRPO stage trained with, else none); the openai backend sends them to the server",
+    )  # fmt: skip
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     parser.add_argument("--temperature", type=positive, default=1.0)
     parser.add_argument("--top-p", type=fraction, default=1.0)
@@ -158,6 +164,9 @@ def main() -> None:
         raise RecTuneError("--temperature and --top-p shape sampling: add --do-sample (decoding is greedy without it)")
     if args.stop and not args.backend.startswith("openai"):
         raise RecTuneError("--stop goes with --backend openai or openai-batch (a local model stops at its end token)")
+    if args.chat_template_kwargs is not None and (batch or (args.model or "").startswith(PREFIX)):
+        raise RecTuneError("--chat-template-kwargs goes with a model whose chat template renders the prompts here or "
+                           "on the server (--backend hf, vllm or openai)")  # fmt: skip
     if args.concurrency < 1 or args.max_retries < 0 or args.request_timeout <= 0:
         raise RecTuneError("--concurrency must be at least 1, --max-retries at least 0, --request-timeout positive")
     variant = prompt_variant(args.data, args.with_history, args.k)
@@ -224,6 +233,7 @@ def main() -> None:
         generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
+    settings.chat_template_kwargs = template_options(args.chat_template_kwargs, checkpoint)
     if baseline is None and args.backend == "vllm":
         generate_batches = partial(generate_vllm, checkpoint, settings=settings)
     elif baseline is None and args.backend == "hf":
@@ -260,6 +270,16 @@ def main() -> None:
         print(f"W&B: the same scores were logged from {args.out} before; no new run")
     elif not args.no_wandb:
         log_to_wandb(args.out, report, table_rows, args.wandb_project)
+
+
+def template_options(given: dict | None, checkpoint: Checkpoint) -> dict:
+    """The chat template's variables: as given, else as the stage that trained ``checkpoint`` saved them."""
+    if given is not None:
+        return given
+    recorded = recorded_template_options(checkpoint.adapter)  # none for a model, an endpoint or a baseline
+    if recorded:
+        print(f"rendering prompts with the chat_template_kwargs {checkpoint.adapter} was trained with: {recorded}")
+    return recorded
 
 
 if __name__ == "__main__":

@@ -89,8 +89,10 @@ def main() -> None:
     if rft_args.init_adapter:
         with PartialState().main_process_first():
             model_name = str(merged_model(rft_args.init_adapter))
-    dataset, validation = fit_chat_template(model_name, None, dataset, validation)  # a merged base: SFT's template
-    check_prompts_fit(model_name, positions, training_args.max_completion_length, dataset, validation)
+    # The base's chat template (a merged base's: SFT's) with the recipe's variables, saved for evaluation
+    options = training_args.chat_template_kwargs
+    dataset, validation = fit_chat_template(model_name, None, dataset, validation, options=options)
+    check_prompts_fit(model_name, positions, training_args.max_completion_length, dataset, validation, options=options)
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
 
@@ -103,6 +105,7 @@ def main() -> None:
         init_adapter=rft_args.init_adapter,
         rewards=rft_args.reward_funcs,
         reward_weights=training_args.reward_weights,
+        **({"chat_template_kwargs": options} if options else {}),  # in the card and W&B's config
     )
     init_tracking(training_args, run_args, metadata)
     with settings_the_trainer_takes():  # TRL's own checks of the settings, as one line

@@ -129,6 +129,8 @@ def request_body(messages: list[dict], model: str, settings: GenerationSettings)
         body["temperature"] = 0.0
     if settings.stop:
         body["stop"] = list(settings.stop)
+    if settings.chat_template_kwargs:  # servers that render templates take them (vLLM, SGLang, transformers serve)
+        body["chat_template_kwargs"] = settings.chat_template_kwargs
     return body
 
 

@@ -130,10 +130,16 @@ def tries_text(tries: int) -> str:
     return f"{tries} {'try' if tries == 1 else 'tries'}"
 
 
+# Request fields OpenAI's client has no parameter for, which servers that render chat templates read
+BEYOND_OPENAI = ("chat_template_kwargs",)
+
+
 def ask_once(client: Any, body: dict, counter: TryCounter, timeout: float) -> tuple[str, dict]:
     """Send ``body`` (the client retrying HTTP failures) and read the answer within the deadline and cap."""
+    given = {key: value for key, value in body.items() if key not in BEYOND_OPENAI}
+    extra = {key: body[key] for key in BEYOND_OPENAI if key in body} or None  # sent in the body as they are
     start = time.perf_counter()
-    with client.chat.completions.with_streaming_response.create(**body) as response:
+    with client.chat.completions.with_streaming_response.create(**given, extra_body=extra) as response:
         raw = read_body(response.http_response, counter.sent_at + timeout)
     latency = time.perf_counter() - start
     return parse_completion(raw, latency)

@@ -270,6 +270,7 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
 REPORT_KIND = "eval report"
 REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "details.jsonl", "batch_requests.jsonl")
 REPORT_ENTRIES = [*REPORT_FILES, "wandb"]
+OPTIONAL_SETTINGS = ("stop", "chat_template_kwargs")
 
 
 def predictions_key(
@@ -279,7 +280,9 @@ def predictions_key(
 
     The batch size is left out: it changes only the order of generation.
     """
-    generation = {k: v for k, v in asdict(settings).items() if k != "batch_size" and not (k == "stop" and not v)}
+    generation = {  # settings left unset keep the keys of reports written before they existed
+        k: v for k, v in asdict(settings).items() if k != "batch_size" and not (k in OPTIONAL_SETTINGS and not v)
+    }
     data_hash = hashlib.sha256(Path(data).read_bytes()).hexdigest()
     return {"model": checkpoint.identity(), "data_sha256": data_hash, "prompt": variant, "generation": generation}
 

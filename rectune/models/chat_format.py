@@ -11,6 +11,7 @@ loops without end or builds a string without bound stops in one line.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +93,14 @@ def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-
         raise RecTuneError(f"{model}: its tokenizer has no chat template (a base model?); give {hint}")
 
 
-def takes_system_messages(tokenizer: Any) -> bool:
-    """Whether the tokenizer's chat template renders a system message (templates refuse with a TemplateError)."""
+def takes_system_messages(tokenizer: Any, options: dict | None = None) -> bool:
+    """Whether the tokenizer's chat template (with the variables ``options``) renders a system message (templates
+    refuse with a TemplateError)."""
     from jinja2.exceptions import TemplateError
 
     try:
-        render_chat(tokenizer, PROBE, getattr(tokenizer, "name_or_path", "the model"), add_generation_prompt=True)
+        name = getattr(tokenizer, "name_or_path", "the model")
+        render_chat(tokenizer, PROBE, name, add_generation_prompt=True, **(options or {}))
     except TemplateError:
         return False
     return True
@@ -113,42 +116,64 @@ def fold_system(messages: list[dict]) -> list[dict]:
     return [{"role": "user", "content": system}, *rest]
 
 
-def fitted(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[list[dict]]:
+def fitted(tokenizer: Any, prompts: list[list[dict]], model: str, options: dict | None = None) -> list[list[dict]]:
     """``prompts`` as the template takes them: folded (said in one line) where it takes no system message."""
-    if takes_system_messages(tokenizer):
+    if takes_system_messages(tokenizer, options):
         return prompts
     log.warning(FOLDED.format(model=model))
     return [fold_system(prompt) for prompt in prompts]
 
 
-def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str) -> None:
-    """Render each example as TRL will (its prompt ready for the answer, and with its completion where it has one),
-    each under :func:`render_chat`'s limits: TRL renders them with none, so a template that loops or grows without
-    bound on some example stops here in one line naming it, not in TRL's tokenization or the OOM killer. A template
-    that refuses an example is one line too (TRL's is a traceback)."""
+def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str, options: dict | None = None) -> None:
+    """Render each example as TRL will (its prompt ready for the answer, and with its completion where it has one;
+    with the template's variables ``options``), each under :func:`render_chat`'s limits: TRL renders them with
+    none, so a template that loops or grows without bound on some example stops here in one line naming it, not in
+    TRL's tokenization or the OOM killer. A template that refuses an example is one line too (TRL's is a
+    traceback). Where a prompt ready for the answer is not how the template begins the prompt with its answer,
+    one line says what training leaves out (:data:`UNLIKE_EVALUATION`)."""
     from jinja2.exceptions import TemplateError
 
+    unlike = None
     for index, example in enumerate(examples):
         prompt, completion = example["prompt"], example.get("completion")
         if isinstance(prompt, str):
             continue  # plain text, which TRL tokenizes without the template
         chats = [(prompt, True)] if completion is None else [(prompt, True), (prompt + completion, False)]
-        for chat, answer_next in chats:
-            try:
-                render_chat(tokenizer, chat, model, add_generation_prompt=answer_next)
-            except TemplateError as err:
-                raise RecTuneError(f"{model}: its chat template refuses {name} example {index + 1}: {err}") from None
-            except RecTuneError as err:
-                raise RecTuneError(f"{name} example {index + 1}: {err}") from None
+        try:
+            texts = [render_chat(tokenizer, chat, model, add_generation_prompt=ends, **(options or {}))
+                     for chat, ends in chats]  # fmt: skip
+        except TemplateError as err:
+            raise RecTuneError(f"{model}: its chat template refuses {name} example {index + 1}: {err}") from None
+        except RecTuneError as err:
+            raise RecTuneError(f"{name} example {index + 1}: {err}") from None
+        if unlike is None and len(texts) == 2 and not texts[1].startswith(texts[0]):
+            unlike = index, _left_out(*texts)
+    if unlike is not None:
+        log.warning(UNLIKE_EVALUATION.format(model=model, name=name, index=unlike[0] + 1, text=unlike[1]))
 
 
-def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str) -> list[str]:
-    """Each chat as the model's template writes it (:func:`fitted`), ready for the assistant's answer."""
+# TRL starts a completion where the two renderings part (and warns once, among its other logs)
+UNLIKE_EVALUATION = (
+    "{model}: its chat template renders a prompt ready for the answer unlike the same prompt with its answer "
+    "({name} example {index} first): training leaves out {text!r}, which evaluation's prompts end with, so the "
+    "model learns its answers after another context than it is scored in; a chat_template_path whose prompt ends "
+    "alike avoids it"
+)
+
+
+def _left_out(prompt: str, whole: str) -> str:
+    """The end of ``prompt`` past the longest beginning it shares with ``whole``."""
+    return prompt[len(os.path.commonprefix([prompt, whole])) :][:80]
+
+
+def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str, options: dict | None = None) -> list[str]:
+    """Each chat as the model's template writes it (:func:`fitted`), ready for the assistant's answer, with the
+    template's variables ``options`` (``chat_template_kwargs``)."""
     from jinja2.exceptions import TemplateError
 
     check_chat_template(tokenizer, model)
-    prompts = fitted(tokenizer, prompts, model)
+    prompts = fitted(tokenizer, prompts, model, options)
     try:
-        return [render_chat(tokenizer, p, model, add_generation_prompt=True) for p in prompts]
+        return [render_chat(tokenizer, p, model, add_generation_prompt=True, **(options or {})) for p in prompts]
     except TemplateError as err:
         raise RecTuneError(f"{model}: its chat template refuses RecTune's prompts: {err}") from None

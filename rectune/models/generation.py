@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
@@ -24,6 +24,7 @@ class GenerationSettings:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = ()  # endpoints only
+    chat_template_kwargs: dict = field(default_factory=dict)  # the template's variables (template_options.py)
 
 
 def generate(
@@ -39,7 +40,9 @@ def generate(
     take (:func:`time_left_bound`, measured on the batches so far), not tqdm's, which extrapolates from
     batches whose answers may have ended early.
     """
-    texts = render_prompts(tokenizer, prompts, getattr(model, "name_or_path", "the model"))
+    texts = render_prompts(
+        tokenizer, prompts, getattr(model, "name_or_path", "the model"), settings.chat_template_kwargs
+    )
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     check_positions(model, lengths, settings.max_new_tokens)
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
@@ -168,10 +171,11 @@ def generate_vllm(
         top_p=settings.top_p if settings.do_sample else 1.0,
     )
     lora = LoRARequest("adapter", 1, checkpoint.adapter) if checkpoint.adapter else None
-    prompts = fitted(llm.get_tokenizer(), prompts, checkpoint.base_model)  # as render_prompts does for hf
+    options = settings.chat_template_kwargs or None
+    prompts = fitted(llm.get_tokenizer(), prompts, checkpoint.base_model, options)  # as render_prompts does for hf
     for start in range(0, len(prompts), 256):
         chunk = prompts[start : start + 256]
-        outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True)
+        outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True, chat_template_kwargs=options)
         yield [
             (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
             for i, out in enumerate(outputs)

@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from rectune.core.io import RecTuneError
+from rectune.models.template_options import check_template_options
 
 # key -> (smallest allowed value, why); None is allowed wherever the field's default is None
 AT_LEAST = {
@@ -93,6 +94,8 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
                     f"{source}: key {key!r}: {getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}"
                 )
     for config in configs:
+        if hasattr(config, "chat_template_kwargs"):  # TRL renders every prompt with them, from the first step on
+            check_template_options(config.chat_template_kwargs, source)
         problem = _training_start_problem(config)
         if problem:
             raise RecTuneError(f"{source}: {problem}")

@@ -15,12 +15,13 @@ from typing import Any
 import torch
 import yaml
 
-from rectune.core.io import RecTuneError, atomic_write
+from rectune.core.io import RecTuneError, atomic_write, write_json
 from rectune.core.outputs import make_shareable
 from rectune.models.chat_format import load_tokenizer, render_chat
 from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import check_adapter_patterns, error_text, learned_positions, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
+from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
 from rectune.training.stages import mark_finished, seal_output_dir
@@ -56,12 +57,16 @@ def early_stopping(training_args: Any, run_args: RunArguments) -> list:
 
 
 def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:
-    """``recipe.yaml`` (what reproduces the run: ``train/sft.py OUTPUT/recipe.yaml``) and the model card."""
+    """``recipe.yaml`` (what reproduces the run: ``train/sft.py OUTPUT/recipe.yaml``), the chat template's variables
+    where the stage rendered its prompts with some (evaluation renders with them too), and the model card."""
     resolved = resolved_recipe(tuple(type(config) for config in configs))
     out = Path(output_dir)
     with atomic_write(out / "recipe.yaml") as handle:
         handle.write(f"# resolved from {recipe or 'command-line flags'}; stage {metadata['stage']}\n")
         yaml.safe_dump(resolved, handle, sort_keys=True)
+    options = next((c.chat_template_kwargs for c in configs if getattr(c, "chat_template_kwargs", None)), None)
+    if options:
+        write_json(out / TEMPLATE_OPTIONS_FILE, options)
     with atomic_write(out / "README.md") as handle:
         handle.write(card)
 
@@ -75,7 +80,7 @@ def save_stage(
     sft_adapter: str | None = None,
     claimed_at: int = 0,
 ) -> None:
-    """Save the stage: adapter, portable base record, ``recipe.yaml``, model card, then ``finished.json``.
+    """Save the stage: adapter, portable base record, run files (:func:`write_run_files`), then ``finished.json``.
 
     The card and the base record are written before any Hub push (``push_to_hub``), in place of the
     trainer's own card, so the pushed folder is the one described here. Files this run wrote since
@@ -231,8 +236,11 @@ def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> in
     return limit
 
 
-def check_prompts_fit(model_name: str, positions: int | None, completion_length: int | None, *datasets: Any) -> None:
-    """Stop in one line, before the first step, where GRPO's prompts with ``completion_length`` new tokens
+def check_prompts_fit(
+    model_name: str, positions: int | None, completion_length: int | None, *datasets: Any, options: dict | None = None
+) -> None:
+    """Stop in one line, before the first step, where GRPO's prompts (with the template's variables ``options``)
+    with ``completion_length`` new tokens
     would pass the model's ``positions`` learned positions (GPT-2's 1,024): the rollout reaching past them was an
     IndexError. TRL has no prompt limit to check instead, so the prompts are tokenized, for such models only."""
     if positions is None:
@@ -241,7 +249,7 @@ def check_prompts_fit(model_name: str, positions: int | None, completion_length:
     new_tokens = completion_length or 0
     lengths = [  # as TRL tokenizes them: a chat template writes its own special tokens, a plain prompt gets them
         len(tokenizer(prompt, add_special_tokens=True)["input_ids"]) if isinstance(prompt, str) else
-        len(tokenizer(render_chat(tokenizer, prompt, model_name, add_generation_prompt=True),
+        len(tokenizer(render_chat(tokenizer, prompt, model_name, add_generation_prompt=True, **(options or {})),
                       add_special_tokens=False)["input_ids"])
         for data in datasets if data is not None for prompt in data["prompt"]
     ]  # fmt: skip

@@ -269,7 +269,7 @@ def check_chat_template_path(path: str | None, model_name: str) -> None:
 
 def fit_chat_template(
     model_name: str, chat_template_path: str | None, *datasets: Any, eos_token: str | None = None,
-    pad_token: str | None = None,
+    pad_token: str | None = None, options: dict | None = None,
 ) -> tuple[Any, ...]:  # fmt: skip
     """The examples as the chat template of ``model_name``'s tokenizer (a model, or an SFT adapter's folder)
     can render them: where it takes no system message, each prompt's system prompt opens its first user
@@ -277,13 +277,13 @@ def fit_chat_template(
     do a tokenizer without a template and SFT's ``eos_token`` and ``pad_token`` where its vocabulary lacks
     them (TRL's errors, tracebacks), unless ``chat_template_path`` gives a template (TRL applies it as it is:
     cloned from another tokenizer, it brings that tokenizer's special tokens). Every example is rendered once,
-    with the template TRL will use, under the limits of RecTune's own renderings before TRL renders it without
-    them."""
+    with the template and variables (GRPO's ``options``) TRL will use, under the limits of RecTune's own
+    renderings before TRL renders it without them."""
     tokenizer = load_tokenizer(model_name)
     if chat_template_path:  # TRL applies the template given as it is (checked by check_chat_template_path)
         if any(data is not None for data in datasets):
             tokenizer.chat_template = given_template(chat_template_path)
-            check_all_render(tokenizer, datasets, chat_template_path)
+            check_all_render(tokenizer, datasets, chat_template_path, options)
         return datasets
     for key, token in (("eos_token", eos_token), ("pad_token", pad_token)):
         if token is not None and token not in tokenizer.get_vocab():
@@ -294,12 +294,12 @@ def fit_chat_template(
     check_chat_template(tokenizer, model_name, "an instruction-tuned model or SFT's chat_template_path (a .jinja "
                         "file; SFT then RFT keeps it)")  # fmt: skip
     check_vocabulary(tokenizer, configured_vocabulary(model_name), model_name)
-    if not takes_system_messages(tokenizer):
+    if not takes_system_messages(tokenizer, options):
         log.warning(FOLDED.format(model=model_name))
         datasets = tuple(
             data if data is None else data.map(lambda row: {"prompt": fold_system(row["prompt"])}) for data in datasets
         )
-    check_all_render(tokenizer, datasets, model_name)
+    check_all_render(tokenizer, datasets, model_name, options)
     return datasets
 
 
@@ -311,8 +311,8 @@ def given_template(path: str) -> str:
     return load_tokenizer(path).chat_template
 
 
-def check_all_render(tokenizer: Any, datasets: tuple[Any, ...], template: str) -> None:
+def check_all_render(tokenizer: Any, datasets: tuple[Any, ...], template: str, options: dict | None = None) -> None:
     """Every example of the training data, then of the validation data, rendered once under RecTune's limits."""
     for position, data in enumerate(datasets):
         if data is not None:
-            check_examples_render(tokenizer, data, template, "training" if position == 0 else "validation")
+            check_examples_render(tokenizer, data, template, "training" if position == 0 else "validation", options)

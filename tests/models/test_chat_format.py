@@ -119,7 +119,7 @@ def test_a_chat_template_that_loops_without_end_is_one_line(tokenizer, monkeypat
     assert str(caught.value) == (
         f"{tokenizer.name_or_path}: its chat template ran past 1 s on one chat (a loop without end?)"
     )
-    monkeypatch.setattr(chat_format, "takes_system_messages", lambda tokenizer: True)
+    monkeypatch.setattr(chat_format, "takes_system_messages", lambda tokenizer, options=None: True)
     with pytest.raises(RecTuneError) as caught:
         render_prompts(tokenizer, [CHAT], "stranger/model")  # a template looping on RecTune's prompts only
     assert str(caught.value) == "stranger/model: its chat template ran past 1 s on one chat (a loop without end?)"
