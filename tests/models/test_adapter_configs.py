@@ -22,6 +22,8 @@ from rectune.training.merging import merge_adapters
         ({"peft_type": "NOPE"}, "field 'peft_type': 'NOPE' is no adapter type PEFT knows"),
         ({"task_type": "WHAT"}, "PEFT cannot read it: Invalid task type: 'WHAT'"),
         ({"init_lora_weights": 7}, "field 'init_lora_weights': must be true, false or the name of a PEFT init"),
+        ({"init_lora_weights": "x"}, "field 'init_lora_weights': must be true, false or the name of a PEFT init"),
+        ({"init_lora_weights": "PISSA"}, "field 'init_lora_weights': must be true, false or the name of a PEFT init"),
     ],
 )
 def test_an_adapter_config_peft_cannot_use_is_one_line(tmp_path, tiny_model, adapters, setting, line):
@@ -35,10 +37,18 @@ def test_an_adapter_config_peft_cannot_use_is_one_line(tmp_path, tiny_model, ada
     assert str(caught.value).startswith(f"{adapter / 'adapter_config.json'}: {line.format(base=tiny_model)}")
 
 
+@pytest.mark.parametrize("name", ["gaussian", "pissa", "pissa_niter_4", "olora", "eva", "orthogonal"])
+def test_peft_initialisations_by_name_are_taken(tmp_path, tiny_model, adapters, name):
+    adapter = tmp_path / "adapter"
+    shutil.copytree(adapters[0], adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "init_lora_weights": name}))
+    check_adapters_fit(str(tiny_model), [str(adapter)])
+
+
 @pytest.mark.parametrize(
     ("setting", "line"),
     [
-        ({"init_lora_weights": "x"}, "/adapter_config.json: PEFT cannot load it onto {base}: Unknown initialization"),
         ({"monteclora_config": -1}, "/adapter_config.json: PEFT cannot load it onto {base}: 'int' object has no"),
         ({"alora_invocation_tokens": [1]}, ": PEFT cannot merge it into {base}: aLoRA does not support merging"),
     ],
