@@ -16,7 +16,7 @@ its own rows and intervals.
 
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, positive_int, run
+from rectune.core.cli import ArgumentParser, positive_int, run, seed
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
@@ -43,7 +43,7 @@ def main() -> None:
     )
     parser.add_argument("--by-difficulty", action="store_true", help="rows and intervals per difficulty tier")
     parser.add_argument("--bootstrap-samples", type=positive_int, default=1000, help="paired bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap resampling")
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]

@@ -37,6 +37,7 @@ form with K items (--k, else the prompt's K, else 5) and writes the same report 
 """
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ from functools import partial
 from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
-from rectune.core.cli import ArgumentParser, fraction, positive, positive_int, run
+from rectune.core.cli import ArgumentParser, fraction, non_negative_int, positive, positive_int, run, seed
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
@@ -58,7 +59,7 @@ from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_of
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, generate_vllm
-from rectune.models.template_options import parse_template_options, recorded_template_options
+from rectune.models.template_options import recorded_template_options, template_options_argument
 
 DEFAULT_K = 5  # a baseline's answer length when neither --k nor the prompt sets one
 
@@ -95,14 +96,14 @@ def parse_args() -> argparse.Namespace:
         "2000 for openai* (the authors' max_tokens)",
     )
     parser.add_argument(
-        "--chat-template-kwargs", type=parse_template_options, default=None, metavar="JSON",
+        "--chat-template-kwargs", type=template_options_argument, default=None, metavar="JSON",
         help="variables of the model's chat template, e.g. '{\"enable_thinking\": false}' (default: those its "
         "GRPO stage trained with, else none); the openai backend sends them to the server",
     )  # fmt: skip
     parser.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
     parser.add_argument("--temperature", type=positive, default=1.0)
     parser.add_argument("--top-p", type=fraction, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--stop", nargs="+", default=[], help="openai: stop sequences")
     parser.add_argument("--limit", type=positive_int, default=None, help="first N queries only")
     parser.add_argument(
@@ -124,13 +125,16 @@ def parse_args() -> argparse.Namespace:
         "--api-model", default=None, help="model name the endpoint serves (gpt-4o): openai and openai-batch"
     )
     endpoint.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    endpoint.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    endpoint.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight")
     endpoint.add_argument(
-        "--request-timeout", type=float, default=300.0,
+        "--request-timeout", type=positive, default=300.0,
         help="seconds a request may take in all, from sending it to the answer's last byte (each try)",
     )  # fmt: skip
     endpoint.add_argument(
-        "--max-retries", type=int, default=5, help="retries on 429/5xx, timeouts and unusable answers (with backoff)"
+        "--max-retries",
+        type=non_negative_int,
+        default=5,
+        help="retries on 429/5xx, timeouts and unusable answers (with backoff)",
     )
     endpoint.add_argument("--verbose", action="store_true", help="log every HTTP request (credentials hidden)")
     endpoint.add_argument(
@@ -159,6 +163,8 @@ def main() -> None:
         raise RecTuneError("--backend openai needs --api-model NAME (the model the endpoint serves)")
     if batch and not (args.model or args.api_model):
         raise RecTuneError("--backend openai-batch needs --api-model NAME")
+    if args.backend == "vllm" and importlib.util.find_spec("vllm") is None:  # before any model loads
+        raise RecTuneError("--backend vllm: vLLM is not installed here (it runs on GPUs): pip install -e '.[vllm]'")
     if args.backend in ("hf", "vllm") and not args.model:
         raise RecTuneError(f"--backend {args.backend} needs --model CHECKPOINT")
     if not args.do_sample and (args.temperature != 1.0 or args.top_p != 1.0):  # else greedy, recorded as set
@@ -168,8 +174,6 @@ def main() -> None:
     if args.chat_template_kwargs is not None and (batch or (args.model or "").startswith(PREFIX)):
         raise RecTuneError("--chat-template-kwargs goes with a model whose chat template renders the prompts here or "
                            "on the server (--backend hf, vllm or openai)")  # fmt: skip
-    if args.concurrency < 1 or args.max_retries < 0 or args.request_timeout <= 0:
-        raise RecTuneError("--concurrency must be at least 1, --max-retries at least 0, --request-timeout positive")
     variant = prompt_variant(args.data, args.with_history, args.k)
     # endpoints: the authors' max_tokens; local generation: the benchmark's longest answer (fits a CPU)
     max_new_tokens = args.max_new_tokens or (

@@ -9,7 +9,7 @@ evaluate/run.py and train/grpo.py --init_adapter accept; --full-model also write
 with the merged adapter folded in.
 """
 
-from rectune.core.cli import ArgumentParser, add_output_arguments, finite, positive_int, run, share
+from rectune.core.cli import ArgumentParser, add_output_arguments, finite, positive_int, run, seed, share
 from rectune.training.merging import METHODS, merge_adapters
 
 
@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--density", type=share, default=None, help="ties/dare_ties: share of each delta kept")
     parser.add_argument("--svd-rank", type=positive_int, default=None, help="svd: rank of the merged adapter")
     parser.add_argument("--full-model", default=None, help="also write the merged full model here")
-    parser.add_argument("--seed", type=int, default=0, help="dare_ties: seed of the deltas it drops at random")
+    parser.add_argument("--seed", type=seed, default=0, help="dare_ties: seed of the deltas it drops at random")
     args = parser.parse_args()
     out = merge_adapters(
         args.adapters,

@@ -17,7 +17,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from rectune.core.io import RecTuneError
+from rectune.core.cli import positive_int
 
 
 @dataclass(frozen=True)
@@ -80,19 +80,17 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     """``--max-chars``/``--max-mentions``: the caps on what is scored of one completion."""
     parser.add_argument(
         "--max-chars",
-        type=int,
+        type=positive_int,
         default=DEFAULT_LIMITS.max_chars,
         help="characters of each answer scored, after <think> blocks are removed (default: %(default)s)",
     )
     parser.add_argument(
         "--max-mentions",
-        type=int,
+        type=positive_int,
         default=DEFAULT_LIMITS.max_mentions,
         help="titles parsed from each answer (default: %(default)s)",
     )
 
 
 def limits(args: argparse.Namespace) -> CompletionLimits:
-    if args.max_chars < 1 or args.max_mentions < 1:
-        raise RecTuneError("--max-chars and --max-mentions must be at least 1")
     return CompletionLimits(args.max_chars, args.max_mentions)

@@ -12,6 +12,7 @@ one no limit of RecTune's bounds), and ``add_generation_prompt`` or ``tokenize``
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import os
@@ -63,15 +64,15 @@ def check_template_options(value: Any, source: object) -> dict:
     return dict(value or {})
 
 
-def parse_template_options(text: str) -> dict:
-    """``--chat-template-kwargs``' JSON object."""
+def template_options_argument(text: str) -> dict:
+    """argparse type of ``--chat-template-kwargs``: a JSON object of the template's variables."""
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise RecTuneError(f"--chat-template-kwargs: {text[:80]!r} is no JSON object ({err.msg})") from None
+    except (json.JSONDecodeError, RecursionError):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is no JSON object") from None
     problem = template_options_problem(value)
     if problem:
-        raise RecTuneError(f"--chat-template-kwargs: {problem}")
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 

@@ -1,6 +1,7 @@
 """Counts and ranges of command-line settings (K, --sample, a merge's rank, history, timeouts, generation) are
 checked naming the flag, and every backend scores the queries chosen."""
 
+import importlib.util
 import json
 
 import pytest
@@ -12,7 +13,8 @@ from conftest import RELEASE, read_jsonl, run_script
     [("evaluate/run.py", "--k", "-1"), ("evaluate/run.py", "--sample", "-100"), ("evaluate/run.py", "--sample", "0"),
      ("evaluate/run.py", "--limit", "-1"), ("evaluate/score.py", "--k", "0"), ("data_prep/recbench.py", "--k", "0"),
      ("data_prep/recbench.py", "--k", "-3"), ("train/merge.py", "--svd-rank", "0"),
-     ("evaluate/compare.py", "--bootstrap-samples", "0")],
+     ("evaluate/compare.py", "--bootstrap-samples", "0"), ("evaluate/run.py", "--concurrency", "0"),
+     ("evaluate/score.py", "--max-chars", "0"), ("evaluate/run.py", "--max-mentions", "-2")],
 )  # fmt: skip
 def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, value):
     result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
@@ -31,7 +33,13 @@ def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, va
      ("data_prep/llmrec.py", "--num-candidates", "0", "a number of at least 1"),
      ("data_prep/perrecbench.py", "--min-gap", "-0.5", "a number of at least 0"),
      ("data_prep/perrecbench.py", "--window-days", "inf", "a finite number"),
-     ("evaluate/score.py", "--fuzzy-cutoff", "101", "a number between 0 and 100")],
+     ("evaluate/score.py", "--fuzzy-cutoff", "101", "a number between 0 and 100"),
+     ("evaluate/run.py", "--request-timeout", "nan", "a finite number"),  # was taken: a deadline never reached
+     ("evaluate/run.py", "--max-retries", "-1", "a number of at least 0"),
+     ("evaluate/run.py", "--seed", "-1", "a number of at least 0"),
+     ("evaluate/compare.py", "--seed", "99999999999999999999", "a seed of at most 4294967295"),  # torch overflowed
+     ("data_prep/recbench.py", "--seed", "4294967296", "a seed of at most 4294967295"),
+     ("train/merge.py", "--seed", "-4", "a number of at least 0")],
 )  # fmt: skip
 def test_a_setting_out_of_its_range_is_refused_naming_the_flag(tmp_path, script, flag, value, words):
     result = run_script(script, flag, value, "--out", tmp_path / "out", check=False)
@@ -78,3 +86,17 @@ def test_the_batch_backend_writes_the_requests_of_the_queries_chosen(tmp_path, m
                movie_data / "test.jsonl", "--out", out, "--sample", "2", "--task", "explicit")  # fmt: skip
     requests = read_jsonl(out / "batch_requests.jsonl")
     assert len(requests) == 2 and all(r["custom_id"].startswith("movie/explicit/") for r in requests)
+
+
+def test_the_vllm_backend_without_vllm_is_one_line_before_anything_loads(tmp_path):
+    """Its import was a ModuleNotFoundError, a traceback, once the checkpoint had been resolved."""
+    data = tmp_path / "test.jsonl"
+    result = run_script("evaluate/run.py", "--backend", "vllm", "--model", "embedded:smollm2", "--data", data,
+                        "--out", tmp_path / "out", check=False)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    if importlib.util.find_spec("vllm") is None:
+        assert result.stderr.splitlines()[-1] == (
+            "error: --backend vllm: vLLM is not installed here (it runs on GPUs): pip install -e '.[vllm]'"
+        )
+    else:  # where vLLM is installed, the missing data file is what stops it
+        assert str(data) in result.stderr.splitlines()[-1]

@@ -2,6 +2,7 @@
 checks of them, the saved stage and its evaluation, local or served; ``apply_chat_template``'s own parameters
 are refused; and SFT says in one line when a template renders a prompt alone unlike the prompt with its answer."""
 
+import argparse
 import datetime
 import json
 import logging
@@ -10,7 +11,7 @@ import pytest
 from conftest import CHATML, model_with_template, one_step_grpo_recipe, run_script
 from test_endpoint import free_port, start_server, stop_server
 
-from rectune.core.io import DataError, RecTuneError
+from rectune.core.io import DataError
 from rectune.evaluation.endpoint import request_body
 from rectune.evaluation.reports import predictions_key
 from rectune.models.chat_format import check_examples_render, load_tokenizer
@@ -18,8 +19,8 @@ from rectune.models.checkpoints import Checkpoint
 from rectune.models.generation import GenerationSettings
 from rectune.models.template_options import (
     TEMPLATE_OPTIONS_FILE,
-    parse_template_options,
     recorded_template_options,
+    template_options_argument,
     template_options_problem,
 )
 
@@ -54,11 +55,13 @@ def test_what_cannot_be_a_templates_variables_is_named(value, words):
 def test_a_templates_variables_are_taken():
     assert template_options_problem(None) is None
     assert template_options_problem({"enable_thinking": False, "tools_hint": ["a", 1]}) is None
-    assert parse_template_options('{"enable_thinking": false}') == {"enable_thinking": False}
-    with pytest.raises(RecTuneError, match="--chat-template-kwargs: 'enable_thinking' is no JSON object"):
-        parse_template_options("enable_thinking")
-    with pytest.raises(RecTuneError, match="--chat-template-kwargs: 'tokenize' is a parameter"):
-        parse_template_options('{"tokenize": true}')
+    assert template_options_argument('{"enable_thinking": false}') == {"enable_thinking": False}
+    with pytest.raises(argparse.ArgumentTypeError, match="'enable_thinking' is no JSON object"):
+        template_options_argument("enable_thinking")
+    with pytest.raises(argparse.ArgumentTypeError, match="'tokenize' is a parameter"):
+        template_options_argument('{"tokenize": true}')
+    with pytest.raises(argparse.ArgumentTypeError, match="not JSON"):
+        template_options_argument('{"x": NaN}')
 
 
 def test_a_saved_file_of_another_shape_is_one_line_naming_it(tmp_path):
