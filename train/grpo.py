@@ -25,11 +25,13 @@ from accelerate import PartialState
 from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
 from rectune.core.cli import run
+from rectune.models.chat_format import configured_vocabulary
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
+from rectune.training.generation_kwargs import check_generation_kwargs
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe
@@ -70,6 +72,7 @@ def main() -> None:
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     positions = check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line
+    check_generation_kwargs(training_args, configured_vocabulary(model_name), recipe or "command line")
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

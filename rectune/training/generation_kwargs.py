@@ -1,0 +1,102 @@
+"""What GRPO's ``generation_kwargs`` may set: how each token of a rollout is sampled, and nothing else.
+
+TRL hands them to transformers' ``GenerationConfig`` for every rollout, over the recipe's own sampling settings.
+Anything but sampling changes what a rollout is, and each such key was a traceback at the first step, once the model
+had loaded and the run held its folder: several beams or sequences a row (``num_beams``, ``num_return_sequences``),
+outputs as dictionaries (``return_dict_in_generate``), stop strings (generate needs the tokenizer for them, which
+TRL does not pass), assisted, prompt-lookup, contrastive or DoLa decoding, a watermark, another cache (RecTune's
+rollouts manage theirs), token ids past the vocabulary. Others ran and broke the group silently: greedy decoding
+(``do_sample: false``: every completion of a group alike, no advantage to learn from), a clock (``max_time``:
+rollouts that depend on the machine's speed), other lengths or end tokens than the recipe's
+(``max_new_tokens``, ``min_new_tokens``, ``eos_token_id``). With ``use_vllm`` they go to vLLM's
+``SamplingParams``, whose names differ, and are not checked here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rectune.core.io import RecTuneError
+
+KEY = "generation_kwargs"
+
+
+def _number(low: float, high: float, low_open: bool = False, high_open: bool = False, whole: bool = False):
+    def problem(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+            return f"{value!r} is not a {'whole ' if whole else ''}number"
+        inside = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+        if not math.isfinite(value) or not inside:
+            interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+            return f"{value!r} must lie in {interval}"
+        return None
+
+    return problem
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"{value!r} is not true or false"
+
+
+# key -> what its value must be; token id lists are checked against the vocabulary by check_generation_kwargs
+SAMPLING = {
+    "temperature": _number(0, math.inf, low_open=True, high_open=True),
+    "top_k": _number(0, math.inf, high_open=True, whole=True),
+    "top_p": _number(0, 1, low_open=True),
+    "min_p": _number(0, 1),
+    "typical_p": _number(0, 1, low_open=True),
+    "epsilon_cutoff": _number(0, 1, high_open=True),
+    "eta_cutoff": _number(0, 1, high_open=True),
+    "repetition_penalty": _number(0, math.inf, low_open=True, high_open=True),
+    "no_repeat_ngram_size": _number(0, math.inf, high_open=True, whole=True),
+    "renormalize_logits": _flag,
+    "remove_invalid_values": _flag,
+}
+TOKEN_LISTS = {"suppress_tokens": 1, "begin_suppress_tokens": 1, "bad_words_ids": 2}  # key -> nesting depth
+
+
+def generation_kwargs_problem(kwargs: Any, vocabulary: int | None) -> str | None:
+    """Why ``kwargs`` cannot shape GRPO's rollouts (None: they can); ``vocabulary``: the model's token count, where
+    known."""
+    if kwargs is None:
+        return None
+    if not isinstance(kwargs, dict):
+        return f"a {type(kwargs).__name__}, not a mapping of sampling settings to values"
+    allowed = ", ".join([*SAMPLING, *TOKEN_LISTS])
+    for key, value in kwargs.items():
+        if key in SAMPLING:
+            problem = SAMPLING[key](value)
+        elif key in TOKEN_LISTS:
+            problem = _token_ids_problem(value, TOKEN_LISTS[key], vocabulary)
+        else:
+            return (
+                f"{key!r} would change what a rollout is, not how its tokens are sampled (it takes {allowed}; "
+                "lengths and end tokens have keys of their own: max_completion_length, the tokenizer's)"
+            )
+        if problem:
+            return f"{key!r}: {problem}"
+    return None
+
+
+def _token_ids_problem(value: Any, depth: int, vocabulary: int | None) -> str | None:
+    lists = value if depth == 2 and isinstance(value, list) else [value]
+    for ids in lists:
+        if not isinstance(ids, list) or not ids and depth == 2:
+            return f"{value!r} is not a list of {'non-empty lists of ' if depth == 2 else ''}token ids"
+        for token in ids:
+            if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+                return f"{token!r} is no token id"
+            if vocabulary is not None and token >= vocabulary:
+                return f"token id {token} is past the model's {vocabulary} tokens"
+    return None
+
+
+def check_generation_kwargs(config: Any, vocabulary: int | None, source: object) -> None:
+    """Stop in one line naming ``source`` (the recipe or the command line) when GRPO's ``generation_kwargs`` would do
+    more than shape sampling, before the run claims its folder."""
+    if getattr(config, "use_vllm", False):
+        return
+    problem = generation_kwargs_problem(getattr(config, KEY, None), vocabulary)
+    if problem:
+        raise RecTuneError(f"{source}: key {KEY!r}: {problem}")
