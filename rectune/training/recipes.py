@@ -24,6 +24,7 @@ import yaml
 
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
+from rectune.training.model_init_kwargs import check_model_init
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_types import check_types
 from rectune.training.recipe_values import check_values, keep_target_modules_listed
@@ -77,6 +78,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError) as err:  # unused arguments, values
         raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # the configs' own checks refuse, files
     check_values(parsed, recipe or "command line")
+    check_model_init(parsed, recipe or "command line")
     keep_target_modules_listed(parsed)
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:

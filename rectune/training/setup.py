@@ -187,13 +187,19 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
 def settings_the_trainer_takes() -> Iterator[None]:
     """TRL's ValueError as it builds its trainer, as one line: settings that contradict one another or the model
     (``padding_free`` without packing, ``assistant_only_loss`` with a chat template that marks no answer,
-    ``gradient_checkpointing_kwargs`` the model's checkpointing does not take), checked by TRL, not here."""
+    ``gradient_checkpointing_kwargs`` the model's checkpointing does not take), checked by TRL, not here. So are a
+    package a setting needs (bitsandbytes for a quantization) and weights ``model_init_kwargs`` name that are not
+    there (a ``subfolder``, ``variant`` or ``gguf_file``): transformers' ImportError and OSError."""
     try:
         yield
     except RecTuneError:
         raise
-    except ValueError as err:
+    except (ValueError, ImportError) as err:
         raise RecTuneError(f"the trainer refuses these settings: {' '.join(str(err).split())[:600]}") from None
+    except OSError as err:
+        if err.errno is not None:  # the system's own (a full disk): said as such by the entry script
+            raise
+        raise RecTuneError(f"the model cannot be loaded as asked: {' '.join(str(err).split())[:600]}") from None
 
 
 def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> int | None:

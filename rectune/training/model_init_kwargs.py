@@ -1,0 +1,53 @@
+"""What ``model_init_kwargs`` may not ask of ``from_pretrained`` when the trainer loads the model to train it.
+
+Most of its keys shape the model (``dtype``, ``attn_implementation``, ``revision``, ``device_map``, a quantization,
+overrides of the model's configuration) and transformers checks them. The ones here were tracebacks once the run
+held its folder, or did what a recipe must not: write outside the run's folder or load pickle weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rectune.core.io import RecTuneError
+
+KEY = "model_init_kwargs"
+REFUSED = {
+    "cache_dir": "would put downloaded models in a folder of the recipe's choosing, outside the run's; set HF_HOME",
+    "offload_folder": "offloads weights to disk, outside the run's folder, where training cannot use them",
+    "offload_state_dict": "offloads weights to disk, where training cannot use them",
+    "offload_buffers": "offloads buffers, where training cannot use them",
+    "proxies": "would send the Hub's requests through a server of the recipe's choosing",
+    "output_loading_info": "makes from_pretrained return a tuple, not the model (an AttributeError)",
+    "config": "replaces the model's configuration with another loaded by name (give model overrides as keys)",
+    "generation_config": "is no setting of training (the rollouts' sampling: the recipe's own keys)",
+    "state_dict": "replaces the model's weights with others",
+    "adapter_kwargs": "loads an adapter into the base as it loads (SFT then RFT: init_adapter)",
+    "adapter_name": "loads an adapter into the base as it loads (SFT then RFT: init_adapter)",
+    "device_mesh": "is tensor parallelism's own wiring (launch with accelerate instead)",
+    "distributed_config": "is tensor parallelism's own wiring (launch with accelerate instead)",
+}
+NOT_TRAINABLE = ("meta", "disk")  # devices a device_map may name where no weight can be trained
+
+
+def model_init_problem(kwargs: Any) -> str | None:
+    """Why ``kwargs`` cannot load a model to train (None: as far as RecTune knows, they can)."""
+    if not isinstance(kwargs, dict):
+        return None  # a mapping's type is checked with the recipe's types; TRL parses JSON text into one
+    for key, value in kwargs.items():
+        if key in REFUSED:
+            return f"{key!r} {REFUSED[key]}"
+        if key == "use_safetensors" and value not in (True, None):
+            return f"'use_safetensors': {value!r} would load pickle weights (.bin), which can run code"
+        devices = value.values() if key == "device_map" and isinstance(value, dict) else [value]
+        if key == "device_map" and any(device in NOT_TRAINABLE for device in devices):
+            return f"'device_map': {value!r} puts weights on the meta device or disk, where training cannot use them"
+    return None
+
+
+def check_model_init(configs: tuple[Any, ...], source: object) -> None:
+    """Stop in one line naming ``source`` when a config's ``model_init_kwargs`` asks what training cannot do."""
+    for config in configs:
+        problem = model_init_problem(getattr(config, KEY, None))
+        if problem:
+            raise RecTuneError(f"{source}: key {KEY!r}: {problem}")

@@ -1,0 +1,53 @@
+"""What model_init_kwargs may not ask of from_pretrained when training loads its model: writing outside the run's
+folder, pickle weights, weights where training cannot use them, or another return value; and weights or packages
+the rest name that are not there are one line from the trainer, not a traceback."""
+
+import pytest
+from conftest import run_script, write_recipe
+from test_hostile import one_line
+from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
+
+from rectune.core.io import RecTuneError
+from rectune.training.arguments import RunArguments
+from rectune.training.model_init_kwargs import model_init_problem
+from rectune.training.recipes import parse_recipe
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"cache_dir": "/srv/models"}, "'cache_dir' would put downloaded models in a folder of the recipe's choosing"),
+        ({"offload_folder": "/tmp/x"}, "'offload_folder' offloads weights to disk, outside the run's folder"),
+        ({"proxies": {"https": "http://elsewhere:3128"}}, "'proxies' would send the Hub's requests through a server"),
+        ({"output_loading_info": True}, "'output_loading_info' makes from_pretrained return a tuple"),
+        ({"use_safetensors": False}, "'use_safetensors': False would load pickle weights (.bin)"),
+        ({"device_map": {"": "meta"}}, "'device_map': {'': 'meta'} puts weights on the meta device or disk"),
+        ({"device_map": "disk"}, "'device_map': 'disk' puts weights on the meta device or disk"),
+    ],
+)
+def test_what_training_cannot_load_with_is_named(kwargs, words):
+    assert model_init_problem(kwargs).startswith(words)
+
+
+def test_what_shapes_the_model_is_left_to_transformers():
+    taken = {"dtype": "bfloat16", "attn_implementation": "sdpa", "device_map": "auto", "use_safetensors": True,
+             "revision": "main", "rope_scaling": {"type": "linear", "factor": 2.0}}  # fmt: skip
+    assert model_init_problem(taken) is None and model_init_problem(None) is None
+
+
+def test_a_recipe_is_refused_at_parse_naming_it_and_the_key(tmp_path):
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "out"),
+                          model_init_kwargs={"cache_dir": str(tmp_path / "elsewhere")})  # fmt: skip
+    with pytest.raises(RecTuneError, match=r"r.yaml: key 'model_init_kwargs': 'cache_dir' would put"):
+        parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])
+
+
+def test_weights_the_recipe_names_that_are_not_there_are_one_line(tmp_path, tiny_model, train_data):
+    """transformers' OSError as the trainer loaded the model was a traceback."""
+    recipe = write_recipe(
+        tmp_path / "r.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
+        lora_target_modules=["q_proj"], output_dir=str(tmp_path / "out"), max_steps=1, report_to=["none"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+        model_init_kwargs={"variant": "fp16"},
+    )  # fmt: skip
+    one_line(run_script("train/sft.py", recipe, check=False), "the model cannot be loaded as asked", "model.fp16")
