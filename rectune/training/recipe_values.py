@@ -28,6 +28,7 @@ AT_LEAST = {
     "num_iterations": (1, "passes over each generation"),
     "steps_per_generation": (1, "steps a generation serves (generation_batch_size over the batch, which TRL derives)"),
     "ref_model_sync_steps": (1, "steps between reference model updates"),
+    "pad_to_multiple_of": (1, "(the multiple padded lengths round up to)"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = "[0, 4294967295]"  # NumPy's: a seed outside raised when training started
@@ -139,10 +140,18 @@ def _training_start_problem(config: Any) -> str | None:
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
     from transformers.trainer_utils import SchedulerType
 
+    mode = getattr(config, "torch_compile_mode", None)
+    if mode is not None and mode not in torch_compile_modes():
+        return f"key 'torch_compile_mode': {mode!r} is none of torch's ({', '.join(torch_compile_modes())})"
+    if (getattr(config, "dataset_kwargs", None) or {}).get("skip_prepare_dataset"):  # TRL's collator then fails
+        return "key 'dataset_kwargs': skip_prepare_dataset leaves RecTune's chat examples untokenized for the trainer"
     optim_args = getattr(config, "optim_args", None)
     for part in optim_args.replace(" ", "").split(",") if optim_args else []:
         if part.count("=") != 1:
             return f"key 'optim_args': {part!r} is no key=value (give them as 'a=1,b=2')"
+    problem = _optimizer_problem(config)
+    if problem:
+        return problem
     given = getattr(config, "gradient_checkpointing_kwargs", None)
     if isinstance(given, dict):
         parameters = inspect.signature(checkpoint).parameters.values()
@@ -164,6 +173,29 @@ def _training_start_problem(config: Any) -> str | None:
             f"key 'lr_scheduler_kwargs': {unknown[0]!r} is no setting of the {schedule.value} schedule (it takes "
             f"{', '.join(takes) or 'none'})"
         )
+    return None
+
+
+def torch_compile_modes() -> list[str]:
+    """The modes ``torch.compile`` takes (it raised on another as training began)."""
+    import torch._inductor
+
+    return list(torch._inductor.list_mode_options())
+
+
+def _optimizer_problem(config: Any) -> str | None:
+    """The package an ``optim`` needs where it is not installed (an ImportError as training began)."""
+    if not hasattr(config, "optim"):
+        return None
+    from transformers import Trainer
+
+    try:
+        Trainer.get_optimizer_cls_and_kwargs(config)
+    except ImportError as err:
+        return f"key 'optim': {' '.join(str(err).split())}"
+    except ValueError as err:  # grokadamw says so as a ValueError; others need the model, checked as it loads
+        if "install" in str(err):
+            return f"key 'optim': {' '.join(str(err).split())}"
     return None
 
 

@@ -1,5 +1,6 @@
 """Recipe values, malformed recipes and checkpoints are one line naming the key or file, before anything loads."""
 
+import importlib.util
 import json
 from types import SimpleNamespace
 
@@ -51,6 +52,9 @@ OUT_OF_RANGE = [
         {"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"num_cycle": 2}},
         "'num_cycle' is no setting of the cosine schedule (it takes last_epoch, num_cycles)",
     ),
+    ({"pad_to_multiple_of": 0}, "key 'pad_to_multiple_of': 0 is below 1"),  # a ZeroDivisionError at the first batch
+    ({"torch_compile_mode": "fast"}, "key 'torch_compile_mode': 'fast' is none of torch's (default, lite,"),
+    ({"dataset_kwargs": {"skip_prepare_dataset": True}}, "key 'dataset_kwargs': skip_prepare_dataset leaves"),
 ]
 
 
@@ -60,6 +64,18 @@ def test_out_of_range_values_are_one_line_naming_the_key(tmp_path, values, words
     with pytest.raises(RecTuneError, match="r.yaml") as caught:
         parse_recipe(SFT, [str(recipe)])
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_optimizer_whose_package_is_missing_is_one_line(tmp_path):
+    """transformers said so only as training began, once the model had loaded: an ImportError, a traceback."""
+    packages = {"grokadamw": "grokadamw", "lomo": "lomo_optim", "galore_adamw": "galore_torch"}
+    missing = [optim for optim, package in packages.items() if importlib.util.find_spec(package) is None]
+    recipe = write_recipe(tmp_path / "r.yaml", output_dir=str(tmp_path / "out"), optim=(missing or ["adamw_torch"])[0])
+    if not missing:  # every one installed here: each parses
+        parse_recipe(SFT, [str(recipe)])
+        return
+    with pytest.raises(RecTuneError, match=rf"r.yaml: key 'optim': .*install.*{packages[missing[0]]}"):
+        parse_recipe(SFT, [str(recipe)])
 
 
 def test_grpo_lengths_and_reward_weights(tmp_path):
