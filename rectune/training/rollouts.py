@@ -248,6 +248,10 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
             self.shared_prefix_rollouts = False
             sized = f" of {cache} tokens (the longest prompt's {longest} and max_completion_length)" if cache else ""
             log.info("rollouts: a static key/value cache%s, decoding step compiled by transformers on a GPU", sized)
+        elif self.generation_config.cache_implementation and self.shared_prefix_rollouts:  # the recipe's own cache
+            self.shared_prefix_rollouts = False  # generate takes it or a prefilled one, not both (a ValueError)
+            log.info("rollouts: cache_implementation %r: each completion prefills its prompt itself",
+                     self.generation_config.cache_implementation)  # fmt: skip
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None

@@ -1,6 +1,7 @@
 """GRPO's generation_kwargs shape how rollout tokens are sampled and nothing else: what would change a rollout
 (beams, several sequences a row, dictionaries, stop strings, a clock, other decoders, token ids past the
-vocabulary) is one line before the run claims its folder, and the sampling settings train."""
+vocabulary) is one line before the run claims its folder, and the sampling settings train; so does a recipe's
+own cache_implementation."""
 
 import math
 from types import SimpleNamespace
@@ -58,3 +59,12 @@ def test_a_recipe_asking_for_beams_stops_before_the_run_claims_its_folder_and_sa
     recipe = one_step_grpo_recipe(tmp_path / "s.yaml", tiny_model, data, tmp_path / "s", generation_kwargs=sampling)
     run_script("train/grpo.py", recipe)
     assert (tmp_path / "s" / "finished.json").is_file()
+
+
+def test_a_recipes_own_cache_trains_with_each_completion_prefilling_its_prompt(tmp_path, tiny_model, train_data):
+    """generate takes a cache_implementation or a prefilled cache, not both: a ValueError at the first step."""
+    data = train_data / "train_rft.jsonl"
+    recipe = one_step_grpo_recipe(tmp_path / "c.yaml", tiny_model, data, tmp_path / "c", cache_implementation="static")
+    result = run_script("train/grpo.py", recipe)
+    assert "rollouts: cache_implementation 'static': each completion prefills its prompt itself" in result.stderr
+    assert (tmp_path / "c" / "finished.json").is_file()
