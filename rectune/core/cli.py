@@ -113,16 +113,15 @@ def non_negative_int(text: str) -> int:
     return _whole_number(text, 0)
 
 
+SEED_MAX = 2**32 - 1  # NumPy's largest; torch's manual_seed overflowed past 2**63
+
+
 def seed(text: str) -> int:
-    """argparse type: a seed NumPy, torch and Python all take, a whole number in [0, 2**32 - 1] (past 2**63 torch's
-    manual_seed overflowed, a traceback)."""
+    """argparse type: a seed NumPy, torch and Python all take, a whole number in [0, :data:`SEED_MAX`]."""
     value = _whole_number(text, 0)
     if value > SEED_MAX:
         raise argparse.ArgumentTypeError(f"expected a seed of at most {SEED_MAX}, got {value}")
     return value
-
-
-SEED_MAX = 2**32 - 1
 
 
 def _whole_number(text: str, least: int) -> int:

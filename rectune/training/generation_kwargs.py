@@ -18,41 +18,20 @@ import math
 from typing import Any
 
 from rectune.core.io import RecTuneError
+from rectune.training.recipe_values import inside
 
 KEY = "generation_kwargs"
 
 
-def _number(low: float, high: float, low_open: bool = False, high_open: bool = False, whole: bool = False):
-    def problem(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
-            return f"{value!r} is not a {'whole ' if whole else ''}number"
-        inside = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
-        if not math.isfinite(value) or not inside:
-            interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-            return f"{value!r} must lie in {interval}"
-        return None
-
-    return problem
-
-
-def _flag(value: Any) -> str | None:
-    return None if isinstance(value, bool) else f"{value!r} is not true or false"
-
-
-# key -> what its value must be; token id lists are checked against the vocabulary by check_generation_kwargs
+# key -> the interval its value must lie in; WHOLE ones take whole numbers, FLAGS true or false; token id lists
+# (TOKEN_LISTS) are checked against the model's vocabulary
 SAMPLING = {
-    "temperature": _number(0, math.inf, low_open=True, high_open=True),
-    "top_k": _number(0, math.inf, high_open=True, whole=True),
-    "top_p": _number(0, 1, low_open=True),
-    "min_p": _number(0, 1),
-    "typical_p": _number(0, 1, low_open=True),
-    "epsilon_cutoff": _number(0, 1, high_open=True),
-    "eta_cutoff": _number(0, 1, high_open=True),
-    "repetition_penalty": _number(0, math.inf, low_open=True, high_open=True),
-    "no_repeat_ngram_size": _number(0, math.inf, high_open=True, whole=True),
-    "renormalize_logits": _flag,
-    "remove_invalid_values": _flag,
-}
+    "temperature": "(0, inf)", "top_k": "[0, inf)", "top_p": "(0, 1]", "min_p": "[0, 1]", "typical_p": "(0, 1]",
+    "epsilon_cutoff": "[0, 1)", "eta_cutoff": "[0, 1)", "repetition_penalty": "(0, inf)",
+    "no_repeat_ngram_size": "[0, inf)",
+}  # fmt: skip
+WHOLE = ("top_k", "no_repeat_ngram_size")
+FLAGS = ("renormalize_logits", "remove_invalid_values")
 TOKEN_LISTS = {"suppress_tokens": 1, "begin_suppress_tokens": 1, "bad_words_ids": 2}  # key -> nesting depth
 
 
@@ -63,10 +42,12 @@ def generation_kwargs_problem(kwargs: Any, vocabulary: int | None) -> str | None
         return None
     if not isinstance(kwargs, dict):
         return f"a {type(kwargs).__name__}, not a mapping of sampling settings to values"
-    allowed = ", ".join([*SAMPLING, *TOKEN_LISTS])
+    allowed = ", ".join([*SAMPLING, *FLAGS, *TOKEN_LISTS])
     for key, value in kwargs.items():
         if key in SAMPLING:
-            problem = SAMPLING[key](value)
+            problem = _number_problem(value, SAMPLING[key], key in WHOLE)
+        elif key in FLAGS:
+            problem = None if isinstance(value, bool) else f"{value!r} is not true or false"
         elif key in TOKEN_LISTS:
             problem = _token_ids_problem(value, TOKEN_LISTS[key], vocabulary)
         else:
@@ -76,6 +57,14 @@ def generation_kwargs_problem(kwargs: Any, vocabulary: int | None) -> str | None
             )
         if problem:
             return f"{key!r}: {problem}"
+    return None
+
+
+def _number_problem(value: Any, interval: str, whole: bool) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+        return f"{value!r} is not a {'whole ' if whole else ''}number"
+    if not math.isfinite(value) or not inside(value, interval):
+        return f"{value!r} must lie in {interval}"
     return None
 
 

@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any
 
+from rectune.core.cli import SEED_MAX
 from rectune.core.io import RecTuneError
 from rectune.models.template_options import check_template_options
 
@@ -31,7 +32,7 @@ AT_LEAST = {
     "pad_to_multiple_of": (1, "(the multiple padded lengths round up to)"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
-SEEDS = "[0, 4294967295]"  # NumPy's: a seed outside raised when training started
+SEEDS = f"[0, {SEED_MAX}]"  # NumPy's: a seed outside raised when training started
 INTERVALS = {
     "lora_dropout": "[0, 1)", "top_p": "(0, 1]", "min_p": "[0, 1]", "warmup_ratio": "[0, 1]", "seed": SEEDS,
     "data_seed": SEEDS, "top_entropy_quantile": "[0, 1]", "label_smoothing_factor": "[0, 1)",
@@ -211,12 +212,13 @@ def _problem(key: str, value: Any) -> str | None:
         return f"{value} must be above 0"
     if key in NOT_NEGATIVE and value < 0:
         return f"{value} must not be negative"
-    if key in INTERVALS and not _inside(value, INTERVALS[key]):
+    if key in INTERVALS and not inside(value, INTERVALS[key]):
         return f"{value} must lie in {INTERVALS[key]}"
     return None
 
 
-def _inside(value: float, interval: str) -> bool:
+def inside(value: float, interval: str) -> bool:
+    """Whether ``value`` lies in ``interval``, written as ``"(0, 1]"`` (``inf`` for no bound)."""
     low_open, high_open = interval[0] == "(", interval[-1] == ")"
     low, high = (float(x) for x in interval[1:-1].split(","))
     return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
