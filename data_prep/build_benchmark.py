@@ -34,7 +34,6 @@ from rectune.core.cli import (
     positive,
     positive_int,
     run,
-    seed,
 )
 from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
@@ -58,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     add_output_arguments(parser, "release root to write")
     parser.add_argument("--anchor-relations", nargs="+", default=None, help="relations a condition query must use")
     parser.add_argument("--allow-tied-pairs", action="store_true", help="interest pairs from same-second events too")
-    parser.add_argument("--seed", type=seed, default=0)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries-per-user", type=positive_int, default=2)
     parser.add_argument(
         "--max-users", type=positive_int, default=None,

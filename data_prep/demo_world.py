@@ -9,7 +9,7 @@ meta.json (Amazon 2018 format, templated review texts) for data_prep/llmrec.py.
 
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, add_output_arguments, positive_int, run, seed
+from rectune.core.cli import ArgumentParser, add_output_arguments, positive_int, run
 from rectune.core.io import atomic_write, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.demo_world import load_films, rate, reviews, simulate
@@ -21,7 +21,7 @@ def main() -> None:
     parser = ArgumentParser(description=__doc__)
     add_output_arguments(parser)
     parser.add_argument("--users", type=positive_int, default=300)
-    parser.add_argument("--seed", type=seed, default=0)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     items = load_films()

@@ -22,7 +22,7 @@ from collections import Counter
 
 from rectune.benchmarks.llmrec import BENCHMARK, build
 from rectune.benchmarks.llmrec.rows import TASKS, TEXT_TASKS
-from rectune.core.cli import ArgumentParser, build_summary, fraction, positive_int, run, seed
+from rectune.core.cli import ArgumentParser, build_summary, fraction, positive_int, run
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows
@@ -61,7 +61,7 @@ def parse_args() -> argparse.Namespace:
         default=0.05,
         help="fraction of users whose training rows (second-to-last review) are held out for validation",
     )
-    parser.add_argument("--seed", type=seed, default=42)
+    parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
 
 

@@ -33,7 +33,6 @@ from rectune.core.cli import (
     positive,
     positive_int,
     run,
-    seed,
 )
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
@@ -71,7 +70,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--valid-size", type=fraction, default=0.05, help="fraction of the training items held out for validation"
     )
-    parser.add_argument("--seed", type=seed, default=42)
+    parser.add_argument("--seed", type=int, default=42)
     return parser.parse_args()
 
 

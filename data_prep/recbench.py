@@ -30,7 +30,6 @@ from rectune.core.cli import (
     non_negative_int,
     positive_int,
     run,
-    seed,
 )
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
@@ -58,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--valid-size", type=fraction, default=0.05, help="fraction of the training queries held out for validation"
     )
-    parser.add_argument("--seed", type=seed, default=42)
+    parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--history", type=non_negative_int, default=20, help="history items kept per query (most recent)"
     )

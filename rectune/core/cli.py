@@ -117,7 +117,7 @@ SEED_MAX = 2**32 - 1  # NumPy's largest; torch's manual_seed overflowed past 2**
 
 
 def seed(text: str) -> int:
-    """argparse type: a seed NumPy, torch and Python all take, a whole number in [0, :data:`SEED_MAX`]."""
+    """argparse type: a seed torch and NumPy both take, a whole number in [0, :data:`SEED_MAX`]."""
     value = _whole_number(text, 0)
     if value > SEED_MAX:
         raise argparse.ArgumentTypeError(f"expected a seed of at most {SEED_MAX}, got {value}")

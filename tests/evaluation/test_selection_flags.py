@@ -38,7 +38,6 @@ def test_a_count_below_one_is_refused_naming_the_flag(tmp_path, script, flag, va
      ("evaluate/run.py", "--max-retries", "-1", "a number of at least 0"),
      ("evaluate/run.py", "--seed", "-1", "a number of at least 0"),
      ("evaluate/compare.py", "--seed", "99999999999999999999", "a seed of at most 4294967295"),  # torch overflowed
-     ("data_prep/recbench.py", "--seed", "4294967296", "a seed of at most 4294967295"),
      ("train/merge.py", "--seed", "-4", "a number of at least 0")],
 )  # fmt: skip
 def test_a_setting_out_of_its_range_is_refused_naming_the_flag(tmp_path, script, flag, value, words):
