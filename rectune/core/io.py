@@ -96,12 +96,17 @@ def fault_point(name: str) -> None:
 _encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False), one encoder
 
 
+def json_line(row: dict) -> str:
+    """``row`` as one line of a JSONL file RecTune writes (UTF-8, not ASCII-escaped), its newline included."""
+    return _encode(row) + "\n"
+
+
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     """Atomically write ``rows`` as JSON lines; returns the number written."""
     count = 0
     with atomic_write(path) as handle:
         for row in rows:
-            handle.write(_encode(row) + "\n")
+            handle.write(json_line(row))
             count += 1
     return count
 

@@ -10,19 +10,16 @@ prepared before views (which stored every view) still load.
 
 from __future__ import annotations
 
-import atexit
 import copy
-import functools
+import hashlib
 import logging
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from rectune.benchmarks import get_benchmark
-from rectune.core.io import DataError, RecTuneError, numbered_jsonl, write_jsonl
+from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, numbered_jsonl
 from rectune.data.prompt_options import recorded_prompt
 from rectune.models.chat_format import (
     FOLDED,
@@ -35,6 +32,7 @@ from rectune.models.chat_format import (
     render_chat,
     takes_system_messages,
 )
+from rectune.models.embedded import cache_dir
 from rectune.models.model_folders import error_text
 from rectune.training.arguments import RunArguments
 
@@ -126,12 +124,22 @@ def view_examples(path: Path) -> list[dict]:
     return [example for example, keep in zip(examples, wanted, strict=True) if keep]
 
 
-@functools.cache
-def _derived_folder() -> Path:
-    """A private folder for this process's derived views, removed at exit."""
-    folder = Path(tempfile.mkdtemp(prefix="rectune-views-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
+def cached_view(name: str, examples: list[dict]) -> Path:
+    """The examples of the view ``name`` as a file in RecTune's cache, named by their content.
+
+    A run on the rows an earlier run read names the same file, unchanged: datasets keys its Arrow cache of a
+    local file by path and modification time, so that cache (and TRL's tokenization of it) is reused, where a
+    fresh file for every run left a new copy of the training data in ``~/.cache/huggingface`` each time, and a
+    run killed outright (an out-of-memory kill) leaves nothing the next run does not reuse.
+    """
+    text = "".join(map(json_line, examples)).encode()
+    folder = cache_dir() / "views"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's data: private, as a temporary folder was
+    target = folder / f"{hashlib.sha256(text).hexdigest()[:32]}-{name}"
+    if not (target.is_file() and target.stat().st_size == len(text) and target.read_bytes() == text):
+        with atomic_write(target, "wb") as handle:
+            handle.write(text)
+    return target
 
 
 def materialise_views(mixture: Any, kind: str) -> None:
@@ -148,10 +156,7 @@ def materialise_views(mixture: Any, kind: str) -> None:
                 continue
             if source[1] != kind:
                 raise DataError(name, f"an {source[1].upper()} view, but this is {kind.upper()} training")
-            folder = _derived_folder()
-            target = folder / f"{len(list(folder.iterdir()))}-{Path(name).name}"
-            write_jsonl(target, view_examples(Path(name)))
-            resolved.append(str(target))
+            resolved.append(str(cached_view(Path(name).name, view_examples(Path(name)))))
         dataset.data_files = resolved[0] if isinstance(names, str) else resolved
 
 

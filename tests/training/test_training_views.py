@@ -8,7 +8,7 @@ prompts, targets and reward labels.
 import json
 
 import pytest
-from conftest import ROOT, read_jsonl, run_script
+from conftest import ROOT, read_jsonl, run_script, write_recipe
 
 from rectune.core.io import DataError
 from rectune.training.views import load_examples, prepared_file, view_examples
@@ -137,3 +137,29 @@ def test_each_group_is_stored_once_and_expands_to_the_rows_stored_before(tmp_pat
     for view in ("train_rft_pairwise", "train_sft_listwise"):
         derived, old = view_examples(out / f"{view}.jsonl"), view_examples(ROWS_BEFORE / f"{view}.jsonl")
         assert len(derived) == 2 * len(old) and all(example in derived for example in old), view
+
+
+def test_a_second_run_on_the_same_rows_adds_nothing_to_the_caches(tmp_path, monkeypatch, tiny_model, train_data):
+    """A derived view is one file in RecTune's cache, named by its content, so a rerun reuses datasets' Arrow
+    cache of it and TRL's tokenization. Each run used to write its view to a new temporary file, and so left a
+    new copy of its training data (and of its tokenization) in datasets' cache every time."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
+    monkeypatch.setenv("RECTUNE_CACHE", str(tmp_path / "rectune"))
+
+    def train(out):
+        recipe = write_recipe(
+            tmp_path / f"{out}.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
+            lora_target_modules=["q_proj", "v_proj"], output_dir=str(tmp_path / out), max_steps=1,
+            per_device_train_batch_size=2, report_to=["none"], max_length=256,
+            datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+        )  # fmt: skip
+        run_script("train/sft.py", recipe)
+        return {path for path in (tmp_path / "datasets").rglob("*") if not path.name.endswith(".lock")}
+
+    first = train("first")
+    assert any(path.name.startswith("cache-") for path in first)  # the tokenization, cached on the first run
+    assert train("second") == first
+    views = tmp_path / "rectune" / "views"
+    assert [path.name[33:] for path in views.iterdir()] == ["train_sft.jsonl"]
+    assert views.stat().st_mode & 0o777 == 0o700
+    assert read_jsonl(next(views.iterdir())) == view_examples(train_data / "train_sft.jsonl")
