@@ -16,7 +16,7 @@ its own rows and intervals.
 
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, positive_int, run, seed
+from rectune.core.cli import ArgumentParser, file_name, positive_int, run, seed
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
@@ -32,7 +32,9 @@ from rectune.evaluation.report_files import load_reports
 def main() -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("reports", nargs="+", help="report folders (or report.json files)")
-    parser.add_argument("--out", default="reports/comparison", help="output prefix for .md, .csv and .png")
+    parser.add_argument(
+        "--out", type=file_name, default="reports/comparison", help="output prefix for .md, .csv and .png"
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace those files even if RecTune did not write them"
     )

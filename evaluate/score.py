@@ -15,7 +15,7 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, percent, positive_int, run
+from rectune.core.cli import ArgumentParser, file_name, percent, positive_int, run
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.evaluation.reports import prompt_variant
@@ -33,7 +33,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--k", type=positive_int, default=None, help="fixed K the answers were asked for (default: as data_prep)"
     )
-    parser.add_argument("--out", required=True, help="JSON report to write")
+    parser.add_argument("--out", type=file_name, required=True, help="JSON report to write")
     parser.add_argument("--overwrite", action="store_true", help="replace --out even if RecTune did not write it")
     parser.add_argument("--catalog", default=None, help="catalog.jsonl (default: beside --data)")
     parser.add_argument("--kg", default=None, help="kg.jsonl (default: beside --data)")

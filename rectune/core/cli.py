@@ -169,6 +169,15 @@ def positive(text: str) -> float:
     return value
 
 
+def file_name(text: str) -> str:
+    """argparse type: the name of a file to write (a report, or a prefix for a table's files). A name ending in
+    a separator names a folder, and ``pathlib`` would drop the separator and write a file of the folder's name."""
+    if not text.strip() or text.endswith(("/", os.sep)) or Path(text).name in ("", ".", ".."):
+        found = f"{text!r}, a folder" if text.strip() else "none"
+        raise argparse.ArgumentTypeError(f"expected a file's name, got {found}")
+    return text
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse as every entry script uses it: no prefix matching (``--baselin`` is not ``--baseline``), a
     raw description (the scripts' docstrings keep their line breaks), and an unknown flag answered with

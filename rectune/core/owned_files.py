@@ -82,8 +82,10 @@ def _manifest(folder: Path) -> dict[str, str]:
 
 def output_paths(prefix: str | os.PathLike, suffixes: tuple[str, ...]) -> list[Path]:
     """``PREFIX.md``, ``PREFIX.csv``...: the name as given (``run_v1.2`` stays ``run_v1.2.md``); a prefix
-    already ending in one of the suffixes loses it first."""
+    already ending in one of the suffixes loses it first. A folder is no prefix: its files would land beside it."""
     prefix = Path(prefix)
+    if prefix.is_dir():
+        raise RecTuneError(f"{prefix}: is a folder; name the files' prefix, such as {prefix / 'comparison'}")
     if prefix.suffix in suffixes:
         prefix = prefix.with_suffix("")
     return [prefix.with_name(prefix.name + suffix) for suffix in suffixes]

@@ -134,6 +134,25 @@ def test_compare_keeps_the_name_given_and_never_replaces_notes(tmp_path):
     assert {p.name for p in tmp_path.glob("run_v1*")} == {"run_v1.2.md", "run_v1.2.csv", "run_v1.2.png"}
 
 
+def test_a_file_output_named_as_a_folder_is_refused(tmp_path):
+    """``--out reports/cmp/`` wrote ``reports/cmp.md`` (pathlib drops the separator), ``score.py --out DIR/``
+    a report named as the folder, ``--out ''`` or ``/`` was a ValueError, and an existing folder as compare's
+    prefix put its three files beside it."""
+    summary = {"n": 1, "precision": 0.5, "recall": 0.5, "cmr": None, "ftr": 0.0}
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "report.json").write_text(json.dumps({"overall": summary, "by_task": {}}))
+    for out in (f"{tmp_path}/cmp/", "", "/", "..", " "):
+        result = run_script("evaluate/compare.py", tmp_path / "base", "--out", out, check=False, cwd=tmp_path)
+        assert result.returncode == 2 and "argument --out: expected a file's name, got " in result.stderr, out
+        result = run_script("evaluate/score.py", "--data", "d", "--predictions", "p", "--out", out, check=False)
+        assert result.returncode == 2 and "argument --out: expected a file's name, got " in result.stderr, out
+    result = run_script("evaluate/compare.py", tmp_path / "base", "--out", tmp_path / "base", check=False)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'base'}: is a folder; name the files' prefix, such as {tmp_path / 'base' / 'comparison'}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]
+
+
 # --- outputs that cannot be swapped in whole --------------------------------------------------
 
 
