@@ -43,7 +43,7 @@ def merge_adapters(
     Each output folder is built whole beside its target and swapped in; a folder holding anything
     but an earlier merge's files (by its ``.rectune.json``) is refused unless ``overwrite``.
     """
-    from peft import PeftModel
+    from peft import PeftModel, get_peft_model_state_dict
 
     if len(adapters) < 2:
         raise RecTuneError("merging needs at least two adapters")
@@ -73,6 +73,8 @@ def merge_adapters(
     for adapter in adapters:
         check_weights(adapter)
         check_mergeable(adapter)
+    if svd_rank is not None:
+        _check_svd_rank(svd_rank, adapters)
     check_model_available(base)
     check_adapters_fit(base, adapters)
     model = load_merged(base, list(merged), torch.float32)
@@ -86,6 +88,9 @@ def merge_adapters(
     peft_model.add_weighted_adapter(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
     )
+    merged_weights = get_peft_model_state_dict(peft_model, adapter_name="merged")
+    if not all(torch.isfinite(tensor).all() for tensor in merged_weights.values()):
+        raise RecTuneError(f"the merged adapter's weights are not finite (NaN or inf): the weights {weights} overflow")
     config = peft_model.peft_config["merged"]
     if isinstance(config.target_modules, set):  # (a regex string stays as it is)
         # saved in hash order, which changes between processes: sorted, the same merge writes the same bytes
@@ -144,6 +149,22 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
     for name, tensor in load_file(weights).items():
         if not torch.isfinite(tensor).all():
             raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")
+
+
+def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
+    """One line for an SVD rank past the rank the weighted sum of the deltas can have (the adapters' ranks added):
+    the singular values beyond it are zero, and PEFT makes LoRA matrices of that rank for every module (a rank of
+    100,000 on a 135M model was killed for memory at 24 GiB)."""
+    ranks = []
+    for adapter in adapters:
+        config = read_json(Path(adapter) / "adapter_config.json")
+        found = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+        ranks.append(max(rank for rank in found if isinstance(rank, int)))
+    if svd_rank > sum(ranks):
+        raise RecTuneError(
+            f"--svd-rank {svd_rank}: the weighted sum of these adapters' deltas has rank at most {sum(ranks)} (their "
+            f"ranks, {' + '.join(map(str, ranks))}); a larger rank adds only zeros"
+        )
 
 
 def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[str]) -> None:

@@ -166,6 +166,18 @@ def test_bad_inputs(tmp_path, adapters):
         (("--density", "0.5"), "error: --density goes with --method ties or dare_ties, not linear"),
         (("--method", "ties", "--svd-rank", "4"), "error: --svd-rank goes with --method svd, not ties"),
         (("--method", "ties", "--density", "0"), "argument --density: expected a number above 0 and at most 1, got 0"),
+        # a rank past the sum's: PEFT built matrices of that rank for every module (100,000 was killed for memory)
+        (
+            ("--method", "svd", "--svd-rank", "13"),
+            "error: --svd-rank 13: the weighted sum of these adapters' deltas "
+            "has rank at most 12 (their ranks, 4 + 4 + 4); a larger rank adds only zeros",
+        ),
+        # finite weights whose products are not: the merge was written, with inf in it, as a finished one
+        (
+            ("--weights", "1e308", "1e308", "1e308"),
+            "error: the merged adapter's weights are not finite (NaN or inf): "
+            "the weights [1e+308, 1e+308, 1e+308] overflow",
+        ),
     ]:
         result = run_script("train/merge.py", "--adapters", *adapters, "--out", tmp_path / "m", *flags, check=False)
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(line), result.stderr[-600:]
