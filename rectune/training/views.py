@@ -32,7 +32,6 @@ from rectune.models.chat_format import (
     render_chat,
     takes_system_messages,
 )
-from rectune.models.embedded import cache_dir
 from rectune.models.model_folders import error_text
 from rectune.training.arguments import RunArguments
 
@@ -125,15 +124,18 @@ def view_examples(path: Path) -> list[dict]:
 
 
 def cached_view(name: str, examples: list[dict]) -> Path:
-    """The examples of the view ``name`` as a file in RecTune's cache, named by their content.
+    """The examples of the view ``name`` as a file named by their content, in datasets' cache folder (which
+    loading needs writable anyway), beside the Arrow cache made from it.
 
     A run on the rows an earlier run read names the same file, unchanged: datasets keys its Arrow cache of a
     local file by path and modification time, so that cache (and TRL's tokenization of it) is reused, where a
-    fresh file for every run left a new copy of the training data in ``~/.cache/huggingface`` each time, and a
-    run killed outright (an out-of-memory kill) leaves nothing the next run does not reuse.
+    fresh file for every run left a new copy of the training data in that cache each time, and a run killed
+    outright (an out-of-memory kill) leaves nothing the next run does not reuse.
     """
+    import datasets
+
     text = "".join(map(json_line, examples)).encode()
-    folder = cache_dir() / "views"
+    folder = Path(datasets.config.HF_DATASETS_CACHE) / "rectune-views"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's data: private, as a temporary folder was
     target = folder / f"{hashlib.sha256(text).hexdigest()[:32]}-{name}"
     if not (target.is_file() and target.stat().st_size == len(text) and target.read_bytes() == text):

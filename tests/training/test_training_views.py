@@ -140,11 +140,10 @@ def test_each_group_is_stored_once_and_expands_to_the_rows_stored_before(tmp_pat
 
 
 def test_a_second_run_on_the_same_rows_adds_nothing_to_the_caches(tmp_path, monkeypatch, tiny_model, train_data):
-    """A derived view is one file in RecTune's cache, named by its content, so a rerun reuses datasets' Arrow
-    cache of it and TRL's tokenization. Each run used to write its view to a new temporary file, and so left a
+    """A derived view is one file in datasets' cache folder, named by its content, so a rerun reuses datasets'
+    Arrow cache of it and TRL's tokenization. Each run used to write its view to a new temporary file, and so left a
     new copy of its training data (and of its tokenization) in datasets' cache every time."""
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
-    monkeypatch.setenv("RECTUNE_CACHE", str(tmp_path / "rectune"))
 
     def train(out):
         recipe = write_recipe(
@@ -159,7 +158,7 @@ def test_a_second_run_on_the_same_rows_adds_nothing_to_the_caches(tmp_path, monk
     first = train("first")
     assert any(path.name.startswith("cache-") for path in first)  # the tokenization, cached on the first run
     assert train("second") == first
-    views = tmp_path / "rectune" / "views"
+    views = tmp_path / "datasets" / "rectune-views"
     assert [path.name[33:] for path in views.iterdir()] == ["train_sft.jsonl"]
     assert views.stat().st_mode & 0o777 == 0o700
     assert read_jsonl(next(views.iterdir())) == view_examples(train_data / "train_sft.jsonl")
