@@ -1,6 +1,6 @@
 """The ``rectune`` command: one front door to the scripts of a RecTune checkout.
 
-    rectune prep SCRIPT [ARGS]          (SCRIPT: a data_prep/ script, e.g. demo-world for demo_world.py)
+    rectune prep SCRIPT [ARGS]          (SCRIPT: a data_prep/ script, e.g. demo-world or demo_world)
     rectune sft|grpo RECIPE.yaml [--flag value ...]
     rectune merge|eval|score|compare [ARGS]
 
@@ -41,19 +41,26 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = args[0], args[1:]
     if command == "prep":
-        if not rest or rest[0] not in PREP:
-            sys.exit(f"error: rectune prep needs one of: {', '.join(PREP)}")
-        script, rest = PREP[rest[0]], rest[1:]
+        name = rest[0].replace("_", "-") if rest else None  # the script's own name (demo_world) works too
+        if name not in PREP:
+            _fail(f"rectune prep needs one of: {', '.join(PREP)}")
+        script, rest = PREP[name], rest[1:]
     elif command in SCRIPTS:
         script = SCRIPTS[command]
     else:
-        sys.exit(f"error: unknown subcommand {command!r}; choose from {', '.join([*SCRIPTS, 'prep'])}")
+        _fail(f"unknown subcommand {command!r}; choose from {', '.join([*SCRIPTS, 'prep'])}")
     path = ROOT / script
     if not path.is_file():
-        sys.exit(f"error: {path} not found: the rectune command runs a checkout's scripts (pip install -e .)")
+        _fail(f"{path} not found: the rectune command runs a checkout's scripts (pip install -e .)")
     sys.argv = [str(path), *rest]
     sys.path.insert(0, str(ROOT))
     runpy.run_path(str(path), run_name="__main__")
+
+
+def _fail(message: str) -> None:
+    """A wrong subcommand is a bad command line: exit status 2, as every script's own errors."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

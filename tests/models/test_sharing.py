@@ -225,7 +225,9 @@ def test_the_rectune_command_is_a_front_door(tmp_path):
     result = subprocess.run([rectune, "score", "--data", "x"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and "required" in result.stderr
     result = subprocess.run([rectune, "nope"], capture_output=True, text=True)
-    assert result.returncode == 1 and "unknown subcommand 'nope'" in result.stderr
+    assert result.returncode == 2 and "unknown subcommand 'nope'" in result.stderr
+    result = subprocess.run([rectune, "prep", "demo_world", "--users", "0"], capture_output=True, text=True)
+    assert result.returncode == 2 and "demo_world.py: error: argument --users" in result.stderr  # the script's name
     assert (ROOT / "train" / "sft.py").is_file()
 
 
