@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from rectune.core.cli import out_of_memory
 from rectune.core.io import DataError, RecTuneError, read_json_object
 from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
@@ -265,6 +266,8 @@ def peft_loading(adapter: str | os.PathLike, base_model: str) -> Iterator[None]:
     except NotImplementedError as err:  # a LoRA variant PEFT cannot merge (aLoRA)
         raise DataError(adapter, f"PEFT cannot merge it into {base_model}: {error_text(err)}") from None
     except RuntimeError as err:  # tensors shaped for another model's layers
+        if out_of_memory(err):
+            raise  # the device's limit, not the adapter's fault: the entry script says so
         raise DataError(adapter, f"does not fit {base_model} (trained on another model?): {error_text(err)}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as err:  # settings PEFT reads only as it builds layers
         config_file = Path(adapter) / "adapter_config.json"

@@ -108,3 +108,51 @@ def test_a_rust_librarys_panic_is_one_line(capsys):
     )
     with pytest.raises(ZeroDivisionError):  # anything else is a bug: its traceback
         run(lambda: 1 / 0)
+
+
+def test_running_out_of_memory_is_one_line_naming_the_settings(capsys):
+    """A batch too large for the device: torch's OutOfMemoryError (a GPU's) and the CPU allocator's refusal were
+    tracebacks through TRL and transformers that named no setting."""
+    import torch
+
+    advice = (
+        "; smaller batches or sequences need less (training: per_device_train_batch_size with more "
+        "gradient_accumulation_steps, max_length or max_completion_length, num_generations, gradient_checkpointing; "
+        "evaluation: --batch-size)"
+    )
+    with pytest.raises(SystemExit) as ended:
+        run(lambda: torch.empty(2**50, dtype=torch.uint8))  # a pebibyte: refused by any machine's allocator
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: out of memory: the CPU could not allocate 1,048,576.0 GiB more{advice}"
+    )
+    cuda = (  # torch's words on a GPU, as it prints them
+        "CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of 31.47 GiB of which 12.73 GiB "
+        "is free. Including non-PyTorch memory, this process has 18.73 GiB memory in use. If reserved but "
+        "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    )
+
+    def step() -> None:
+        raise torch.OutOfMemoryError(cuda)
+
+    with pytest.raises(SystemExit):
+        run(step)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: out of memory: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of "
+        f"31.47 GiB of which 12.73 GiB is free.{advice}"
+    )
+    with pytest.raises(RuntimeError, match="another runtime error"):  # any other is a bug: its traceback
+        run(lambda: (_ for _ in ()).throw(RuntimeError("another runtime error")))
+
+
+def test_running_out_of_memory_while_an_adapter_loads_is_not_blamed_on_the_adapter():
+    """PEFT's RuntimeErrors as it loads an adapter are read as tensors shaped for another model; an allocation
+    that fails there is the device's limit, and goes on to the entry script's out-of-memory line."""
+    import torch
+
+    from rectune.models.checkpoints import peft_loading
+
+    with pytest.raises(torch.OutOfMemoryError), peft_loading("adapter", "base"):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+    with pytest.raises(RecTuneError, match="does not fit base"), peft_loading("adapter", "base"):
+        raise RuntimeError("size mismatch for lora_A")
