@@ -121,6 +121,11 @@ def one_answer_a_prompt(model) -> list[str]:
     return dropped
 
 
+def is_token_id(value: object) -> bool:
+    """Whether ``value`` can name a token: a whole number of at least 0 (``True`` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _takes(key: str, value: object) -> bool:
     """Whether ``generate`` takes this value of a kept setting: a repetition penalty of 0 or a token id that is
     no whole number would raise mid-run, at the first batch."""
@@ -128,7 +133,7 @@ def _takes(key: str, value: object) -> bool:
         return True
     if key.endswith("token_id"):
         ids = value if isinstance(value, list) else [value]
-        return bool(ids) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+        return bool(ids) and all(map(is_token_id, ids))
     if key == "do_sample":
         return isinstance(value, bool)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -69,12 +69,14 @@ def _number_problem(value: Any, interval: str, whole: bool) -> str | None:
 
 
 def _token_ids_problem(value: Any, depth: int, vocabulary: int | None) -> str | None:
+    from rectune.models.generation import is_token_id  # here: the scripts answer --help before torch loads
+
     lists = value if depth == 2 and isinstance(value, list) else [value]
     for ids in lists:
         if not isinstance(ids, list) or not ids and depth == 2:
             return f"{value!r} is not a list of {'non-empty lists of ' if depth == 2 else ''}token ids"
         for token in ids:
-            if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            if not is_token_id(token):
                 return f"{token!r} is no token id"
             if vocabulary is not None and token >= vocabulary:
                 return f"token id {token} is past the model's {vocabulary} tokens"
