@@ -136,7 +136,7 @@ def cached_view(name: str, examples: list[dict]) -> Path:
 
     text = "".join(map(json_line, examples)).encode()
     folder = Path(datasets.config.HF_DATASETS_CACHE) / "rectune-views"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's data: private, as a temporary folder was
+    folder.mkdir(parents=True, exist_ok=True)  # shared or private as datasets' own cache of the same rows
     target = folder / f"{hashlib.sha256(text).hexdigest()[:32]}-{name}"
     if not (target.is_file() and target.stat().st_size == len(text) and target.read_bytes() == text):
         with atomic_write(target, "wb") as handle:
