@@ -155,11 +155,16 @@ def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
     """One line for an SVD rank past the rank the weighted sum of the deltas can have (the adapters' ranks added):
     the singular values beyond it are zero, and PEFT makes LoRA matrices of that rank for every module (a rank of
     100,000 on a 135M model was killed for memory at 24 GiB)."""
+    from peft import LoraConfig
+
     ranks = []
     for adapter in adapters:
         config = read_json(Path(adapter) / "adapter_config.json")
-        found = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
-        ranks.append(max(rank for rank in found if isinstance(rank, int)))
+        pattern = config.get("rank_pattern")
+        found = [config.get("r", LoraConfig.r), *(pattern.values() if isinstance(pattern, dict) else ())]
+        if not all(isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 for rank in found):
+            return  # ranks PEFT will not take: loading the adapter says so
+        ranks.append(max(found))
     if svd_rank > sum(ranks):
         raise RecTuneError(
             f"--svd-rank {svd_rank}: the weighted sum of these adapters' deltas has rank at most {sum(ranks)} (their "

@@ -262,3 +262,20 @@ def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_p
     with pytest.raises(RecTuneError, match=re.escape(f"{endless}: PEFT's matching of its module patterns ")):
         merge_adapters([str(adapters[0]), str(endless)], tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
+
+
+def test_the_svd_rank_bound_reads_each_adapters_ranks(tmp_path):
+    """The bound is each adapter's largest rank (``r``, PEFT's default 8 where unset, or a ``rank_pattern``
+    entry), added; ranks PEFT would not take are left to loading to refuse, not a crash here."""
+    from rectune.training.merging import _check_svd_rank
+
+    def adapter(name, **config):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "adapter_config.json").write_text(json.dumps(config))
+        return str(tmp_path / name)
+
+    given = [adapter("a", r=4), adapter("b", rank_pattern={"q_proj": 6}), adapter("c", r=2, rank_pattern={"v": 5})]
+    _check_svd_rank(4 + 8 + 5, given)
+    with pytest.raises(RecTuneError, match=r"has rank at most 17 \(their ranks, 4 \+ 8 \+ 5\)"):
+        _check_svd_rank(18, given)
+    _check_svd_rank(10**6, [adapter("d", r="4"), adapter("e", r=True)])  # loading's to refuse
