@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from rectune.benchmarks import get_benchmark
-from rectune.core.io import DataError, atomic_write, fault_point, open_own_file
+from rectune.core.io import DataError, atomic_write, fault_point, json_line, open_own_file
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def run_generation(
                 row_id = todo[index].id
                 finished[row_id] = completion
                 line = {"id": row_id, "completion": completion, **(record[0] if record else {})}
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+                handle.write(json_line(line))
             handle.flush()
             os.fsync(handle.fileno())
             fault_point("eval:batch")

@@ -14,7 +14,6 @@ Outputs in the report folder:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from dataclasses import asdict
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from rectune.benchmarks import Resources, get_benchmark, load_rows
 from rectune.core.escaping import markdown_text
-from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, write_json, write_jsonl
+from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.data.prompt_options import recorded_prompt
@@ -218,7 +217,7 @@ def record_answers(
     with atomic_write(path) as handle:
         for row_id, text in predictions.items():
             reason = {"finish_reason": finished[row_id]} if row_id in finished else {}
-            handle.write(json.dumps({"id": row_id, "completion": text, **reason}, ensure_ascii=False) + "\n")
+            handle.write(json_line({"id": row_id, "completion": text, **reason}))
     return predictions, failed
 
 
