@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 import math
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from rectune.core.cli import SEED_MAX
 from rectune.core.io import RecTuneError
@@ -78,8 +78,13 @@ NAMED = {
 }
 
 
-def check_values(configs: tuple[Any, ...], source: object) -> None:
-    """Refuse the first out-of-range value of ``configs`` (parsed from ``source``: the recipe or the command line)."""
+def check_values(configs: tuple[Any, ...], source: object, given: frozenset[str] = frozenset()) -> None:
+    """Refuse the first out-of-range value of ``configs``, naming where it was set: a flag of ``given`` on the
+    command line, else ``source`` (the recipe, or the command line when there is none)."""
+
+    def refuse(key: str, problem: str) -> NoReturn:
+        raise RecTuneError(f"command line: --{key}: {problem}" if key in given else f"{source}: key {key!r}: {problem}")
+
     for config in configs:
         for item in dataclasses.fields(config):
             value = getattr(config, item.name)
@@ -87,26 +92,25 @@ def check_values(configs: tuple[Any, ...], source: object) -> None:
             if isinstance(value, bool) and type(item.default) in (int, float):  # YAML's true is Python's 1
                 problem = f"{str(value).lower()} is not a number"
             if problem:
-                raise RecTuneError(f"{source}: key {item.name!r}: {problem}")
+                refuse(item.name, problem)
     for config in configs:
         words = next((WORDS[c.__name__] for c in type(config).__mro__ if c.__name__ in WORDS), {})
         for key, allowed in words.items():
             if getattr(config, key) not in allowed:
-                raise RecTuneError(
-                    f"{source}: key {key!r}: {getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}"
-                )
+                refuse(key, f"{getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}")
     for config in configs:
         if hasattr(config, "chat_template_kwargs"):  # TRL renders every prompt with them, from the first step on
-            check_template_options(config.chat_template_kwargs, source)
+            where = "command line" if "chat_template_kwargs" in given else source
+            check_template_options(config.chat_template_kwargs, where)
         problem = _training_start_problem(config)
         if problem:
-            raise RecTuneError(f"{source}: {problem}")
+            refuse(*problem)
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
     if steps == 0 or steps < -1:
-        raise RecTuneError(f"{source}: key 'max_steps': {steps} (give a number of steps, or -1 to train by epochs)")
+        refuse("max_steps", f"{steps} (give a number of steps, or -1 to train by epochs)")
     for key, what in NAMED.items():
         if any(hasattr(c, key) and not str(getattr(c, key) or "").strip() for c in configs):
-            raise RecTuneError(f"{source}: key {key!r}: not set ({what})")
+            refuse(key, f"not set ({what})")
 
 
 def keep_target_modules_listed(configs: tuple[Any, ...]) -> None:
@@ -133,24 +137,24 @@ def check_reward_weights(weights: list[float] | None, rewards: list[str], source
         raise RecTuneError(f"{source}: key 'reward_weights': every weight must be a finite number")
 
 
-def _training_start_problem(config: Any) -> str | None:
-    """What transformers or torch would raise on as training starts: an ``optim_args`` part that is no
-    ``key=value``, a ``gradient_checkpointing_kwargs`` key torch's checkpoint does not take, or an
-    ``lr_scheduler_kwargs`` key the schedule does not take."""
+def _training_start_problem(config: Any) -> tuple[str, str] | None:
+    """(key, what is wrong) for what transformers or torch would raise on as training starts: an ``optim_args``
+    part that is no ``key=value``, a ``gradient_checkpointing_kwargs`` key torch's checkpoint does not take, an
+    ``lr_scheduler_kwargs`` key the schedule does not take, ..."""
     from torch.utils.checkpoint import checkpoint
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
     from transformers.trainer_utils import SchedulerType
 
     mode = getattr(config, "torch_compile_mode", None)
     if mode is not None and mode not in torch_compile_modes():
-        return f"key 'torch_compile_mode': {mode!r} is none of torch's ({', '.join(torch_compile_modes())})"
+        return "torch_compile_mode", f"{mode!r} is none of torch's ({', '.join(torch_compile_modes())})"
     if (getattr(config, "dataset_kwargs", None) or {}).get("skip_prepare_dataset"):  # TRL's collator then fails
-        return "key 'dataset_kwargs': skip_prepare_dataset leaves RecTune's chat examples untokenized for the trainer"
+        return "dataset_kwargs", "skip_prepare_dataset leaves RecTune's chat examples untokenized for the trainer"
     optim_args = getattr(config, "optim_args", None)
     for part in optim_args.replace(" ", "").split(",") if optim_args else []:
         if part.count("=") != 1:
-            return f"key 'optim_args': {part!r} is no key=value (give them as 'a=1,b=2')"
-    problem = _optimizer_problem(config)
+            return "optim_args", f"{part!r} is no key=value (give them as 'a=1,b=2')"
+    problem = _optimizer_problem(config) or _reporting_problem(config)
     if problem:
         return problem
     given = getattr(config, "gradient_checkpointing_kwargs", None)
@@ -159,7 +163,7 @@ def _training_start_problem(config: Any) -> str | None:
         takes = sorted({p.name for p in parameters if p.kind is p.KEYWORD_ONLY} | {"preserve_rng_state"})
         unknown = sorted(set(given) - set(takes))
         if unknown:
-            return f"key 'gradient_checkpointing_kwargs': {unknown[0]!r} is none of torch's ({', '.join(takes)})"
+            return "gradient_checkpointing_kwargs", f"{unknown[0]!r} is none of torch's ({', '.join(takes)})"
     given = getattr(config, "lr_scheduler_kwargs", None)
     if not isinstance(given, dict) or not given:
         return None
@@ -170,9 +174,8 @@ def _training_start_problem(config: Any) -> str | None:
     takes = sorted(set(parameters) - {"optimizer", "num_warmup_steps", "num_training_steps"})
     unknown = sorted(set(given) - set(takes))
     if unknown:
-        return (
-            f"key 'lr_scheduler_kwargs': {unknown[0]!r} is no setting of the {schedule.value} schedule (it takes "
-            f"{', '.join(takes) or 'none'})"
+        return "lr_scheduler_kwargs", (
+            f"{unknown[0]!r} is no setting of the {schedule.value} schedule (it takes {', '.join(takes) or 'none'})"
         )
     return None
 
@@ -184,7 +187,7 @@ def torch_compile_modes() -> list[str]:
     return list(torch._inductor.list_mode_options())
 
 
-def _optimizer_problem(config: Any) -> str | None:
+def _optimizer_problem(config: Any) -> tuple[str, str] | None:
     """The package an ``optim`` needs where it is not installed (an ImportError as training began)."""
     if not hasattr(config, "optim"):
         return None
@@ -193,10 +196,26 @@ def _optimizer_problem(config: Any) -> str | None:
     try:
         Trainer.get_optimizer_cls_and_kwargs(config)
     except ImportError as err:
-        return f"key 'optim': {' '.join(str(err).split())}"
+        return "optim", " ".join(str(err).split())
     except ValueError as err:  # grokadamw says so as a ValueError; others need the model, checked as it loads
         if "install" in str(err):
-            return f"key 'optim': {' '.join(str(err).split())}"
+            return "optim", " ".join(str(err).split())
+    return None
+
+
+def _reporting_problem(config: Any) -> tuple[str, str] | None:
+    """A ``report_to`` that names no integration of transformers, or one whose package is missing here (a ValueError
+    or RuntimeError as the trainer was built, after the run had claimed its folder)."""
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
+
+    for name in getattr(config, "report_to", None) or ():  # "all" and "none" are resolved to lists by now
+        if name not in INTEGRATION_TO_CALLBACK:
+            return "report_to", f"{name!r} is none of transformers' ({', '.join(INTEGRATION_TO_CALLBACK)})"
+        if name not in get_available_reporting_integrations():
+            return "report_to", f"{name} is not installed here (install it, or report to wandb or none)"
     return None
 
 

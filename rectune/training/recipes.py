@@ -55,6 +55,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         recipe = Path(args[index + 1])
         del args[index : index + 2]
     _check_flags(args, dataclass_types)
+    given = _flag_names(args)  # typed on the command line, where a refusal of their values points
     if recipe is not None:
         config = _check_recipe(recipe, dataclass_types)
         args = ["--config", str(recipe), *args]
@@ -77,8 +78,8 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         raise
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError) as err:  # unused arguments, values
         raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # the configs' own checks refuse, files
-    check_values(parsed, recipe or "command line")
-    check_model_init(parsed, recipe or "command line")
+    check_values(parsed, recipe or "command line", given)
+    check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
     keep_target_modules_listed(parsed)
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
@@ -225,6 +226,11 @@ def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
         )
 
 
+def _flag_names(args: list[str]) -> frozenset[str]:
+    """The fields a command line sets (``--learning-rate=1e-4`` sets ``learning_rate``)."""
+    return frozenset(arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--"))
+
+
 def _refuse_argument(message: str, recipe: Path | None, args: list[str]) -> NoReturn:
     """argparse's own refusal (a value of the wrong type, a flag without its value) as one line naming the key
     and where it was given: argparse would print its usage of every TRL and transformers flag first."""
@@ -232,8 +238,7 @@ def _refuse_argument(message: str, recipe: Path | None, args: list[str]) -> NoRe
     if match is None:
         raise RecTuneError(f"{recipe or 'command line'}: {message}")
     name, problem = match.groups()
-    flags = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}
-    if name in flags or recipe is None:
+    if name in _flag_names(args) or recipe is None:
         raise RecTuneError(f"command line: --{name}: {problem}")
     raise RecTuneError(f"{recipe}: key {name!r}: {problem}")
 

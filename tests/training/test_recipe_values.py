@@ -79,19 +79,19 @@ def test_an_optimizer_whose_package_is_missing_is_one_line(tmp_path):
 
 
 def test_grpo_lengths_and_reward_weights(tmp_path):
-    with pytest.raises(RecTuneError, match="key 'max_completion_length': 0 is below 1"):
+    with pytest.raises(RecTuneError, match="^command line: --max_completion_length: 0 is below 1"):
         parse_recipe(GRPO, ["--output_dir", str(tmp_path), "--max_completion_length", "0"])
     # sampling settings TRL passes to generate, which raised at the first step; and a generation serving no step
     for flag, value, words in [
-        ("--top_k", "-3", "key 'top_k': -3 must not be negative"),
-        ("--repetition_penalty", "0", "key 'repetition_penalty': 0.0 must be above 0"),
-        ("--min_p", "1.5", "key 'min_p': 1.5 must lie in [0, 1]"),
-        ("--steps_per_generation", "0", "key 'steps_per_generation': 0 is below 1 steps a generation serves"),
+        ("--top_k", "-3", "--top_k: -3 must not be negative"),
+        ("--repetition_penalty", "0", "--repetition_penalty: 0.0 must be above 0"),
+        ("--min_p", "1.5", "--min_p: 1.5 must lie in [0, 1]"),
+        ("--steps_per_generation", "0", "--steps_per_generation: 0 is below 1 steps a generation serves"),
         # clipping and masking settings TRL takes without a word: an upper bound below the ratio of 1, a quantile
         # past 1, a reference model synced every 0 steps (a modulo by zero once sync_ref_model is on)
-        ("--epsilon_high", "-1", "key 'epsilon_high': -1.0 must not be negative"),
-        ("--top_entropy_quantile", "1.5", "key 'top_entropy_quantile': 1.5 must lie in [0, 1]"),
-        ("--ref_model_sync_steps", "0", "key 'ref_model_sync_steps': 0 is below 1 steps between reference model"),
+        ("--epsilon_high", "-1", "--epsilon_high: -1.0 must not be negative"),
+        ("--top_entropy_quantile", "1.5", "--top_entropy_quantile: 1.5 must lie in [0, 1]"),
+        ("--ref_model_sync_steps", "0", "--ref_model_sync_steps: 0 is below 1 steps between reference model"),
     ]:
         with pytest.raises(RecTuneError) as caught:
             parse_recipe(GRPO, ["--output_dir", str(tmp_path), flag, value])
@@ -320,8 +320,46 @@ WORDS = [  # each was TRL's ValueError at the first step, after the run had clai
 def test_a_word_grpo_reads_only_once_training_began_is_checked_first(tmp_path, flag, value, words):
     with pytest.raises(RecTuneError) as caught:
         parse_recipe(GRPO, ["--model_name_or_path", "m", "--output_dir", str(tmp_path), flag, value])
-    assert str(caught.value) == f"command line: key {flag[2:]!r}: {words}"
+    assert str(caught.value) == f"command line: {flag}: {words}"
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model_name_or_path: m\nscale_rewards: false\nloss_type: grpo\n")  # false: TRL's none
     training, *_ = parse_recipe(GRPO, [str(recipe), "--output_dir", str(tmp_path)])
     assert (training.scale_rewards, training.loss_type) == ("none", "grpo")
+
+
+def test_a_refused_value_names_where_it_was_set(tmp_path):
+    """A flag typed on the command line is named as the flag: the recipe's name sent the user to a file that held
+    a good value. A recipe's own value is named by the recipe, whatever else the command line sets."""
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("model_name_or_path: m\nlora_r: 16\n")
+    bad.write_text("model_name_or_path: m\nlora_r: 0\n")
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(SFT, [str(good), "--output_dir", str(tmp_path), "--lora-r", "0"])
+    assert str(caught.value) == "command line: --lora_r: 0 is below 1 a LoRA rank"
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(SFT, [str(bad), "--output_dir", str(tmp_path), "--learning_rate", "1e-4"])
+    assert str(caught.value) == f"{bad}: key 'lora_r': 0 is below 1 a LoRA rank"
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(SFT, [str(good), "--output_dir", str(tmp_path), "--optim_args", "a"])
+    assert str(caught.value) == "command line: --optim_args: 'a' is no key=value (give them as 'a=1,b=2')"
+
+
+def test_report_to_names_an_installed_integration(tmp_path):
+    """An integration transformers lacks was its ValueError, one whose package is missing its RuntimeError
+    (mlflow's then an AttributeError as it was collected): each as the trainer was built, after the run had
+    claimed its folder."""
+    from transformers.integrations.integration_utils import get_available_reporting_integrations
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: m\nreport_to: [nope]\n")
+    with pytest.raises(RecTuneError, match=r"r.yaml: key 'report_to': 'nope' is none of transformers' \(azure_ml, "):
+        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path)])
+    installed = get_available_reporting_integrations()
+    for missing in [n for n in ("mlflow", "comet_ml", "clearml", "neptune", "swanlab") if n not in installed][:2]:
+        with pytest.raises(RecTuneError) as caught:
+            parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--report_to", missing])
+        assert str(caught.value) == (
+            f"command line: --report_to: {missing} is not installed here (install it, or report to wandb or none)"
+        )
+    for fine in ("none", "all", "wandb"):  # "all": those installed
+        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--report_to", fine])
