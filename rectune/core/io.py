@@ -231,8 +231,15 @@ def require_file(path: str | os.PathLike, missing: str = "file not found") -> No
     path = Path(path)
     if path.is_file():
         return
-    problem = "is a folder, not a file" if path.is_dir() else _special_file(path)
+    problem = _folder_given(path) if path.is_dir() else _special_file(path)
     raise DataError(path, problem or missing)
+
+
+def _folder_given(path: Path) -> str:
+    """A folder where a file was wanted, with the JSONL files it holds: ``--data data/movie`` meant one of them."""
+    held = sorted(entry.name for entry in path.glob("*.jsonl") if entry.is_file())
+    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+    return "is a folder, not a file" + (f" (it holds {shown}: give one)" if held else "")
 
 
 def _special_file(path: Path) -> str | None:

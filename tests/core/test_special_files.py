@@ -47,6 +47,13 @@ def test_a_file_that_is_no_plain_file_says_what_it_is(tmp_path):
         require_file(tmp_path / "a.jsonl")
     with pytest.raises(DataError, match=f"^{tmp_path}: is a folder, not a file$"):
         require_file(tmp_path)
+    for name in ("valid.jsonl", "test.jsonl", "notes.txt"):
+        (tmp_path / name).write_text("")
+    with pytest.raises(DataError) as caught:  # a prepared folder given as --data: its files named
+        require_file(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: is a folder, not a file (it holds test.jsonl, valid.jsonl: give one)"
+    for name in ("valid.jsonl", "test.jsonl", "notes.txt"):
+        (tmp_path / name).unlink()
     os.mkfifo(tmp_path / "a.jsonl")
     with pytest.raises(DataError, match="a.jsonl: is a FIFO"):
         require_file(tmp_path / "a.jsonl", "recipe file not found")
