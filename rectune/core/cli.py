@@ -44,14 +44,14 @@ def run(main: Callable[[], object]) -> None:
         _fail(f"{err.strerror or err}{where}")
     except KeyboardInterrupt:
         sys.exit(130)
-    except RuntimeError as err:  # torch.OutOfMemoryError is one
+    except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError, NumPy's a MemoryError
         problem = out_of_memory(err)
         if problem is None:
             raise
         _fail(
-            f"out of memory: {problem}; smaller batches or sequences need less (training: per_device_train_batch_size "
-            "with more gradient_accumulation_steps, max_length or max_completion_length, num_generations, "
-            "gradient_checkpointing; evaluation: --batch-size)"
+            f"out of memory: {problem}; smaller batches, sequences or samples need less (training: "
+            "per_device_train_batch_size with more gradient_accumulation_steps, max_length or max_completion_length, "
+            "num_generations, gradient_checkpointing; evaluation: --batch-size; compare.py: --bootstrap-samples)"
         )
     except BaseException as err:  # noqa: BLE001 (a Rust library's panic is a BaseException, not an Exception)
         if type(err).__name__ != "PanicException":
@@ -71,11 +71,13 @@ def _native_failure(message: str) -> str:
     return f"a library's native code stopped ({message})"
 
 
-def out_of_memory(err: RuntimeError) -> str | None:
-    """What torch said when an allocation failed (a GPU's ``OutOfMemoryError``, the CPU allocator's refusal), in
-    its first sentences, or None for any other error. A batch too large for the device is a setting, not a bug:
-    its traceback through TRL and transformers named no setting."""
+def out_of_memory(err: Exception) -> str | None:
+    """What torch or NumPy said when an allocation failed (a GPU's ``OutOfMemoryError``, the CPU allocator's
+    refusal, NumPy's ``MemoryError``), in its first sentences, or None for any other error. A batch too large for
+    the device is a setting, not a bug: its traceback through TRL and transformers named no setting."""
     text = " ".join(str(err).split())
+    if isinstance(err, MemoryError):
+        return text or "an allocation failed"
     if type(err).__name__ == "OutOfMemoryError":
         return " ".join(re.split(r"(?<=\.) ", text)[:3])  # what was asked, the capacity, what is free
     refused = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes", text)

@@ -111,14 +111,15 @@ def test_a_rust_librarys_panic_is_one_line(capsys):
 
 
 def test_running_out_of_memory_is_one_line_naming_the_settings(capsys):
-    """A batch too large for the device: torch's OutOfMemoryError (a GPU's) and the CPU allocator's refusal were
-    tracebacks through TRL and transformers that named no setting."""
+    """A batch too large for the device: torch's OutOfMemoryError (a GPU's), the CPU allocator's refusal and
+    NumPy's MemoryError were tracebacks (through TRL and transformers) that named no setting."""
+    import numpy as np
     import torch
 
     advice = (
-        "; smaller batches or sequences need less (training: per_device_train_batch_size with more "
+        "; smaller batches, sequences or samples need less (training: per_device_train_batch_size with more "
         "gradient_accumulation_steps, max_length or max_completion_length, num_generations, gradient_checkpointing; "
-        "evaluation: --batch-size)"
+        "evaluation: --batch-size; compare.py: --bootstrap-samples)"
     )
     with pytest.raises(SystemExit) as ended:
         run(lambda: torch.empty(2**50, dtype=torch.uint8))  # a pebibyte: refused by any machine's allocator
@@ -140,6 +141,14 @@ def test_running_out_of_memory_is_one_line_naming_the_settings(capsys):
     assert capsys.readouterr().err.splitlines()[-1] == (
         "error: out of memory: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of "
         f"31.47 GiB of which 12.73 GiB is free.{advice}"
+    )
+    # NumPy's, as compare.py's bootstrap gave it for --bootstrap-samples 99999999999; past any machine's address
+    # space, so that no allocator can grant it
+    with pytest.raises(SystemExit):
+        run(lambda: np.random.default_rng(0).integers(0, 30, size=(99999999999, 3000)))
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: out of memory: Unable to allocate 2.13 PiB for an array with shape (99999999999, 3000) and data type "
+        f"int64{advice}"
     )
     with pytest.raises(RuntimeError, match="another runtime error"):  # any other is a bug: its traceback
         run(lambda: (_ for _ in ()).throw(RuntimeError("another runtime error")))
