@@ -30,6 +30,7 @@ AT_LEAST = {
     "steps_per_generation": (1, "steps a generation serves (generation_batch_size over the batch, which TRL derives)"),
     "ref_model_sync_steps": (1, "steps between reference model updates"),
     "pad_to_multiple_of": (1, "(the multiple padded lengths round up to)"),
+    "ddp_timeout": (1, "seconds (each collective of a distributed run waits that long, then fails)"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = f"[0, {SEED_MAX}]"  # NumPy's: a seed outside raised when training started

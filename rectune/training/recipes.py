@@ -77,7 +77,9 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     except RecTuneError:
         raise
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError) as err:  # unused arguments, values
-        raise RecTuneError(f"{recipe or 'command line'}: {err}") from None  # the configs' own checks refuse, files
+        # the configs' own checks refuse, files; transformers names the flags its refusals are about
+        typed = recipe is None or set(re.findall(r"--(\w+)", str(err))) & given
+        raise RecTuneError(f"{'command line' if typed else recipe}: {err}") from None
     check_values(parsed, recipe or "command line", given)
     check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
     keep_target_modules_listed(parsed)

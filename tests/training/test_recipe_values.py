@@ -55,6 +55,8 @@ OUT_OF_RANGE = [
     ({"pad_to_multiple_of": 0}, "key 'pad_to_multiple_of': 0 is below 1"),  # a ZeroDivisionError at the first batch
     ({"torch_compile_mode": "fast"}, "key 'torch_compile_mode': 'fast' is none of torch's (default, lite,"),
     ({"dataset_kwargs": {"skip_prepare_dataset": True}}, "key 'dataset_kwargs': skip_prepare_dataset leaves"),
+    # a distributed run's every collective timed out at once (a negative timedelta), in torch's words
+    ({"ddp_timeout": -1}, "key 'ddp_timeout': -1 is below 1 seconds"),
 ]
 
 
@@ -342,6 +344,9 @@ def test_a_refused_value_names_where_it_was_set(tmp_path):
     with pytest.raises(RecTuneError) as caught:
         parse_recipe(SFT, [str(good), "--output_dir", str(tmp_path), "--optim_args", "a"])
     assert str(caught.value) == "command line: --optim_args: 'a' is no key=value (give them as 'a=1,b=2')"
+    with pytest.raises(RecTuneError) as caught:  # transformers' own refusal, naming the flag the user typed
+        parse_recipe(SFT, [str(good), "--output_dir", str(tmp_path), "--dataloader_prefetch_factor", "2"])
+    assert str(caught.value).startswith("command line: --dataloader_prefetch_factor can only be set when data is ")
 
 
 def test_report_to_names_an_installed_integration(tmp_path):
