@@ -158,7 +158,13 @@ def materialise_views(mixture: Any, kind: str) -> None:
                 continue
             if source[1] != kind:
                 raise DataError(name, f"an {source[1].upper()} view, but this is {kind.upper()} training")
-            resolved.append(str(cached_view(Path(name).name, view_examples(Path(name)))))
+            examples = view_examples(Path(name))
+            if not examples:  # datasets' JSON loader stops on an empty file with a bare StopIteration
+                rows = source[0].name
+                why = f"{rows} beside it is empty" if source[0].stat().st_size == 0 else f"no row of {rows} makes one"
+                held_out = " (data_prep held none out: --valid-size)" if rows.startswith("valid") else ""
+                raise DataError(name, f"no examples: {why}{held_out}")
+            resolved.append(str(cached_view(Path(name).name, examples)))
         dataset.data_files = resolved[0] if isinstance(names, str) else resolved
 
 
@@ -228,7 +234,8 @@ def load_examples(mixture: Any, kind: str, max_samples: int | None, seed: int) -
 
 
 def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind: str) -> Any | None:
-    """The validation examples when the recipe evaluates during training (``eval_strategy``), else None.
+    """The validation examples when the recipe evaluates during training (``eval_strategy``, ``eval_on_start``),
+    else None.
 
     They come from ``eval_data``, else from the ``valid_{kind}.jsonl`` data_prep wrote beside the training
     data; the training rows are never split (TRL's ``test_split_size`` would take them from training).
@@ -236,9 +243,9 @@ def eval_examples(training_args: Any, run_args: RunArguments, mixture: Any, kind
     from trl import DatasetMixtureConfig
     from trl.scripts.utils import DatasetConfig
 
-    if training_args.eval_strategy == "no":
-        if run_args.early_stopping_patience is not None:
-            raise RecTuneError("early_stopping_patience needs eval_strategy (steps or epoch) and validation data")
+    if training_args.eval_strategy == "no" and run_args.early_stopping_patience is not None:
+        raise RecTuneError("early_stopping_patience needs eval_strategy (steps or epoch) and validation data")
+    if training_args.eval_strategy == "no" and not training_args.eval_on_start:  # (that one evaluation needs data)
         return None
     source = run_args.eval_data or data_files(mixture)[0].parent
     file = prepared_file(source, f"valid_{kind}")

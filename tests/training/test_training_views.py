@@ -161,3 +161,33 @@ def test_a_second_run_on_the_same_rows_adds_nothing_to_the_caches(tmp_path, monk
     views = tmp_path / "datasets" / "rectune-views"
     assert [path.name[33:] for path in views.iterdir()] == ["train_sft.jsonl"]
     assert read_jsonl(next(views.iterdir())) == view_examples(train_data / "train_sft.jsonl")
+
+
+def test_validation_comes_with_eval_on_start_and_an_empty_split_is_one_line(tmp_path):
+    """``eval_on_start`` alone evaluates once, so it gets the validation examples (transformers refused it with no
+    eval_dataset, a traceback once the model had loaded); a validation split data_prep left empty was datasets'
+    bare StopIteration as its JSON loader met the empty view."""
+    from types import SimpleNamespace
+
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    from rectune.training.arguments import RunArguments
+    from rectune.training.views import eval_examples
+
+    def prepared(name, valid_size):
+        out = tmp_path / name
+        run_script("data_prep/recbench.py", "--src", FIXTURES / "recbench", "--domain", "movie", "--test-size", "0.2",
+                   "--valid-size", valid_size, "--out", out)  # fmt: skip
+        return DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(out / "train_sft.jsonl"))])
+
+    start_only, held = SimpleNamespace(eval_strategy="no", eval_on_start=True, seed=0), prepared("held", "0.3")
+    never = SimpleNamespace(eval_strategy="no", eval_on_start=False, seed=0)
+    assert eval_examples(never, RunArguments(), held, "sft") is None
+    assert len(eval_examples(start_only, RunArguments(), held, "sft")) == 3
+    with pytest.raises(DataError) as caught:
+        eval_examples(start_only, RunArguments(), prepared("none", "0.0"), "sft")
+    assert str(caught.value) == (
+        f"{tmp_path / 'none' / 'valid_sft.jsonl'}: no examples: valid.jsonl beside it is empty (data_prep held none "
+        "out: --valid-size)"
+    )
