@@ -31,6 +31,8 @@ AT_LEAST = {
     "ref_model_sync_steps": (1, "steps between reference model updates"),
     "pad_to_multiple_of": (1, "(the multiple padded lengths round up to)"),
     "ddp_timeout": (1, "seconds (each collective of a distributed run waits that long, then fails)"),
+    "max_train_samples": (1, "examples (none left nothing to train on)"),
+    "early_stopping_patience": (1, "evaluations"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = f"[0, {SEED_MAX}]"  # NumPy's: a seed outside raised when training started

@@ -57,6 +57,9 @@ OUT_OF_RANGE = [
     ({"dataset_kwargs": {"skip_prepare_dataset": True}}, "key 'dataset_kwargs': skip_prepare_dataset leaves"),
     # a distributed run's every collective timed out at once (a negative timedelta), in torch's words
     ({"ddp_timeout": -1}, "key 'ddp_timeout': -1 is below 1 seconds"),
+    # no example left: datasets' bare StopIteration as the trainer began
+    ({"max_train_samples": 0}, "key 'max_train_samples': 0 is below 1 examples"),
+    ({"early_stopping_patience": 0}, "key 'early_stopping_patience': 0 is below 1 evaluations"),
 ]
 
 
