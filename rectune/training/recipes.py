@@ -66,7 +66,8 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
         log.info("no CUDA device: training on CPU in fp32")
-        args += [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
+    device = [] if torch.cuda.is_available() else [f"--{k}={str(v).lower()}" for k, v in DEVICE_DEFAULTS.items()]
+    args += device  # (the recipe alone is parsed with them again where a refusal needs telling apart)
     parser = TrlParser(dataclass_types)
     parser.error = lambda message: _refuse_argument(message, recipe, args)  # not argparse's usage of 300 flags
     _check_choices(parser, config, recipe)
@@ -77,8 +78,8 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     except RecTuneError:
         raise
     except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError) as err:  # unused arguments, values
-        # the configs' own checks refuse, files; transformers names the flags its refusals are about
-        typed = recipe is None or set(re.findall(r"--(\w+)", str(err))) & given
+        # the configs' own checks refuse, files: the command line's doing where the recipe alone parses
+        typed = recipe is None or (given and _parses(dataclass_types, ["--config", str(recipe), *device]))
         raise RecTuneError(f"{'command line' if typed else recipe}: {err}") from None
     check_values(parsed, recipe or "command line", given)
     check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
@@ -226,6 +227,22 @@ def _check_flags(args: list[str], dataclass_types: tuple[type, ...]) -> None:
         raise RecTuneError(
             f"unknown flag --{name} (not a field of {', '.join(t.__name__ for t in dataclass_types)}){hint}"
         )
+
+
+def _parses(dataclass_types: tuple[type, ...], args: list[str]) -> bool:
+    """Whether ``args`` parse into the configs without a refusal (argparse's own included, without its usage)."""
+    from trl import TrlParser
+
+    def refuse(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    parser = TrlParser(dataclass_types)
+    parser.error = refuse
+    try:
+        parser.parse_args_and_config(args)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError, OSError):
+        return False
+    return True
 
 
 def _flag_names(args: list[str]) -> frozenset[str]:

@@ -185,16 +185,16 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
 
 @contextlib.contextmanager
 def settings_the_trainer_takes() -> Iterator[None]:
-    """TRL's ValueError as it builds its trainer, as one line: settings that contradict one another or the model
-    (``padding_free`` without packing, ``assistant_only_loss`` with a chat template that marks no answer,
-    ``gradient_checkpointing_kwargs`` the model's checkpointing does not take), checked by TRL, not here. So are a
+    """TRL's ValueError (NotImplementedError: ``sync_ref_model`` with PEFT) as it builds its trainer, as one line:
+    settings that contradict one another or the model (``padding_free`` without packing, ``assistant_only_loss``
+    with a template marking no answer, ``gradient_checkpointing_kwargs`` checkpointing does not take). So are a
     package a setting needs (bitsandbytes for a quantization) and weights ``model_init_kwargs`` name that are not
     there (a ``subfolder``, ``variant`` or ``gguf_file``): transformers' ImportError and OSError."""
     try:
         yield
     except RecTuneError:
         raise
-    except (ValueError, ImportError) as err:
+    except (ValueError, ImportError, NotImplementedError) as err:
         raise RecTuneError(f"the trainer refuses these settings: {' '.join(str(err).split())[:600]}") from None
     except OSError as err:
         if err.errno is not None:  # the system's own (a full disk): said as such by the entry script

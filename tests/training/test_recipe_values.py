@@ -371,3 +371,17 @@ def test_report_to_names_an_installed_integration(tmp_path):
         )
     for fine in ("none", "all", "wandb"):  # "all": those installed
         parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--report_to", fine])
+
+
+def test_a_refusal_of_the_configs_own_checks_names_the_command_line_when_it_caused_it(tmp_path):
+    """GRPOConfig's own refusals name no key: the recipe was named even when the recipe alone parses and the command
+    line's flag made the conflict."""
+    recipe = tmp_path / "g.yaml"
+    recipe.write_text("model_name_or_path: m\nper_device_train_batch_size: 8\nnum_generations: 4\n")
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(GRPO, [str(recipe), "--output_dir", str(tmp_path), "--num_generations", "3"])
+    assert str(caught.value) == "command line: generation_batch_size (8) must be divisible by num_generations (3)."
+    recipe.write_text("model_name_or_path: m\nper_device_train_batch_size: 8\nnum_generations: 3\n")
+    with pytest.raises(RecTuneError) as caught:
+        parse_recipe(GRPO, [str(recipe), "--output_dir", str(tmp_path), "--learning_rate", "1e-5"])
+    assert str(caught.value) == f"{recipe}: generation_batch_size (8) must be divisible by num_generations (3)."
