@@ -33,6 +33,10 @@ AT_LEAST = {
     "ddp_timeout": (1, "seconds (each collective of a distributed run waits that long, then fails)"),
     "max_train_samples": (1, "examples (none left nothing to train on)"),
     "early_stopping_patience": (1, "evaluations"),
+    "num_generations_eval": (1, "completions a prompt"),
+    # the upper bound two-sided GRPO clamps the probability ratio to: below 1, the ratio of 1 the sampling policy
+    # has is clamped from the first step on, and tokens with a positive advantage get no gradient
+    "delta": (1, "(an upper bound on the probability ratio, 1 before any update)"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = f"[0, {SEED_MAX}]"  # NumPy's: a seed outside raised when training started

@@ -97,6 +97,8 @@ def test_grpo_lengths_and_reward_weights(tmp_path):
         ("--epsilon_high", "-1", "--epsilon_high: -1.0 must not be negative"),
         ("--top_entropy_quantile", "1.5", "--top_entropy_quantile: 1.5 must lie in [0, 1]"),
         ("--ref_model_sync_steps", "0", "--ref_model_sync_steps: 0 is below 1 steps between reference model"),
+        ("--delta", "0.5", "--delta: 0.5 is below 1 (an upper bound on the probability ratio"),
+        ("--num_generations_eval", "0", "--num_generations_eval: 0 is below 1 completions a prompt"),
     ]:
         with pytest.raises(RecTuneError) as caught:
             parse_recipe(GRPO, ["--output_dir", str(tmp_path), flag, value])
