@@ -62,14 +62,15 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     secrets = _take_secrets(args)
     import torch  # here, not at the top: --help answers before torch loads
 
+    device = []  # (the recipe alone is parsed with them again where a refusal needs telling apart)
     if not torch.cuda.is_available():
         # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
         # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
         log.info("no CUDA device: training on CPU in fp32")
-    device = [] if torch.cuda.is_available() else [f"--{k}={str(v).lower()}" for k, v in DEVICE_DEFAULTS.items()]
-    args += device  # (the recipe alone is parsed with them again where a refusal needs telling apart)
+        device = [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
+    args += device
     parser = TrlParser(dataclass_types)
-    parser.error = lambda message: _refuse_argument(message, recipe, args)  # not argparse's usage of 300 flags
+    parser.error = lambda message: _refuse_argument(message, recipe, given)  # not argparse's usage of 300 flags
     _check_choices(parser, config, recipe)
     if recipe is not None:
         check_types(config, dataclass_types, recipe)  # argparse takes a recipe's non-string values as they are
@@ -250,14 +251,14 @@ def _flag_names(args: list[str]) -> frozenset[str]:
     return frozenset(arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--"))
 
 
-def _refuse_argument(message: str, recipe: Path | None, args: list[str]) -> NoReturn:
+def _refuse_argument(message: str, recipe: Path | None, given: frozenset[str]) -> NoReturn:
     """argparse's own refusal (a value of the wrong type, a flag without its value) as one line naming the key
     and where it was given: argparse would print its usage of every TRL and transformers flag first."""
     match = re.match(r"argument --(\w+)[^:]*: (.*)", message)
     if match is None:
         raise RecTuneError(f"{recipe or 'command line'}: {message}")
     name, problem = match.groups()
-    if name in _flag_names(args) or recipe is None:
+    if name in given or recipe is None:
         raise RecTuneError(f"command line: --{name}: {problem}")
     raise RecTuneError(f"{recipe}: key {name!r}: {problem}")
 
