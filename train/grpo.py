@@ -34,7 +34,7 @@ from rectune.training.finite_weights import FiniteWeights
 from rectune.training.generation_kwargs import check_generation_kwargs
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
-from rectune.training.recipes import parse_recipe, resolved_recipe
+from rectune.training.recipes import parse_recipe, resolved_recipe, where_set
 from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.setup import (
     announce_setup,
@@ -72,7 +72,7 @@ def main() -> None:
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     positions = check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line
-    check_generation_kwargs(training_args, configured_vocabulary(model_name), recipe or "command line")
+    check_generation_kwargs(training_args, configured_vocabulary(model_name), where_set("generation_kwargs", recipe))
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
@@ -86,7 +86,7 @@ def main() -> None:
     validation = eval_examples(training_args, run_args, mixture, "rft")
     benchmark, resources = rft_resources(data_files(mixture)[0], rft_args.catalog, rft_args.kg)
     reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
-    check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, recipe or "command line")
+    check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, where_set("reward_weights", recipe))
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
     if rft_args.init_adapter:

@@ -246,6 +246,11 @@ def _parses(dataclass_types: tuple[type, ...], args: list[str]) -> bool:
     return True
 
 
+def where_set(key: str, recipe: Path | None) -> str:
+    """Where a run's value of ``key`` came from, for a refusal to name: the command line when typed there."""
+    return "command line" if recipe is None or key in _flag_names(sys.argv[1:]) else str(recipe)
+
+
 def _flag_names(args: list[str]) -> frozenset[str]:
     """The fields a command line sets (``--learning-rate=1e-4`` sets ``learning_rate``)."""
     return frozenset(arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--"))
@@ -304,7 +309,7 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
     args = list(sys.argv[1:] if argv is None else argv)
     *parsed, recipe = parse_recipe(dataclass_types, args)
     values = dict(yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}) if recipe else {}
-    flags = {arg[2:].split("=")[0] for arg in args if arg.startswith("--")}
+    flags = _flag_names(args)  # --learning-rate is --learning_rate: argparse takes both spellings
     for config in parsed:
         for item in dataclasses.fields(config):
             if item.name in flags:

@@ -387,3 +387,18 @@ def test_a_refusal_of_the_configs_own_checks_names_the_command_line_when_it_caus
     with pytest.raises(RecTuneError) as caught:
         parse_recipe(GRPO, [str(recipe), "--output_dir", str(tmp_path), "--learning_rate", "1e-5"])
     assert str(caught.value) == f"{recipe}: generation_batch_size (8) must be divisible by num_generations (3)."
+
+
+def test_a_flag_spelled_with_dashes_is_recorded_in_the_resolved_recipe(tmp_path, monkeypatch):
+    """argparse takes --learning-rate for --learning_rate and trained with it, but the resolved recipe (the stage's
+    recipe.yaml, the resume check, W&B's config) kept the recipe's value: a rerun from recipe.yaml trained otherwise.
+    And a value checked after parsing (GRPO's reward_weights) names the command line where it was typed."""
+    from rectune.training.recipes import resolved_recipe, where_set
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model_name_or_path: m\nlearning_rate: 0.001\n")
+    args = [str(recipe), "--output_dir", str(tmp_path), "--learning-rate", "0.5"]
+    assert resolved_recipe(SFT, args)["learning_rate"] == 0.5
+    monkeypatch.setattr("sys.argv", ["grpo.py", *args, "--reward-weights", "1"])
+    assert (where_set("reward_weights", recipe), where_set("learning_rate", recipe)) == ("command line",) * 2
+    assert where_set("max_steps", recipe) == str(recipe) and where_set("max_steps", None) == "command line"
