@@ -312,7 +312,7 @@ def resolved_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = 
     flags = _flag_names(args)  # --learning-rate is --learning_rate: argparse takes both spellings
     for config in parsed:
         for item in dataclasses.fields(config):
-            if item.name in flags:
+            if item.name in flags or f"no_{item.name}" in flags:  # --no_X sets a switch that defaults on
                 values[item.name] = _plain(getattr(config, item.name))
     if values.get("train_data"):
         values.pop("datasets", None)  # --train_data replaced them: the recipe names the data trained on

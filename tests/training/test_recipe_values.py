@@ -399,6 +399,7 @@ def test_a_flag_spelled_with_dashes_is_recorded_in_the_resolved_recipe(tmp_path,
     recipe.write_text("model_name_or_path: m\nlearning_rate: 0.001\n")
     args = [str(recipe), "--output_dir", str(tmp_path), "--learning-rate", "0.5"]
     assert resolved_recipe(SFT, args)["learning_rate"] == 0.5
+    assert resolved_recipe(SFT, [*args, "--no-dataloader-pin-memory"])["dataloader_pin_memory"] is False  # was left out
     monkeypatch.setattr("sys.argv", ["grpo.py", *args, "--reward-weights", "1"])
     assert (where_set("reward_weights", recipe), where_set("learning_rate", recipe)) == ("command line",) * 2
     assert where_set("max_steps", recipe) == str(recipe) and where_set("max_steps", None) == "command line"
