@@ -6,7 +6,8 @@ reference model) on its own training prompts (``make data-experiment`` first), t
 trainer. Each configuration runs a step's parts on the same prompts:
 
 * rollouts: the prompts' completions sampled from the merged policy with the same seed, so both paths
-  draw the same numbers; the table counts the completions that came out identical;
+  draw the same numbers; the table counts the completions that came out identical, as TRL takes them and
+  as RecTune does, and with finished rows computed to the end and not;
 * rewards: the recipe's rewards over those completions;
 * loss: the DAPO loss's forward and backward over the same completions (the shared path's loss and
   LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py).
@@ -14,11 +15,12 @@ trainer. Each configuration runs a step's parts on the same prompts:
 Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head), the same batch as
 RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
 and ``--prompts`` prompts x 8 as RecTune takes them: with each prompt's keys and values copied into its
-rows' caches after the shared prefill (as before rectune/training/prefix_decoding.py), kept once while
-decoding (the default), and so with bfloat16 rollouts (``rollout_dtype``). Every row runs once per round, rounds
-interleaved, after a round that warms each up and is not counted; the table shows medians over rounds and
-prompts per minute, and the ratio to the first row. The optimizer's update (well under a second on
-LoRA's parameters) is left out of every row alike.
+rows' caches after the shared prefill (as before rectune/training/prefix_decoding.py); kept once while
+decoding, every row computed until the last ends (as before rectune/training/finished_rows.py); kept
+once, finished rows no longer computed (the default); and so with bfloat16 rollouts (``rollout_dtype``).
+Every row runs once per round, rounds interleaved, after a round that warms each up and is not counted;
+the table shows medians over rounds and prompts per minute, and the ratio to the first row. The
+optimizer's update (well under a second on LoRA's parameters) is left out of every row alike.
 
     python -m perf.bench_grpo_step [--prompts 8] [--rounds 2]
 """
@@ -62,13 +64,20 @@ def build_trainer(recipe: str) -> ShapedGRPOTrainer:
 
 
 def one_step(
-    trainer: ShapedGRPOTrainer, rows: list[dict], shared: bool, cascade: bool, rollout_dtype: str | None, seed: int
+    trainer: ShapedGRPOTrainer,
+    rows: list[dict],
+    shared: bool,
+    cascade: bool,
+    skip_finished: bool,
+    rollout_dtype: str | None,
+    seed: int,
 ) -> dict:
     """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions;
     ``shared``: each group's prompt encoded once, with RecTune's output head for CPUs; ``cascade``: and kept
-    once while decoding."""
+    once while decoding; ``skip_finished``: finished rows no longer computed."""
     trainer.shared_prefix = trainer.shared_prefix_rollouts = tuned_head = shared
     trainer.shared_prefix_decoding = cascade
+    trainer.skip_finished_rows = skip_finished
     tune_cpu_lm_head(tuned_head)
     trainer.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
     trainer.step_seconds.clear()
@@ -102,20 +111,25 @@ def main() -> None:
     generations = trainer.num_generations
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
-    configs = [("2 x 8, as TRL", 2, False, False, None), ("2 x 8, RecTune", 2, True, True, None),
-               (f"{args.prompts} x 8, RecTune, prompt copied per row", args.prompts, True, False, None),
-               (f"{args.prompts} x 8, RecTune", args.prompts, True, True, None),
-               (f"{args.prompts} x 8, RecTune, bfloat16 rollouts", args.prompts, True, True, "bfloat16")]  # fmt: skip
+    n = args.prompts
+    configs = [("2 x 8, as TRL", 2, False, False, False, None), ("2 x 8, RecTune", 2, True, True, True, None),
+               (f"{n} x 8, RecTune, prompt copied per row", n, True, False, False, None),
+               (f"{n} x 8, RecTune, finished rows decoded to the end", n, True, True, False, None),
+               (f"{n} x 8, RecTune", n, True, True, True, None),
+               (f"{n} x 8, RecTune, bfloat16 rollouts", n, True, True, True, "bfloat16")]  # fmt: skip
     results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
     for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
-        for name, prompts, shared, cascade, dtype in configs:
-            step = one_step(trainer, rows[prompts], shared, cascade, dtype, seed=max(round_, 0))
+        for name, prompts, shared, cascade, skip_finished, dtype in configs:
+            step = one_step(trainer, rows[prompts], shared, cascade, skip_finished, dtype, seed=max(round_, 0))
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k != "completions")
             print(f"round {round_ + 1} {name}: {parts}")
             if round_ >= 0:
                 results[name].append(step)
-    same = sum(a == b for r in range(args.rounds) for a, b in zip(
-        results[configs[0][0]][r]["completions"], results[configs[1][0]][r]["completions"], strict=True))  # fmt: skip
+
+    def identical(first: str, second: str) -> int:
+        return sum(a == b for r in range(args.rounds) for a, b in zip(
+            results[first][r]["completions"], results[second][r]["completions"], strict=True))  # fmt: skip
+
     print("\n| rows | generate s (prefill) | rewards s | other s | loss forward s | backward s | step s | "
           "prompts/min | vs TRL |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     base = None
@@ -128,9 +142,10 @@ def main() -> None:
               f"{med['forward']:.1f} | {med['backward']:.1f} | {total:.1f} | {per_minute:.2f} | "
               f"{per_minute / base:.2f}x |")  # fmt: skip
     print(
-        f"\nidentical completions, shared vs unshared rollouts on the same seed: {same} of "
-        f"{args.rounds * 2 * generations}; {torch.get_num_threads()} threads, medians of {args.rounds} rounds "
-        "after one to warm up"
+        f"\nidentical completions on the same seed: shared vs unshared rollouts "
+        f"{identical(configs[0][0], configs[1][0])} of {args.rounds * 2 * generations}, finished rows skipped vs "
+        f"computed {identical(configs[3][0], configs[4][0])} of {args.rounds * n * generations}; "
+        f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds after one to warm up"
     )
 
 

@@ -58,7 +58,9 @@ class SharedPrefixLayer(DynamicLayer):
 class SharedPrefixCache(Cache):
     """A cache for rows that share prompts: ``prefilled`` holds one row per distinct prompt (their
     ``prefix_mask``, groups x prompt tokens, marks the padding), ``inverse`` names each row's prompt, and
-    every prompt has the same number of rows."""
+    every prompt has the same number of rows. While ``rows`` names some rows
+    (rectune/training/finished_rows.py), a forward computes those only: their new keys and values are
+    written to their places among all rows' (the others get zeros, never attended to)."""
 
     def __init__(self, prefilled: Cache, prefix_mask: torch.Tensor, inverse: torch.Tensor):
         layers = [SharedPrefixLayer(layer.keys, layer.values) for layer in prefilled.layers]
@@ -66,10 +68,22 @@ class SharedPrefixCache(Cache):
         self.prefix_mask = prefix_mask.bool()
         self.groups = prefix_mask.shape[0]
         self.rows_per_group = len(inverse) // self.groups
+        self.rows: torch.Tensor | None = None  # the rows a forward computes; None: all
         order = torch.sort(inverse, stable=True).indices  # rows, group by group
         grouped = bool(torch.equal(order, torch.arange(len(inverse), device=inverse.device)))
         self.order = None if grouped else order  # GRPO's rows already come group by group
         self.unorder = None if grouped else torch.argsort(order)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        return super().update(self.every_row(key_states), self.every_row(value_states), layer_idx, *args, **kwargs)
+
+    def every_row(self, computed: torch.Tensor) -> torch.Tensor:
+        """Values of the computed rows (``rows``) placed among all rows, zeros for the others."""
+        if self.rows is None:
+            return computed
+        placed = computed.new_zeros((self.groups * self.rows_per_group, *computed.shape[1:]))
+        placed[self.rows] = computed
+        return placed
 
     def by_group(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows (batch first) -> groups x rows per group x ..."""
@@ -125,6 +139,8 @@ def shared_prefix_attention(
     if cache is None:  # a forward outside the shared decoding (none is expected): the usual attention
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     layer = cache.layers[module.layer_idx]
+    computed = cache.rows
+    query = cache.every_row(query)
     rows, heads, new, dim = query.shape
     kv_heads, own = key.shape[1], key.shape[2]
     scale = dim**-0.5 if scaling is None else scaling
@@ -144,8 +160,10 @@ def shared_prefix_attention(
     prompt_weights = cache.by_group(prompt_weights).transpose(1, 2).flatten(2, 3)
     from_prompt = prompt_weights @ layer.prefix_values  # groups x kv heads x queries x dim
     output = cache.by_row(from_prompt.unflatten(2, (cache.rows_per_group, -1)).transpose(1, 2))
-    output = output + own_weights @ value
-    return output.reshape(rows, heads, new, dim).transpose(1, 2).contiguous(), None
+    output = (output + own_weights @ value).reshape(rows, heads, new, dim)
+    if computed is not None:
+        output = output[computed]
+    return output.transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(ATTENTION, shared_prefix_attention)

@@ -21,6 +21,7 @@ Unmerging subtracts what merging added, so the frozen base weights carry float r
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -35,6 +36,7 @@ from peft import PeftModel
 from transformers import GenerationConfig, LlamaForCausalLM
 
 from rectune.models.generation import one_answer_a_prompt
+from rectune.training.finished_rows import skipping_finished_rows
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -78,7 +80,14 @@ def _first_rows(inverse: torch.Tensor, groups: int) -> torch.Tensor:
 
 @torch.no_grad()
 def generate_sharing_prompts(
-    model: torch.nn.Module, generate, *args, input_ids=None, attention_mask=None, cascade: bool = True, **kwargs
+    model: torch.nn.Module,
+    generate,
+    *args,
+    input_ids=None,
+    attention_mask=None,
+    cascade: bool = True,
+    skip_finished: bool = True,
+    **kwargs,
 ):
     """``generate(input_ids=..., attention_mask=..., **kwargs)`` with each distinct prompt of the batch
     prefilled once: one forward over the distinct prompts (all but their last token, at the positions
@@ -86,7 +95,8 @@ def generate_sharing_prompts(
     row itself. Nothing is drawn during the shared prefill, so a seeded run draws the same numbers as an
     unshared one. While decoding, each prompt's keys and values stay once (``cascade`` and where
     :func:`~rectune.training.prefix_decoding.can_share` allows), else they are copied to every row holding
-    that prompt."""
+    that prompt; with each kept once, rows that have finished are no longer computed (``skip_finished``,
+    rectune/training/finished_rows.py)."""
     if args or input_ids is None or attention_mask is None or input_ids.shape[1] < 2 or kwargs.get(_CACHE) is not None:
         return generate(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     keys = input_ids.masked_fill(attention_mask == 0, -1)
@@ -100,7 +110,8 @@ def generate_sharing_prompts(
     cache = prefilled[_CACHE]
     if cascade and can_share(model, inverse, len(distinct)):
         shared = SharedPrefixCache(cache, mask, inverse)
-        with decoding_shared_prefix(model, shared):
+        skipping = skipping_finished_rows(_backbone(model), shared, len(input_ids), kwargs) if skip_finished else None
+        with decoding_shared_prefix(model, shared), skipping or contextlib.nullcontext(kwargs) as kwargs:
             return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **kwargs)
     cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **kwargs)
@@ -108,15 +119,21 @@ def generate_sharing_prompts(
 
 @contextmanager
 def generating_with(
-    policy: torch.nn.Module, model: torch.nn.Module, share_prompts: bool = False, cascade: bool = True
+    policy: torch.nn.Module,
+    model: torch.nn.Module,
+    share_prompts: bool = False,
+    cascade: bool = True,
+    skip_finished: bool = True,
 ) -> Iterator[None]:
     """Within: ``policy.generate`` generates with ``model`` (the policy itself or its :class:`RolloutCopy`'s
     model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py), each distinct prompt
-    prefilled once when ``share_prompts``, and kept once while decoding when ``cascade``
-    (:func:`generate_sharing_prompts`)."""
+    prefilled once when ``share_prompts``, and kept once while decoding when ``cascade``, finished rows no
+    longer computed when ``skip_finished`` (:func:`generate_sharing_prompts`)."""
     generate = model.generate  # bound before the shadowing below: ``model`` may be ``policy``
     if share_prompts:
-        generate = functools.partial(generate_sharing_prompts, model, generate, cascade=cascade)
+        generate = functools.partial(
+            generate_sharing_prompts, model, generate, cascade=cascade, skip_finished=skip_finished
+        )
     # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
     policy.generate = functools.partial(generate_drawing_by_inverse_cdf, generate, model.generation_config)
     try:
@@ -264,6 +281,7 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
             self.rollout_dtype = None
         self._rollout_copy: RolloutCopy | None = None
         self.shared_prefix_decoding = True  # off: each prompt copied into its rows' caches (make bench-grpo-step)
+        self.skip_finished_rows = True  # off: every row decoded until the last ends (make bench-grpo-step)
 
     def _generate_single_turn(self, *args, **kwargs):
         policy = self.accelerator.unwrap_model(self.model)
@@ -279,6 +297,8 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
                              str(self.rollout_dtype).removeprefix("torch."))  # fmt: skip
                 self._rollout_copy.sync()
                 sampler = self._rollout_copy.model
-            sharing = generating_with(policy, sampler, self.shared_prefix_rollouts, self.shared_prefix_decoding)
+            sharing = generating_with(
+                policy, sampler, self.shared_prefix_rollouts, self.shared_prefix_decoding, self.skip_finished_rows
+            )
             with sharing, self.prefill_timed(_backbone(sampler)):
                 return super()._generate_single_turn(*args, **kwargs)
