@@ -16,7 +16,7 @@ Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head
 RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
 and ``--prompts`` prompts x 8 as RecTune takes them: with each prompt's keys and values copied into its
 rows' caches after the shared prefill (as before rectune/training/prefix_decoding.py); kept once while
-decoding, every row computed until the last ends (as before rectune/training/finished_rows.py); kept
+decoding, every row computed until the last ends (as before rectune/models/finished_rows.py); kept
 once, finished rows no longer computed (the default); and so with bfloat16 rollouts (``rollout_dtype``).
 Every row runs once per round, rounds interleaved, after a round that warms each up and is not counted;
 the table shows medians over rounds and prompts per minute, and the ratio to the first row. The

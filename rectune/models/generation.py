@@ -1,4 +1,5 @@
-"""Batched generation: prompts sorted by length, left padding, greedy unless sampling is asked for."""
+"""Batched generation: prompts sorted by length, left padding, greedy unless sampling is asked for, rows that
+have finished no longer computed (rectune/models/finished_rows.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
 from rectune.models.chat_format import fitted, render_prompts
+from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.model_folders import learned_positions
 
 
@@ -54,15 +56,11 @@ def generate(
             batch = tokenizer([texts[i] for i in indices], return_tensors="pt", padding=True, add_special_tokens=False)
             batch = batch.to(model.device)
             sampling = {"temperature": settings.temperature, "top_p": settings.top_p} if settings.do_sample else {}
+            options = {"max_new_tokens": settings.max_new_tokens, "do_sample": settings.do_sample,
+                       "pad_token_id": tokenizer.pad_token_id, **sampling}  # fmt: skip
             started = time.perf_counter()
-            with torch.no_grad():
-                output = model.generate(
-                    **batch,
-                    max_new_tokens=settings.max_new_tokens,
-                    do_sample=settings.do_sample,
-                    pad_token_id=tokenizer.pad_token_id,
-                    **sampling,
-                )
+            with torch.no_grad(), skipping_finished_rows(model, len(indices), options) as options:
+                output = model.generate(**batch, **options)
             new_tokens = output[:, batch["input_ids"].shape[1] :]
             completions = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
             ended = torch.isin(new_tokens.cpu(), stops).any(dim=1).tolist()

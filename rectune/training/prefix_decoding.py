@@ -59,7 +59,7 @@ class SharedPrefixCache(Cache):
     """A cache for rows that share prompts: ``prefilled`` holds one row per distinct prompt (their
     ``prefix_mask``, groups x prompt tokens, marks the padding), ``inverse`` names each row's prompt, and
     every prompt has the same number of rows. While ``rows`` names some rows
-    (rectune/training/finished_rows.py), a forward computes those only: their new keys and values are
+    (rectune/models/finished_rows.py), a forward computes those only: their new keys and values are
     written to their places among all rows' (the others get zeros, never attended to)."""
 
     def __init__(self, prefilled: Cache, prefix_mask: torch.Tensor, inverse: torch.Tensor):

@@ -21,7 +21,6 @@ Unmerging subtracts what merging added, so the frozen base weights carry float r
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import inspect
@@ -35,8 +34,8 @@ from datasets import Dataset
 from peft import PeftModel
 from transformers import GenerationConfig, LlamaForCausalLM
 
+from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.generation import one_answer_a_prompt
-from rectune.training.finished_rows import skipping_finished_rows
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -80,14 +79,7 @@ def _first_rows(inverse: torch.Tensor, groups: int) -> torch.Tensor:
 
 @torch.no_grad()
 def generate_sharing_prompts(
-    model: torch.nn.Module,
-    generate,
-    *args,
-    input_ids=None,
-    attention_mask=None,
-    cascade: bool = True,
-    skip_finished: bool = True,
-    **kwargs,
+    model: torch.nn.Module, generate, *args, input_ids=None, attention_mask=None, cascade: bool = True, **kwargs
 ):
     """``generate(input_ids=..., attention_mask=..., **kwargs)`` with each distinct prompt of the batch
     prefilled once: one forward over the distinct prompts (all but their last token, at the positions
@@ -95,8 +87,7 @@ def generate_sharing_prompts(
     row itself. Nothing is drawn during the shared prefill, so a seeded run draws the same numbers as an
     unshared one. While decoding, each prompt's keys and values stay once (``cascade`` and where
     :func:`~rectune.training.prefix_decoding.can_share` allows), else they are copied to every row holding
-    that prompt; with each kept once, rows that have finished are no longer computed (``skip_finished``,
-    rectune/training/finished_rows.py)."""
+    that prompt."""
     if args or input_ids is None or attention_mask is None or input_ids.shape[1] < 2 or kwargs.get(_CACHE) is not None:
         return generate(*args, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     keys = input_ids.masked_fill(attention_mask == 0, -1)
@@ -110,11 +101,20 @@ def generate_sharing_prompts(
     cache = prefilled[_CACHE]
     if cascade and can_share(model, inverse, len(distinct)):
         shared = SharedPrefixCache(cache, mask, inverse)
-        skipping = skipping_finished_rows(_backbone(model), shared, len(input_ids), kwargs) if skip_finished else None
-        with decoding_shared_prefix(model, shared), skipping or contextlib.nullcontext(kwargs) as kwargs:
+        with decoding_shared_prefix(model, shared):
             return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **kwargs)
     cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **kwargs)
+
+
+def generate_skipping_finished_rows(model: torch.nn.Module, generate, *args, **kwargs):
+    """``generate(*args, **kwargs)`` with ``model`` computing only the rows that have not finished
+    (rectune/models/finished_rows.py)."""
+    input_ids = kwargs.get("input_ids")
+    if args or input_ids is None:
+        return generate(*args, **kwargs)
+    with skipping_finished_rows(model, len(input_ids), kwargs) as kwargs:
+        return generate(**kwargs)
 
 
 @contextmanager
@@ -127,13 +127,14 @@ def generating_with(
 ) -> Iterator[None]:
     """Within: ``policy.generate`` generates with ``model`` (the policy itself or its :class:`RolloutCopy`'s
     model), sampled tokens drawn by inverse CDF (rectune/training/inverse_cdf.py), each distinct prompt
-    prefilled once when ``share_prompts``, and kept once while decoding when ``cascade``, finished rows no
-    longer computed when ``skip_finished`` (:func:`generate_sharing_prompts`)."""
+    prefilled once when ``share_prompts`` and kept once while decoding when ``cascade``
+    (:func:`generate_sharing_prompts`), finished rows no longer computed when ``skip_finished``
+    (:func:`generate_skipping_finished_rows`)."""
     generate = model.generate  # bound before the shadowing below: ``model`` may be ``policy``
     if share_prompts:
-        generate = functools.partial(
-            generate_sharing_prompts, model, generate, cascade=cascade, skip_finished=skip_finished
-        )
+        generate = functools.partial(generate_sharing_prompts, model, generate, cascade=cascade)
+    if skip_finished:
+        generate = functools.partial(generate_skipping_finished_rows, model, generate)
     # TRL calls ``unwrapped_model.generate``: an instance attribute shadows the method for this call only
     policy.generate = functools.partial(generate_drawing_by_inverse_cdf, generate, model.generation_config)
     try:

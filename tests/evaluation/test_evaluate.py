@@ -1,5 +1,6 @@
 """evaluate/run.py and evaluate/compare.py end to end on the tiny model, plus resume and checkpoint kinds."""
 
+import contextlib
 import csv
 import glob
 import json
@@ -429,3 +430,26 @@ def test_wandb_logging_records_every_task_and_metric(tmp_path):
     }  # fmt: skip
     assert logged["summary"]["per_query/nrows"] == 3 and logged["summary"]["per_query/ncols"] == 2
     assert logged["config"]["checkpoint"] == "outputs/run/sft"
+
+
+def test_rows_that_finished_are_not_computed_and_the_answers_are_unchanged(tiny_model, movie_data, monkeypatch):
+    model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
+    prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:4]
+    settings = GenerationSettings(batch_size=4, max_new_tokens=8)
+    first = tokenizer.apply_chat_template(prompts[0], tokenize=False, add_generation_prompt=True)
+    inputs = tokenizer(first, return_tensors="pt", add_special_tokens=False)
+    written = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    model.generation_config.eos_token_id = [int(written[0, inputs["input_ids"].shape[1] + 2])]  # ends one answer early
+    rows: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda m, a, k: rows.append(k["input_ids"].shape[0]), with_kwargs=True)
+    skipping = {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
+    computed = list(rows)
+    rows.clear()
+    monkeypatch.setattr(
+        "rectune.models.generation.skipping_finished_rows", lambda model, rows, options: contextlib.nullcontext(options)
+    )
+    every_row = {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
+    hook.remove()
+    assert skipping == every_row
+    assert {"finish_reason": "stop"} in [reason for _, reason in skipping.values()]
+    assert rows == [4] * len(rows) and len(computed) == len(rows) and sum(computed) < sum(rows)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from rectune.training.finished_rows import FinishedRows, end_of_sequence_ids, skipping_finished_rows
+from rectune.models.finished_rows import FinishedRows, effective_config, end_of_sequence_ids, skipping_finished_rows
 from rectune.training.rollouts import generating_with
 
 PAD, EOS = 0, 1
@@ -46,10 +46,16 @@ def test_no_row_is_left_out_before_one_finishes():
     assert tracker.unfinished is None
 
 
-def test_the_end_of_sequence_is_the_configurations_else_the_models():
-    assert end_of_sequence_ids(GenerationConfig(eos_token_id=[3, 4]), GenerationConfig(eos_token_id=1)) == [3, 4]
-    assert end_of_sequence_ids(GenerationConfig(), GenerationConfig(eos_token_id=1)) == [1]
-    assert end_of_sequence_ids(GenerationConfig(), GenerationConfig()) == []
+def test_the_end_of_sequence_is_merged_as_generate_merges_it():
+    model_defaults = GenerationConfig(eos_token_id=1, do_sample=True)
+    assert end_of_sequence_ids(
+        effective_config(model_defaults, {"generation_config": GenerationConfig(eos_token_id=[3, 4])})
+    ) == [3, 4]
+    assert end_of_sequence_ids(effective_config(model_defaults, {"generation_config": GenerationConfig()})) == [1]
+    assert end_of_sequence_ids(effective_config(model_defaults, {"eos_token_id": 2})) == [2]  # a keyword wins
+    assert end_of_sequence_ids(effective_config(GenerationConfig(), {})) == []
+    assert effective_config(model_defaults, {}).do_sample  # the model's, where nothing is given
+    assert not effective_config(model_defaults, {"do_sample": False}).do_sample
 
 
 @pytest.mark.parametrize("order", [[0, 0, 0, 0, 1, 1, 1, 1], [0, 1, 0, 1, 0, 1, 0, 1]])
@@ -61,27 +67,30 @@ def test_samples_equal_every_row_decoded_with_fewer_rows_computed(small_vocabula
     generation = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=20,
                                   pad_token_id=PAD, eos_token_id=EOS)  # fmt: skip
     outputs, computed = {}, {}
-    for name, share, skip in (("unshared", False, False), ("every row", True, False), ("skipping", True, True)):
+    paths = {"unshared": (False, False, False), "unshared, skipping": (False, False, True),
+             "copied, skipping": (True, False, True), "cascade, skipping": (True, True, True)}  # fmt: skip
+    for name, (share, cascade, skip) in paths.items():
         seen, hook = rows_computed(model)
         torch.manual_seed(3)
-        with generating_with(model, model, share_prompts=share, skip_finished=skip):
+        with generating_with(model, model, share_prompts=share, cascade=cascade, skip_finished=skip):
             outputs[name] = model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                            generation_config=generation)  # fmt: skip
         hook.remove()
         computed[name] = seen
     assert "forward" not in model.__dict__  # the class's forward is back
-    assert torch.equal(outputs["skipping"], outputs["unshared"])
-    assert torch.equal(outputs["every row"], outputs["unshared"])
+    for name in paths:
+        assert torch.equal(outputs[name], outputs["unshared"]), name
 
     # from the completions: the step at which each row drew its end of sequence (the last step if none)
-    completions = outputs["skipping"][:, input_ids.shape[1] :]
+    completions = outputs["unshared"][:, input_ids.shape[1] :]
     steps = completions.shape[1]
     ends = [row.tolist().index(EOS) if EOS in row.tolist() else steps for row in completions]
     assert sum(end < steps - 1 for end in ends) >= 4  # the fixture ends rows early
-    # the shared prefill (2 prompts), then every row at step 0, then at step s the rows that had not ended
-    expected = [2, len(order)] + [max(1, sum(end >= s for end in ends)) for s in range(1, steps)]
-    assert computed["skipping"] == expected
-    assert computed["every row"] == [2] + [len(order)] * steps
+    # every row at step 0, then at step s the rows that had not ended; the shared prefill first (2 prompts)
+    decoding = [len(order)] + [max(1, sum(end >= s for end in ends)) for s in range(1, steps)]
+    assert computed["unshared"] == [len(order)] * steps
+    assert computed["unshared, skipping"] == decoding
+    assert computed["copied, skipping"] == computed["cascade, skipping"] == [2, *decoding]
 
 
 def test_an_instance_forward_is_wrapped_and_given_back(small_vocabulary_model):
@@ -110,7 +119,7 @@ def test_every_row_is_computed_where_skipping_cannot_apply(small_vocabulary_mode
     model.generation_config.eos_token_id = None
     config = GenerationConfig(**{"do_sample": False, "eos_token_id": EOS, **setting})
     kwargs = {"generation_config": config, "logits_processor": None}
-    with skipping_finished_rows(model, cache=None, rows=8, generate_kwargs=kwargs) as given:
+    with skipping_finished_rows(model, rows=8, generate_kwargs=kwargs) as given:
         assert given is kwargs and "forward" not in model.__dict__
 
 
