@@ -166,7 +166,8 @@ def test_generating_with_a_copy_routes_generate_and_restores_it(tiny_model):
     with torch.no_grad():
         expected = rollout.model.generate(input_ids=ids, max_new_tokens=6, do_sample=False)
         with generating_with(model, rollout.model):
-            assert model.generate.args[0].__self__ is rollout.model
+            skipping = model.generate.args[0]  # the layer that skips finished rows, around the copy's generate
+            assert skipping.args[0] is rollout.model and skipping.args[1].__self__ is rollout.model
             routed = model.generate(input_ids=ids, max_new_tokens=6, do_sample=False)
     assert torch.equal(routed, expected)
     assert "generate" not in vars(model)  # TRL's generate is the model's own again
