@@ -44,12 +44,13 @@ class FinishedRows(LogitsProcessor):
 
     def __init__(self, eos_token_ids: torch.Tensor, rows: int):
         self.eos_token_ids = eos_token_ids
-        self.finished = torch.zeros(rows, dtype=torch.bool, device=eos_token_ids.device)
+        self.finished = torch.zeros(rows, dtype=torch.bool)
         self.unfinished: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         chosen = scores.argmax(-1)  # what greedy selection picks, ties included
-        self.finished |= torch.isin(chosen, self.eos_token_ids.to(chosen.device))
+        # on the scores' device: a model spread over devices gives its logits on the last one
+        self.finished = self.finished.to(chosen.device) | torch.isin(chosen, self.eos_token_ids.to(chosen.device))
         if self.finished.any():
             self.unfinished = (~self.finished).nonzero().squeeze(1)
         return scores
@@ -99,13 +100,15 @@ def _row_forward(forward, tracker: FinishedRows):
             return forward(*args, **kwargs)
         if len(unfinished) == 0:  # a step after the last row ended: one row keeps the cache in step
             unfinished = unfinished.new_zeros(1) if kept[0] is None else kept[0][:1]
+        unfinished = unfinished.to(input_ids.device)
         for key in ROW_INPUTS:
             if isinstance(kwargs.get(key), torch.Tensor):
                 kwargs[key] = kwargs[key][unfinished]
         if hasattr(cache, "every_row"):
             cache.rows = unfinished
         elif kept[0] is None or not torch.equal(kept[0], unfinished):
-            cache.batch_select_indices(unfinished if kept[0] is None else torch.searchsorted(kept[0], unfinished))
+            selected = unfinished if kept[0] is None else torch.searchsorted(kept[0], unfinished)
+            cache.batch_select_indices(selected.cpu())  # its layers may sit on several devices
             kept[0] = unfinished
         try:
             outputs = forward(**kwargs)
@@ -113,7 +116,7 @@ def _row_forward(forward, tracker: FinishedRows):
             if hasattr(cache, "every_row"):
                 cache.rows = None
         logits = outputs.logits.new_zeros((rows, *outputs.logits.shape[1:]))
-        logits[unfinished] = outputs.logits
+        logits[unfinished.to(logits.device)] = outputs.logits
         outputs.logits = logits
         return outputs
 
@@ -139,8 +142,7 @@ def skipping_finished_rows(
     if not applies:
         yield generate_kwargs
         return
-    device = next(backbone.parameters()).device
-    tracker = FinishedRows(torch.tensor(eos, device=device), rows)
+    tracker = FinishedRows(torch.tensor(eos), rows)
     processors = LogitsProcessorList([*(generate_kwargs.get("logits_processor") or []), tracker])
     had_own = "forward" in backbone.__dict__  # TRL's fused output head sets one on the policy
     own = backbone.__dict__.get("forward")
