@@ -10,14 +10,16 @@ trainer. Each configuration runs a step's parts on the same prompts:
   as RecTune does, and with finished rows computed to the end and not;
 * rewards: the recipe's rewards over those completions;
 * loss: the DAPO loss's forward and backward over the same completions (the shared path's loss and
-  LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py).
+  LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py), with
+  the packed groups' attention in parts (rectune/training/prefix_attention.py) or under one mask.
 
 Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head), the same batch as
 RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
 and ``--prompts`` prompts x 8 as RecTune takes them: with each prompt's keys and values copied into its
 rows' caches after the shared prefill (as before rectune/training/prefix_decoding.py); kept once while
-decoding, every row computed until the last ends (as before rectune/models/finished_rows.py); kept
-once, finished rows no longer computed (the default); and so with bfloat16 rollouts (``rollout_dtype``).
+decoding, every row computed until the last ends (as before rectune/models/finished_rows.py); with the
+loss's attention under the packed mask (as before rectune/training/prefix_attention.py); all of these
+(the default); and so with bfloat16 rollouts (``rollout_dtype``).
 Every row runs once per round, rounds interleaved, after a round that warms each up and is not counted;
 the table shows medians over rounds and prompts per minute, and the ratio to the first row. The
 optimizer's update (well under a second on LoRA's parameters) is left out of every row alike.
@@ -69,15 +71,18 @@ def one_step(
     shared: bool,
     cascade: bool,
     skip_finished: bool,
+    in_parts: bool,
     rollout_dtype: str | None,
     seed: int,
 ) -> dict:
     """Seconds of each part of a step on ``rows`` (each prompt repeated per completion), and its completions;
     ``shared``: each group's prompt encoded once, with RecTune's output head for CPUs; ``cascade``: and kept
-    once while decoding; ``skip_finished``: finished rows no longer computed."""
+    once while decoding; ``skip_finished``: finished rows no longer computed; ``in_parts``: the packed
+    loss's attention in parts."""
     trainer.shared_prefix = trainer.shared_prefix_rollouts = tuned_head = shared
     trainer.shared_prefix_decoding = cascade
     trainer.skip_finished_rows = skip_finished
+    trainer.prefix_attention_in_parts = in_parts
     tune_cpu_lm_head(tuned_head)
     trainer.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
     trainer.step_seconds.clear()
@@ -97,7 +102,7 @@ def one_step(
     return {
         "generate": seconds["generate"], "prefill": seconds.get("prefill", 0.0), "rewards": seconds["rewards"],
         "other": prepared - seconds["generate"] - seconds["rewards"], "forward": forward, "backward": backward,
-        "completions": inputs["completion_ids"].tolist(),
+        "completions": inputs["completion_ids"].tolist(), "loss": loss.item(),
     }  # fmt: skip
 
 
@@ -112,19 +117,25 @@ def main() -> None:
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
     n = args.prompts
-    configs = [("2 x 8, as TRL", 2, False, False, False, None), ("2 x 8, RecTune", 2, True, True, True, None),
-               (f"{n} x 8, RecTune, prompt copied per row", n, True, False, False, None),
-               (f"{n} x 8, RecTune, finished rows decoded to the end", n, True, True, False, None),
-               (f"{n} x 8, RecTune", n, True, True, True, None),
-               (f"{n} x 8, RecTune, bfloat16 rollouts", n, True, True, True, "bfloat16")]  # fmt: skip
+    configs = [("2 x 8, as TRL", 2, False, False, False, False, None),
+               ("2 x 8, RecTune", 2, True, True, True, True, None),
+               (f"{n} x 8, RecTune, prompt copied per row", n, True, False, False, True, None),
+               (f"{n} x 8, RecTune, finished rows decoded to the end", n, True, True, False, True, None),
+               (f"{n} x 8, RecTune, attention under the packed mask", n, True, True, True, False, None),
+               (f"{n} x 8, RecTune", n, True, True, True, True, None),
+               (f"{n} x 8, RecTune, bfloat16 rollouts", n, True, True, True, True, "bfloat16")]  # fmt: skip
     results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
     for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
-        for name, prompts, shared, cascade, skip_finished, dtype in configs:
-            step = one_step(trainer, rows[prompts], shared, cascade, skip_finished, dtype, seed=max(round_, 0))
-            parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k != "completions")
+        for name, prompts, shared, cascade, skip_finished, in_parts, dtype in configs:
+            step = one_step(
+                trainer, rows[prompts], shared, cascade, skip_finished, in_parts, dtype, seed=max(round_, 0)
+            )
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k not in ("completions", "loss"))
             print(f"round {round_ + 1} {name}: {parts}")
             if round_ >= 0:
                 results[name].append(step)
+    masked, in_parts = (results[configs[index][0]] for index in (4, 5))
+    loss_gap = max(abs(a["loss"] - b["loss"]) for a, b in zip(masked, in_parts, strict=True))
 
     def identical(first: str, second: str) -> int:
         return sum(a == b for r in range(args.rounds) for a, b in zip(
@@ -134,7 +145,8 @@ def main() -> None:
           "prompts/min | vs TRL |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     base = None
     for name, prompts, *_ in configs:
-        med = {k: statistics.median(step[k] for step in results[name]) for k in results[name][0] if k != "completions"}
+        timed = [k for k in results[name][0] if k not in ("completions", "loss")]
+        med = {k: statistics.median(step[k] for step in results[name]) for k in timed}
         total = sum(v for k, v in med.items() if k != "prefill")
         per_minute = prompts * 60 / total
         base = base or per_minute
@@ -144,7 +156,9 @@ def main() -> None:
     print(
         f"\nidentical completions on the same seed: shared vs unshared rollouts "
         f"{identical(configs[0][0], configs[1][0])} of {args.rounds * 2 * generations}, finished rows skipped vs "
-        f"computed {identical(configs[3][0], configs[4][0])} of {args.rounds * n * generations}; "
+        f"computed {identical(configs[3][0], configs[5][0])} of {args.rounds * n * generations}; the loss with the "
+        f"attention in parts and under the mask differed by at most {loss_gap:.1e} (same completions: "
+        f"{identical(configs[4][0], configs[5][0])} of {args.rounds * n * generations}); "
         f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds after one to warm up"
     )
 

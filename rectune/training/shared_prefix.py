@@ -21,11 +21,13 @@ Only rows laid out as TRL lays them out are packed: prompts left-padded, complet
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
+from rectune.training.prefix_attention import LAYOUT_KEY, PrefixParts, attention_in_parts
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,13 @@ class PackedGroups:
     source: torch.Tensor  # (rows * completion length,): flat packed index of each prediction, or the pad slot
     rows: int
     completion_length: int
+    prompt_lengths: list[int]  # per group: its prompt[:-1] tokens, first in its sequence
+    segments: list[list[tuple[int, int]]]  # per group: (first place, length) of each completion's segment
+
+    def parts(self) -> PrefixParts:
+        """The layout :func:`~rectune.training.prefix_attention.prefix_parts_attention` computes in parts."""
+        length = self.input_ids.shape[1]
+        return PrefixParts.build(length, self.prompt_lengths, self.segments, self.input_ids.device)
 
     def attention_mask(self, implementation: str, dtype: torch.dtype) -> torch.Tensor:
         """The mask in the form ``implementation`` takes: boolean for SDPA, additive for eager attention."""
@@ -130,12 +139,16 @@ def pack_shared_prefixes(
         segment_ids[index, :size], shift_labels[index, :size] = segments, labels
         for row, place, n in places:
             source[row * completion_length : row * completion_length + n] = torch.arange(n) + index * length + place
+    prompt_lengths = [len(sequence[0]) - sum(n for *_, n in sequence[4]) for sequence in sequences]
+    segment_places = [[(place, n) for _, place, n in sequence[4]] for sequence in sequences]
     causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
     # a query sees earlier keys of its own segment and of the prompt (segment 0); padding sees only
     # padding and the prompt, so that no row of the mask is empty
     same = (segment_ids[:, :, None] == segment_ids[:, None, :]) | (segment_ids[:, None, :] == 0)
     allowed = (causal & same).unsqueeze(1)
-    return PackedGroups(input_ids, position_ids, allowed, shift_labels, source, rows, completion_length)
+    return PackedGroups(
+        input_ids, position_ids, allowed, shift_labels, source, rows, completion_length, prompt_lengths, segment_places
+    )
 
 
 def has_sliding_layers(config) -> bool:
@@ -156,6 +169,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def __init__(self, *args, shared_prefix: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
+        self.prefix_attention_in_parts = True  # SDPA's packed attention in parts (prefix_attention.py)
         config = self.accelerator.unwrap_model(self.model).config
         implementation = getattr(config, "_attn_implementation", None)
         self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
@@ -199,15 +213,22 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         return torch.cat(all_logps, dim=0), entropies, None
 
     def _packed_logps(self, model, packed: PackedGroups, compute_entropy: bool):
-        implementation = self.accelerator.unwrap_model(model).config._attn_implementation
+        unwrapped = self.accelerator.unwrap_model(model)
+        implementation = unwrapped.config._attn_implementation
         dtype = next(model.parameters()).dtype
-        with self.accelerator.autocast():
+        # SDPA's calls are made in parts (prefix_attention.py); not under checkpointing, whose recomputation
+        # in the backward pass would run outside this call's switch and save other tensors than the forward
+        checkpointing = getattr(unwrapped, "is_activation_checkpointing", False)
+        in_parts = self.prefix_attention_in_parts and implementation == "sdpa" and not checkpointing
+        layout = {LAYOUT_KEY: packed.parts()} if in_parts else {}
+        with self.accelerator.autocast(), attention_in_parts(unwrapped.config) if in_parts else nullcontext():
             outputs = model(
                 input_ids=packed.input_ids,
                 attention_mask=packed.attention_mask(implementation, dtype),
                 position_ids=packed.position_ids,
                 shift_labels=packed.shift_labels,
                 fused_lm_head=True,
+                **layout,
             )
         entropies = packed.unpack(outputs.entropy) if compute_entropy else None
         return packed.unpack(outputs.log_probs), entropies

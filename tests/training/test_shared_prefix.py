@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from rectune.training.shared_prefix import IGNORE, pack_shared_prefixes, prompt_groups
-from tests.conftest import RELEASE, run_script
 
 LOSS_TYPES = ["grpo", "dapo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo"]
 
@@ -46,16 +45,6 @@ def test_models_with_sliding_window_layers_keep_trls_rows():
     slides = has_sliding_layers
     assert not slides(LlamaConfig()) and not slides(Qwen2Config())  # Qwen2.5 ships with the window off
     assert slides(Qwen2Config(use_sliding_window=True, max_window_layers=0)) and slides(MistralConfig())
-
-
-@pytest.fixture(scope="module")
-def grounded_data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("grounded")
-    run_script(
-        "data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "0.0",
-        "--candidates", "10", "--candidate-order", "retriever", "--k", "5",
-    )  # fmt: skip
-    return out
 
 
 def grpo_trainer(model, data, out, **config):
