@@ -288,6 +288,17 @@ def train_data(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def grounded_data(tmp_path_factory) -> Path:
+    """The movie fixture as grounded prompts (10 retrieved candidates, K 5), every query in training."""
+    out = tmp_path_factory.mktemp("grounded")
+    run_script(
+        "data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", "--out", out, "--test-size", "0.0",
+        "--candidates", "10", "--candidate-order", "retriever", "--k", "5",
+    )  # fmt: skip
+    return out
+
+
 def write_recipe(path: Path, **values) -> Path:
     import yaml
 
