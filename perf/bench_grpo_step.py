@@ -131,32 +131,32 @@ def main() -> None:
     if trainer.accelerator.device.type == "cpu" and not cpu_has_bfloat16():
         print("no bfloat16 row: this CPU has no bfloat16 instructions")
         configs.pop()
-    results: dict[str, list[dict]] = {name: [] for name, *_ in configs}
+    results: list[list[dict]] = [[] for _ in configs]  # by row: with --prompts 2 two rows share a name
     for round_ in range(-1, args.rounds):  # round 0 warms every path up (first calls allocate) and is not counted
-        for name, prompts, shared, cascade, skip_finished, in_parts, dtype in configs:
+        for row, (name, prompts, shared, cascade, skip_finished, in_parts, dtype) in enumerate(configs):
             step = one_step(
                 trainer, rows[prompts], shared, cascade, skip_finished, in_parts, dtype, seed=max(round_, 0)
             )
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if k not in ("completions", "grads"))
             print(f"round {round_ + 1} {name}: {parts}")
             if round_ >= 0:
-                results[name].append(step)
-    masked, in_parts = (results[configs[index][0]] for index in (4, 5))
+                results[row].append(step)
+    masked, in_parts = results[4], results[5]
     grad_gap = max(
         ((a["grads"] - b["grads"]).abs().max() / a["grads"].abs().max()).item()
         for a, b in zip(masked, in_parts, strict=True)
     )
 
-    def identical(first: str, second: str) -> int:
+    def identical(first: int, second: int) -> int:
         return sum(a == b for r in range(args.rounds) for a, b in zip(
             results[first][r]["completions"], results[second][r]["completions"], strict=True))  # fmt: skip
 
     print("\n| rows | generate s (prefill) | rewards s | other s | loss forward s | backward s | step s | "
           "prompts/min | vs TRL |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     base = None
-    for name, prompts, *_ in configs:
-        timed = [k for k in results[name][0] if k not in ("completions", "grads")]
-        med = {k: statistics.median(step[k] for step in results[name]) for k in timed}
+    for (name, prompts, *_), steps in zip(configs, results, strict=True):
+        timed = [k for k in steps[0] if k not in ("completions", "grads")]
+        med = {k: statistics.median(step[k] for step in steps) for k in timed}
         total = sum(v for k, v in med.items() if k != "prefill")
         per_minute = prompts * 60 / total
         base = base or per_minute
@@ -165,11 +165,11 @@ def main() -> None:
               f"{per_minute / base:.2f}x |")  # fmt: skip
     print(
         f"\nidentical completions on the same seed: shared vs unshared rollouts "
-        f"{identical(configs[0][0], configs[1][0])} of {args.rounds * 2 * generations}, finished rows skipped vs "
-        f"computed {identical(configs[3][0], configs[5][0])} of {args.rounds * n * generations}; the LoRA gradients "
+        f"{identical(0, 1)} of {args.rounds * 2 * generations}, finished rows skipped vs "
+        f"computed {identical(3, 5)} of {args.rounds * n * generations}; the LoRA gradients "
         f"with the attention in parts and under the mask differed by at most {grad_gap:.1e} of the largest (same "
         f"completions: "
-        f"{identical(configs[4][0], configs[5][0])} of {args.rounds * n * generations}); "
+        f"{identical(4, 5)} of {args.rounds * n * generations}); "
         f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds after one to warm up"
     )
 
