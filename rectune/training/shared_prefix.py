@@ -169,7 +169,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def __init__(self, *args, shared_prefix: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
-        self.prefix_attention_in_parts = True  # SDPA's packed attention in parts (prefix_attention.py)
+        self.prefix_attention_in_parts = True  # off: the packed mask in one SDPA call (make bench-grpo-step)
         config = self.accelerator.unwrap_model(self.model).config
         implementation = getattr(config, "_attn_implementation", None)
         self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
