@@ -15,7 +15,7 @@ the inputs; only the order of fp32 sums changes. Positions that are padding in t
 to nothing and give zeros: no real query sees them and they carry no label.
 
 The packed forward switches the model's attention to :data:`IMPLEMENTATION` for its call only
-(:func:`attention_in_parts`); any call this function cannot take as parts goes to transformers' SDPA
+(:func:`switched_attention`); any call this function cannot take as parts goes to transformers' SDPA
 unchanged.
 """
 
@@ -133,11 +133,13 @@ AttentionInterface.register(IMPLEMENTATION, prefix_parts_attention)
 
 
 @contextmanager
-def attention_in_parts(config) -> Iterator[None]:
-    """Route the model's attention through :func:`prefix_parts_attention` for the calls inside."""
-    previous = config._attn_implementation
-    config._attn_implementation = IMPLEMENTATION
+def switched_attention(config, implementation: str = IMPLEMENTATION) -> Iterator[None]:
+    """Within: the decoder whose config is (or holds) ``config`` attends with ``implementation``, a name in
+    transformers' ``AttentionInterface``; its own implementation is given back after, also on an exception."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    before = text._attn_implementation
+    text._attn_implementation = implementation
     try:
         yield
     finally:
-        config._attn_implementation = previous
+        text._attn_implementation = before

@@ -25,6 +25,7 @@ from transformers import AttentionInterface
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from rectune.training.prefix_attention import switched_attention
 from rectune.training.shared_prefix import has_sliding_layers
 
 ATTENTION = "rectune_shared_prefix"
@@ -111,14 +112,11 @@ def can_share(model: torch.nn.Module, inverse: torch.Tensor, groups: int) -> boo
 @contextmanager
 def decoding_shared_prefix(model: torch.nn.Module, cache: SharedPrefixCache) -> Iterator[None]:
     """Within: ``model`` attends with :func:`shared_prefix_attention` over ``cache``."""
-    config = model.config.get_text_config(decoder=True)
-    before = config._attn_implementation
     token = _ACTIVE.set(cache)
-    config._attn_implementation = ATTENTION
     try:
-        yield
+        with switched_attention(model.config, ATTENTION):
+            yield
     finally:
-        config._attn_implementation = before
         _ACTIVE.reset(token)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
-from rectune.training.prefix_attention import LAYOUT_KEY, PrefixParts, attention_in_parts
+from rectune.training.prefix_attention import LAYOUT_KEY, PrefixParts, switched_attention
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         checkpointing = getattr(unwrapped, "is_activation_checkpointing", False)
         in_parts = self.prefix_attention_in_parts and implementation == "sdpa" and not checkpointing
         layout = {LAYOUT_KEY: packed.parts()} if in_parts else {}
-        with self.accelerator.autocast(), attention_in_parts(unwrapped.config) if in_parts else nullcontext():
+        with self.accelerator.autocast(), switched_attention(unwrapped.config) if in_parts else nullcontext():
             outputs = model(
                 input_ids=packed.input_ids,
                 attention_mask=packed.attention_mask(implementation, dtype),

@@ -110,7 +110,7 @@ def test_the_packed_loss_takes_sdpa_in_parts_and_gives_the_model_back(
 
 def test_a_failing_forward_gives_the_attention_back():
     config = SimpleNamespace(_attn_implementation="sdpa")
-    with pytest.raises(RuntimeError), prefix_attention.attention_in_parts(config):
+    with pytest.raises(RuntimeError), prefix_attention.switched_attention(config):
         assert config._attn_implementation == prefix_attention.IMPLEMENTATION
         raise RuntimeError
     assert config._attn_implementation == "sdpa"
