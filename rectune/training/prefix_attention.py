@@ -14,9 +14,10 @@ Each query sees exactly the keys the mask gave it, so the outputs and gradients 
 the inputs; only the order of fp32 sums changes. Positions that are padding in the packed layout attend
 to nothing and give zeros: no real query sees them and they carry no label.
 
-The packed forward switches the model's attention to :data:`IMPLEMENTATION` for its call only
-(:func:`switched_attention`); any call this function cannot take as parts goes to transformers' SDPA
-unchanged.
+The GRPO trainer switches the model's attention to :data:`IMPLEMENTATION` (:func:`switched_attention`) for
+its packed forward and, within a training step, over the loss's backward, whose activation checkpointing
+recomputes each layer. Any call without a layout, or one this function cannot take as parts, goes to
+transformers' SDPA unchanged, with SDPA's masks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 IMPLEMENTATION = "rectune_prefix_parts"
 LAYOUT_KEY = "prefix_parts"  # the keyword that carries a batch's PrefixParts down to every attention call
@@ -130,6 +132,7 @@ def prefix_parts_attention(
 
 
 AttentionInterface.register(IMPLEMENTATION, prefix_parts_attention)
+AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)  # a forward given a 2-D mask builds SDPA's
 
 
 @contextmanager

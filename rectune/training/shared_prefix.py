@@ -171,11 +171,35 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
         self.prefix_attention_in_parts = True  # off: the packed mask in one SDPA call (make bench-grpo-step)
         config = self.accelerator.unwrap_model(self.model).config
-        implementation = getattr(config, "_attn_implementation", None)
-        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
+        self.model_attention = getattr(config, "_attn_implementation", None)  # the model's own, for the masks
+        self.parts_held = False  # within a training step, whose backward runs inside the attention switch
+        self.shared_prefix = (
+            shared_prefix and self.model_attention in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
+        )
         if shared_prefix and not self.shared_prefix:
-            needs = f"SDPA or eager attention without sliding windows, not {implementation}"
+            needs = f"SDPA or eager attention without sliding windows, not {self.model_attention}"
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
+
+    def attends_in_parts(self) -> bool:
+        """Whether the packed forward computes SDPA's attention in parts (rectune/training/prefix_attention.py)."""
+        return self.shared_prefix and self.prefix_attention_in_parts and self.model_attention == "sdpa"
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        # the switch is held over the loss's backward as well as its forward: under activation checkpointing
+        # (transformers' or FSDP's) the backward recomputes each layer, which must attend as its forward did
+        held = self.attends_in_parts()
+        with switched_attention(self.accelerator.unwrap_model(model).config) if held else nullcontext():
+            self.parts_held = held
+            try:
+                return super().training_step(model, inputs, num_items_in_batch)
+            finally:
+                self.parts_held = False
+
+    def _prepare_inputs(self, generation_batch):
+        # rollouts and their scoring attend with the model's own implementation, also within a training step
+        config = self.accelerator.unwrap_model(self.model).config
+        with switched_attention(config, self.model_attention) if self.parts_held else nullcontext():
+            return super()._prepare_inputs(generation_batch)
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -214,17 +238,18 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
 
     def _packed_logps(self, model, packed: PackedGroups, compute_entropy: bool):
         unwrapped = self.accelerator.unwrap_model(model)
-        implementation = unwrapped.config._attn_implementation
         dtype = next(model.parameters()).dtype
-        # SDPA's calls are made in parts (prefix_attention.py); not under checkpointing, whose recomputation
-        # in the backward pass would run outside this call's switch and save other tensors than the forward
-        checkpointing = getattr(unwrapped, "is_activation_checkpointing", False)
-        in_parts = self.prefix_attention_in_parts and implementation == "sdpa" and not checkpointing
+        # outside a training step a backward may come after this call's switch is undone; under activation
+        # checkpointing its recomputation would then attend otherwise and save other tensors, which torch refuses
+        recomputed_apart = (
+            not self.parts_held and torch.is_grad_enabled() and getattr(unwrapped, "is_activation_checkpointing", False)
+        )
+        in_parts = self.attends_in_parts() and not recomputed_apart
         layout = {LAYOUT_KEY: packed.parts()} if in_parts else {}
         with self.accelerator.autocast(), switched_attention(unwrapped.config) if in_parts else nullcontext():
             outputs = model(
                 input_ids=packed.input_ids,
-                attention_mask=packed.attention_mask(implementation, dtype),
+                attention_mask=packed.attention_mask(self.model_attention, dtype),
                 position_ids=packed.position_ids,
                 shift_labels=packed.shift_labels,
                 fused_lm_head=True,

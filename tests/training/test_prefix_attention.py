@@ -116,11 +116,59 @@ def test_a_failing_forward_gives_the_attention_back():
     assert config._attn_implementation == "sdpa"
 
 
-def test_under_activation_checkpointing_the_packed_mask_is_kept(tmp_path, tiny_model, grounded_data, counted_layouts):
-    # the backward's recomputation runs outside the forward's switch, so it must see the same attention
+def checkpointed_trainer(tiny_model, grounded_data, tmp_path):
     trainer = grpo_trainer(tiny_model, grounded_data, tmp_path)
     # as transformers' training loop turns it on (non-reentrant: it checks what the recomputation saves)
     trainer.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     assert trainer.model.base_model.model.is_activation_checkpointing
+    return trainer
+
+
+def test_outside_a_training_step_checkpointing_keeps_the_packed_mask(
+    tmp_path, tiny_model, grounded_data, counted_layouts
+):
+    # a backward called after the loss has returned recomputes outside the forward's switch
+    trainer = checkpointed_trainer(tiny_model, grounded_data, tmp_path)
     assert_same_loss_and_gradients(trainer, batch_of(trainer))
     assert not counted_layouts
+
+
+def test_a_checkpointed_training_step_recomputes_in_parts(
+    tmp_path, tiny_model, grounded_data, counted_layouts, monkeypatch
+):
+    from trl import GRPOTrainer
+
+    trainer = checkpointed_trainer(tiny_model, grounded_data, tmp_path)
+    config, inputs, seen = trainer.model.config, batch_of(trainer), []
+
+    def rollouts(self, batch):  # TRL's rollouts and scoring, here the batch already made
+        seen.append(config._attn_implementation)
+        return batch
+
+    monkeypatch.setattr(GRPOTrainer, "_prepare_inputs", rollouts)
+
+    def step_gradients(shared: bool) -> dict:
+        trainer.shared_prefix = shared
+        trainer.model.zero_grad()
+        trainer.training_step(trainer.model, inputs, None)  # the loss and its backward
+        return {name: p.grad.clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
+
+    rows, packed = step_gradients(shared=False), step_gradients(shared=True)
+    assert counted_layouts  # the packed forward went through the parts, and so did its recomputation
+    assert seen == ["sdpa", "sdpa"] and config._attn_implementation == "sdpa"
+    assert any(g.abs().sum() > 0 for g in rows.values())
+    for name, grad in rows.items():
+        assert (packed[name] - grad).abs().max() <= 1e-4 * grad.abs().max().clamp(min=1e-8), name
+
+
+def test_a_forward_with_a_2d_mask_in_the_switch_is_sdpas(tiny_model):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa").eval()
+    ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        plain = model(input_ids=ids, attention_mask=mask).logits
+        with prefix_attention.switched_attention(model.config):
+            switched = model(input_ids=ids, attention_mask=mask).logits
+    assert torch.equal(switched, plain)
