@@ -68,15 +68,15 @@ SETTINGS = {  # name: (flags, the package it needs)
 
 
 def grpo_engines(completions: int) -> dict[str, tuple[str, list[str]]]:
-    """GRPO's generation engines, by name: (label, flags). Plain generate; the same with a static cache and a
-    compiled decoding step (``compile_rollouts``); transformers' continuous batching as TRL sets it up; the
-    same sized to the step (perf/bench_rollouts.py's :func:`sized_to_the_step`)."""
+    """GRPO's engines, by name: (label, flags). Plain generate; it as TRL takes it (the anchor row); it with a
+    static cache and compiled decoding (``compile_rollouts``); continuous batching, as TRL sets it up and sized."""
     from perf.bench_rollouts import sized_to_the_step  # here: it loads transformers, after main's JAX setting
 
     continuous = ["--use_transformers_continuous_batching", "true"]
     sized = json.dumps(sized_to_the_step(completions))
     return {
         "generate": ("generate", []),
+        "as-trl": ("generate, each prompt encoded per completion, as TRL", ["--shared_prefix", "false"]),
         "compiled": ("generate, static cache, compiled", ["--compile_rollouts", "true"]),
         "continuous": ("continuous batching", continuous),
         "continuous-sized": ("continuous batching, sized to the step",
@@ -84,7 +84,7 @@ def grpo_engines(completions: int) -> dict[str, tuple[str, list[str]]]:
     }  # fmt: skip
 
 
-ENGINES = ("generate", "compiled", "continuous", "continuous-sized")
+ENGINES = ("generate", "as-trl", "compiled", "continuous", "continuous-sized")
 PARTS = ("sft", "grpo", "profile", "rollouts", "eval")  # sft: the settings' rows and the plain loop
 PROFILE_ROWS = 25  # operators of the profile shown in the log (the whole table is in the run's profile/ folder)
 ZERO2 = ["-m", "accelerate.commands.launch", "--config_file", "accelerate_configs/zero2.yaml", "--num_processes", "1"]

@@ -170,19 +170,22 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         super().__init__(*args, **kwargs)
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
         self.prefix_attention_in_parts = True  # off: the packed mask in one SDPA call (make bench-grpo-step)
-        config = self.accelerator.unwrap_model(self.model).config
-        self.model_attention = getattr(config, "_attn_implementation", None)  # the model's own, for the masks
         self.parts_held = False  # within a training step, whose backward runs inside the attention switch
-        self.shared_prefix = (
-            shared_prefix and self.model_attention in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
-        )
+        config = self.accelerator.unwrap_model(self.model).config
+        implementation = self.model_attention()
+        self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
         if shared_prefix and not self.shared_prefix:
-            needs = f"SDPA or eager attention without sliding windows, not {self.model_attention}"
+            needs = f"SDPA or eager attention without sliding windows, not {implementation}"
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
+
+    def model_attention(self) -> str | None:
+        """The model's own attention implementation: SDPA where a training step holds it in parts."""
+        implementation = getattr(self.accelerator.unwrap_model(self.model).config, "_attn_implementation", None)
+        return "sdpa" if self.parts_held else implementation
 
     def attends_in_parts(self) -> bool:
         """Whether the packed forward computes SDPA's attention in parts (rectune/training/prefix_attention.py)."""
-        return self.shared_prefix and self.prefix_attention_in_parts and self.model_attention == "sdpa"
+        return self.shared_prefix and self.prefix_attention_in_parts and self.model_attention() == "sdpa"
 
     def training_step(self, model, inputs, num_items_in_batch):
         # the switch is held over the loss's backward as well as its forward: under activation checkpointing
@@ -198,7 +201,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def _prepare_inputs(self, generation_batch):
         # rollouts and their scoring attend with the model's own implementation, also within a training step
         config = self.accelerator.unwrap_model(self.model).config
-        with switched_attention(config, self.model_attention) if self.parts_held else nullcontext():
+        with switched_attention(config, "sdpa") if self.parts_held else nullcontext():
             return super()._prepare_inputs(generation_batch)
 
     def _get_per_token_logps_and_entropies(
@@ -249,7 +252,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         with self.accelerator.autocast(), switched_attention(unwrapped.config) if in_parts else nullcontext():
             outputs = model(
                 input_ids=packed.input_ids,
-                attention_mask=packed.attention_mask(self.model_attention, dtype),
+                attention_mask=packed.attention_mask(self.model_attention(), dtype),
                 position_ids=packed.position_ids,
                 shift_labels=packed.shift_labels,
                 fused_lm_head=True,

@@ -89,6 +89,7 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
                      r"[0-9.]+x the document-masked loop's", log)  # fmt: skip
     assert {
         "generate",
+        "generate, each prompt encoded per completion, as TRL",
         "generate, static cache, compiled",
         "continuous batching",
         "continuous batching, sized to the step",
@@ -98,7 +99,11 @@ def test_the_kit_installs_into_a_bare_image_and_runs_the_gpu_check(tmp_path):
     for evaluation in ("HF generate, batched", "transformers serve, continuous batching"):  # a failure names why
         assert float(named[evaluation][1].replace(",", "")) > 0, named[evaluation]
     # each GRPO row says where its step went: generation, its prefill, the loss's forward and the backward
-    for engine in ("generate", "generate, static cache, compiled"):
+    for engine in (
+        "generate",
+        "generate, each prompt encoded per completion, as TRL",
+        "generate, static cache, compiled",
+    ):
         assert all(float(cell) > 0 for cell in named[engine][3:7])
     # the default SFT path's last step profiled, its operators listed by self time
     assert "the baseline's step profiled (train/sft.py --profile_steps):" in log and "aten::mm" in log
