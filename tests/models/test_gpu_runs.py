@@ -32,7 +32,8 @@ def test_a_failed_step_stops_the_check_where_it_is_fatal(tmp_path):
 
 
 def test_an_unknown_part_engine_or_setting_is_refused_naming_it():
-    for flag, value, known in (("--parts", "sft,warmup", "sft, grpo"), ("--engines", "vllm", "generate, compiled"),
+    for flag, value, known in (("--parts", "sft,warmup", "sft, grpo"),
+                               ("--engines", "vllm", "generate, as-trl, compiled"),
                                ("--settings", "baseline,turbo", "baseline, no-checkpointing")):  # fmt: skip
         result = subprocess.run([sys.executable, "-m", "perf.gpu_check", "--device", "cpu", flag, value],
                                 capture_output=True, text=True, cwd=ROOT)  # fmt: skip
