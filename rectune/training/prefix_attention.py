@@ -135,6 +135,12 @@ AttentionInterface.register(IMPLEMENTATION, prefix_parts_attention)
 AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)  # a forward given a 2-D mask builds SDPA's
 
 
+def own_attention(config) -> str | None:
+    """The attention implementation of the model whose config this is: SDPA's while switched to its parts."""
+    implementation = getattr(config, "_attn_implementation", None)
+    return "sdpa" if implementation == IMPLEMENTATION else implementation
+
+
 @contextmanager
 def switched_attention(config, implementation: str = IMPLEMENTATION) -> Iterator[None]:
     """Within: the decoder whose config is (or holds) ``config`` attends with ``implementation``, a name in

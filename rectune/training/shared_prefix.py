@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
-from rectune.training.prefix_attention import LAYOUT_KEY, PrefixParts, switched_attention
+from rectune.training.prefix_attention import IMPLEMENTATION, LAYOUT_KEY, PrefixParts, own_attention, switched_attention
 
 log = logging.getLogger(__name__)
 
@@ -170,38 +170,30 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         super().__init__(*args, **kwargs)
         self.shared_prefix_rollouts = shared_prefix  # the rollouts' prefill shares any attention's cache
         self.prefix_attention_in_parts = True  # off: the packed mask in one SDPA call (make bench-grpo-step)
-        self.parts_held = False  # within a training step, whose backward runs inside the attention switch
         config = self.accelerator.unwrap_model(self.model).config
-        implementation = self.model_attention()
+        implementation = own_attention(config)
         self.shared_prefix = shared_prefix and implementation in ATTENTION_WITH_MASKS and not has_sliding_layers(config)
         if shared_prefix and not self.shared_prefix:
             needs = f"SDPA or eager attention without sliding windows, not {implementation}"
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
 
-    def model_attention(self) -> str | None:
-        """The model's own attention implementation: SDPA where a training step holds it in parts."""
-        implementation = getattr(self.accelerator.unwrap_model(self.model).config, "_attn_implementation", None)
-        return "sdpa" if self.parts_held else implementation
-
-    def attends_in_parts(self) -> bool:
-        """Whether the packed forward computes SDPA's attention in parts (rectune/training/prefix_attention.py)."""
-        return self.shared_prefix and self.prefix_attention_in_parts and self.model_attention() == "sdpa"
+    def attends_in_parts(self, model) -> bool:
+        """Whether ``model``'s packed forward computes SDPA's attention in parts (prefix_attention.py)."""
+        config = self.accelerator.unwrap_model(model).config
+        return self.shared_prefix and self.prefix_attention_in_parts and own_attention(config) == "sdpa"
 
     def training_step(self, model, inputs, num_items_in_batch):
         # the switch is held over the loss's backward as well as its forward: under activation checkpointing
         # (transformers' or FSDP's) the backward recomputes each layer, which must attend as its forward did
-        held = self.attends_in_parts()
+        held = self.attends_in_parts(model)
         with switched_attention(self.accelerator.unwrap_model(model).config) if held else nullcontext():
-            self.parts_held = held
-            try:
-                return super().training_step(model, inputs, num_items_in_batch)
-            finally:
-                self.parts_held = False
+            return super().training_step(model, inputs, num_items_in_batch)
 
     def _prepare_inputs(self, generation_batch):
         # rollouts and their scoring attend with the model's own implementation, also within a training step
         config = self.accelerator.unwrap_model(self.model).config
-        with switched_attention(config, "sdpa") if self.parts_held else nullcontext():
+        held = config._attn_implementation == IMPLEMENTATION
+        with switched_attention(config, "sdpa") if held else nullcontext():
             return super()._prepare_inputs(generation_batch)
 
     def _get_per_token_logps_and_entropies(
@@ -244,15 +236,16 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         dtype = next(model.parameters()).dtype
         # outside a training step a backward may come after this call's switch is undone; under activation
         # checkpointing its recomputation would then attend otherwise and save other tensors, which torch refuses
+        held = unwrapped.config._attn_implementation == IMPLEMENTATION  # by the training step, over its backward
         recomputed_apart = (
-            not self.parts_held and torch.is_grad_enabled() and getattr(unwrapped, "is_activation_checkpointing", False)
+            not held and torch.is_grad_enabled() and getattr(unwrapped, "is_activation_checkpointing", False)
         )
-        in_parts = self.attends_in_parts() and not recomputed_apart
+        in_parts = self.attends_in_parts(model) and not recomputed_apart
         layout = {LAYOUT_KEY: packed.parts()} if in_parts else {}
         with self.accelerator.autocast(), switched_attention(unwrapped.config) if in_parts else nullcontext():
             outputs = model(
                 input_ids=packed.input_ids,
-                attention_mask=packed.attention_mask(self.model_attention(), dtype),
+                attention_mask=packed.attention_mask(own_attention(unwrapped.config), dtype),
                 position_ids=packed.position_ids,
                 shift_labels=packed.shift_labels,
                 fused_lm_head=True,
