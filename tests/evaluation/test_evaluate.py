@@ -409,6 +409,8 @@ def test_compare(tmp_path):
 @pytest.mark.integration  # wandb starts its own service process
 def test_wandb_logging_records_every_task_and_metric(tmp_path):
     """log_to_wandb on a hand-made report whose every value differs, read back from the offline run file."""
+    import wandb
+
     from rectune.evaluation.tracking import log_to_wandb
 
     report = {
@@ -420,6 +422,7 @@ def test_wandb_logging_records_every_task_and_metric(tmp_path):
     }  # fmt: skip
     table = [{"id": "q1", "recall": 0.5}, {"id": "q2", "recall": 0.0}, {"id": "q3", "recall": 1.0}]
     log_to_wandb(tmp_path / "out", report, table, "rectune-test")
+    wandb.teardown()  # the service closes the run's file as the process would at exit; read it only then
     (run_file,) = glob.glob(str(tmp_path / "out" / "wandb" / "offline-run-*" / "run-*.wandb"))
     logged = wandb_run(run_file)
     summary = {k: v for k, v in logged["summary"].items() if k.split("/")[0] in ("explicit", "implicit", "overall")}
@@ -427,7 +430,7 @@ def test_wandb_logging_records_every_task_and_metric(tmp_path):
         "explicit/precision": 0.25, "explicit/recall": 0.5, "explicit/n": 2,
         "implicit/precision": 0.75, "implicit/n": 1,  # a metric without a value is left out, not logged as 0
         "overall/precision": 0.4, "overall/recall": 0.6, "overall/n": 3,
-    }  # fmt: skip
+    }, logged  # fmt: skip
     assert logged["summary"]["per_query/nrows"] == 3 and logged["summary"]["per_query/ncols"] == 2
     assert logged["config"]["checkpoint"] == "outputs/run/sft"
 
