@@ -11,7 +11,9 @@ trainer. Each configuration runs a step's parts on the same prompts:
 * rewards: the recipe's rewards over those completions;
 * loss: the DAPO loss's forward and backward over the same completions (the shared path's loss and
   LoRA gradients are checked against the unshared path's in tests/training/test_shared_prefix.py), with
-  the packed groups' attention in parts (rectune/training/prefix_attention.py) or under one mask.
+  the packed groups' attention in parts (rectune/training/prefix_attention.py) or under one mask, held
+  over the backward as a training step holds it; ``--checkpointing`` turns on activation checkpointing
+  (the recipe has it off; the GPU recipes have it on), so the backward recomputes each layer.
 
 Rows: the step as TRL takes it (2 prompts x 8, nothing shared, TRL's output head), the same batch as
 RecTune's trainer takes it (shared, the output head tuned for CPUs: rectune/training/cpu_lm_head.py),
@@ -24,7 +26,7 @@ Every row runs once per round, rounds interleaved, after a round that warms each
 the table shows medians over rounds and prompts per minute, and the ratio to the first row. The
 optimizer's update (well under a second on LoRA's parameters) is left out of every row alike.
 
-    python -m perf.bench_grpo_step [--prompts 8] [--rounds 2]
+    python -m perf.bench_grpo_step [--prompts 8] [--rounds 2] [--checkpointing]
 """
 
 import argparse
@@ -45,13 +47,14 @@ from rectune.training.views import data_files, load_examples
 RECIPE = "recipes/smollm2_movie_experiment_grpo.yaml"
 
 
-def build_trainer(recipe: str) -> ShapedGRPOTrainer:
+def build_trainer(recipe: str, checkpointing: bool = False) -> ShapedGRPOTrainer:
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
     from rectune.models.embedded import resolve_model_name
 
     types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
     overrides = ["--output_dir", "/tmp/rectune-bench-grpo-step", "--report_to", "none"]
+    overrides += ["--activation_checkpointing", "true"] if checkpointing else []
     args, model_args, mixture, run_args, rft_args, shaping, _ = parse_recipe(types, [recipe, *overrides])
     dataset = load_examples(mixture, "rft", None, args.seed)
     benchmark, resources = rft_resources(data_files(mixture)[0])
@@ -61,6 +64,8 @@ def build_trainer(recipe: str) -> ShapedGRPOTrainer:
         train_dataset=dataset, peft_config=get_peft_config(model_args), shaping=shaping, benchmark=benchmark,
         resources=resources,
     )  # fmt: skip
+    if checkpointing:  # as transformers' Trainer.train turns it on: non-reentrant, every layer
+        trainer.model.activation_checkpointing_enable()
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1
     return trainer
@@ -92,12 +97,13 @@ def one_step(
     start = time.perf_counter()
     inputs = trainer._generate_and_score_completions(rows)
     prepared = time.perf_counter() - start
-    start = time.perf_counter()
-    loss = trainer.compute_loss(trainer.model, inputs)
-    forward = time.perf_counter() - start
-    start = time.perf_counter()
-    loss.backward()
-    backward = time.perf_counter() - start
+    with trainer.step_attention(trainer.model):  # as a training step holds it, over the backward too
+        start = time.perf_counter()
+        loss = trainer.compute_loss(trainer.model, inputs)
+        forward = time.perf_counter() - start
+        start = time.perf_counter()
+        loss.backward()
+        backward = time.perf_counter() - start
     # the loss's value cannot tell the paths apart (one iteration: every ratio is exactly 1); its gradients can
     grads = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.requires_grad])
     trainer.model.zero_grad()
@@ -114,8 +120,11 @@ def main() -> None:
     parser.add_argument("--recipe", default=RECIPE)
     parser.add_argument("--prompts", type=int, default=8, help="prompts a step in the last row (default 8)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--checkpointing", action="store_true", help="the loss under activation checkpointing, as the GPU recipes"
+    )
     args = parser.parse_args()
-    trainer = build_trainer(args.recipe)
+    trainer = build_trainer(args.recipe, args.checkpointing)
     generations = trainer.num_generations
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}
@@ -171,6 +180,7 @@ def main() -> None:
         f"completions: "
         f"{identical(4, 5)} of {args.rounds * n * generations}); "
         f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds after one to warm up"
+        f"{', activation checkpointing on' if args.checkpointing else ''}"
     )
 
 

@@ -21,7 +21,7 @@ Only rows laid out as TRL lays them out are packed: prompts left-padded, complet
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -182,11 +182,16 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         config = self.accelerator.unwrap_model(model).config
         return self.shared_prefix and self.prefix_attention_in_parts and own_attention(config) == "sdpa"
 
-    def training_step(self, model, inputs, num_items_in_batch):
-        # the switch is held over the loss's backward as well as its forward: under activation checkpointing
-        # (transformers' or FSDP's) the backward recomputes each layer, which must attend as its forward did
+    def step_attention(self, model) -> AbstractContextManager:
+        """The attention a training step's loss and its backward go through: in parts where the model takes them.
+
+        Held over the backward as well as the forward: under activation checkpointing (transformers' or
+        FSDP's) the backward recomputes each layer, which must attend as its forward did."""
         held = self.attends_in_parts(model)
-        with switched_attention(self.accelerator.unwrap_model(model).config) if held else nullcontext():
+        return switched_attention(self.accelerator.unwrap_model(model).config) if held else nullcontext()
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        with self.step_attention(model):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _prepare_inputs(self, generation_batch):
