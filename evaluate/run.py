@@ -51,10 +51,11 @@ from rectune.core.io import RecTuneError
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
 from rectune.data.completions import add_limit_arguments, limits
+from rectune.data.prompt_options import prompt_variant
 from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
 from rectune.evaluation.model_card import record_results
-from rectune.evaluation.reports import evaluate_checkpoint, prompt_variant, write_batch_file
+from rectune.evaluation.reports import evaluate_checkpoint, write_batch_file
 from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_of
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint

@@ -18,7 +18,7 @@ from pathlib import Path
 from rectune.core.cli import ArgumentParser, file_name, percent, positive_int, run
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
-from rectune.evaluation.reports import prompt_variant
+from rectune.data.prompt_options import prompt_variant
 from rectune.evaluation.scoring import score_files
 
 

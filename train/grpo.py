@@ -11,12 +11,10 @@ trained on top (SFT then RFT).
 """
 
 from rectune.training.arguments import RftArguments, RunArguments
-from rectune.training.recipes import answer_help
+from rectune.training.recipes import answer_early
 from rectune.training.shaping import ShapingArguments
 
-answer_help(
-    (RunArguments, RftArguments, ShapingArguments)
-)  # --help before TRL and torch load: a second, not half a minute
+answer_early((RunArguments, RftArguments, ShapingArguments))  # --help and a bad recipe before TRL and torch load
 
 import logging
 from pathlib import Path

@@ -9,9 +9,9 @@ recipe and a model card into output_dir; resumes from the newest checkpoint ther
 """
 
 from rectune.training.arguments import RunArguments
-from rectune.training.recipes import answer_help
+from rectune.training.recipes import answer_early
 
-answer_help((RunArguments,))  # --help before TRL and torch load: a second, not half a minute
+answer_early((RunArguments,))  # --help and a bad recipe before TRL and torch load
 
 import logging
 

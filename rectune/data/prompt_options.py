@@ -40,3 +40,14 @@ def recorded_prompt(data_file: str | os.PathLike) -> dict:
             what = {bool: "true or false", int: "a whole number of at least 1", str: "a string"}[kind]
             raise DataError(stats, f"field 'prompt.{key}': must be {what}, got {str(value)[:60]!r}")
     return prompt
+
+
+def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | None) -> dict:
+    """The prompt settings: as given, else as data_prep recorded them for the training files (grounded
+    prompts, ``candidates``, only ever as recorded: the candidates live in the rows)."""
+    recorded = recorded_prompt(data)
+    return {
+        **recorded,
+        "with_history": recorded.get("with_history", False) if with_history is None else with_history,
+        "k": recorded.get("k") if k is None else k,
+    }

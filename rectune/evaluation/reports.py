@@ -24,7 +24,6 @@ from rectune.core.escaping import markdown_text
 from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, read_json, write_json, write_jsonl
 from rectune.core.outputs import claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
-from rectune.data.prompt_options import recorded_prompt
 from rectune.evaluation.answer_files import (
     Answers,
     batch_request,
@@ -40,17 +39,6 @@ from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_rec
 from rectune.models.generation import GenerationSettings
 
 log = logging.getLogger(__name__)
-
-
-def prompt_variant(data: str | os.PathLike, with_history: bool | None, k: int | None) -> dict:
-    """The prompt settings: as given, else as data_prep recorded them for the training files (grounded
-    prompts, ``candidates``, only ever as recorded: the candidates live in the rows)."""
-    recorded = recorded_prompt(data)
-    return {
-        **recorded,
-        "with_history": recorded.get("with_history", False) if with_history is None else with_history,
-        "k": recorded.get("k") if k is None else k,
-    }
 
 
 def selected_rows(

@@ -16,9 +16,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rectune.core.cli import out_of_memory
 from rectune.core.io import DataError, RecTuneError, read_json_object
@@ -28,6 +26,9 @@ from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_adapter_patterns, check_weights, error_text, on_meta_device
 from rectune.models.sharing import CHAIN, read_chain, resolve_base
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 STAGES = ("sft", "rft", "sft_rft")
@@ -210,6 +211,7 @@ def _unknown_initialisation(config: Any) -> bool:
     """Whether PEFT names ``config``'s ``init_lora_weights`` an unknown initialisation, asked of one 4 × 4 linear
     layer (milliseconds): it says so only as it builds the layers, once the base model's weights have loaded. Other
     refusals there (LoftQ without its settings, CorDA without its preprocessing) are left to loading to say."""
+    import torch
     from peft import LoraConfig, get_peft_model
 
     if not isinstance(config.init_lora_weights, str):  # a bool (a value of another type never gets here)
@@ -277,6 +279,7 @@ def peft_loading(adapter: str | os.PathLike, base_model: str) -> Iterator[None]:
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
     unless ``dtype`` says otherwise, else fp32."""
+    import torch  # here, not at the top: evaluation's arguments, endpoints and baselines need no torch
 
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32

@@ -8,12 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import torch
 from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
 from rectune.models.chat_format import fitted, render_prompts
-from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.model_folders import learned_positions
 
 
@@ -42,6 +40,10 @@ def generate(
     take (:func:`time_left_bound`, measured on the batches so far), not tqdm's, which extrapolates from
     batches whose answers may have ended early.
     """
+    import torch  # here, not at the top: the settings and endpoints import this module without torch
+
+    from rectune.models.finished_rows import skipping_finished_rows
+
     texts = render_prompts(
         tokenizer, prompts, getattr(model, "name_or_path", "the model"), settings.chat_template_kwargs
     )

@@ -12,8 +12,6 @@ import math
 import os
 from pathlib import Path
 
-import torch
-
 from rectune.core.io import DataError, RecTuneError, read_json
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.chat_format import check_vocabulary, load_tokenizer
@@ -43,8 +41,6 @@ def merge_adapters(
     Each output folder is built whole beside its target and swapped in; a folder holding anything
     but an earlier merge's files (by its ``.rectune.json``) is refused unless ``overwrite``.
     """
-    from peft import PeftModel, get_peft_model_state_dict
-
     if len(adapters) < 2:
         raise RecTuneError("merging needs at least two adapters")
     if method not in METHODS:
@@ -77,6 +73,9 @@ def merge_adapters(
         _check_svd_rank(svd_rank, adapters)
     check_model_available(base)
     check_adapters_fit(base, adapters)
+    import torch  # here, not at the top: the checks above answer before torch and PEFT load
+    from peft import PeftModel, get_peft_model_state_dict
+
     model = load_merged(base, list(merged), torch.float32)
     names = [f"input_{i}" for i in range(len(adapters))]
     with peft_loading(adapters[0], base):
@@ -126,6 +125,7 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
     """One line for an adapter a weighted merge of LoRA deltas would change without a word: PEFT merges what
     it can of it and drops the rest (a DoRA adapter's magnitudes, trained copies of whole modules), and a
     non-finite weight turns the merge into NaN."""
+    import torch
     from safetensors.torch import load_file
 
     path = Path(adapter) / "adapter_config.json"

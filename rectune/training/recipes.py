@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from rectune.core.cli import run
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.model_init_kwargs import check_model_init
@@ -47,13 +48,8 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         print(short_help(dataclass_types))
         sys.exit(0)
     args = ["--help" if arg == "--help-all" else arg for arg in args]
-    recipe, config = None, {}
-    if args and not args[0].startswith("-"):
-        recipe = Path(args.pop(0))
-    elif "--config" in args:
-        index = args.index("--config")
-        recipe = Path(args[index + 1])
-        del args[index : index + 2]
+    recipe, args = recipe_argument(args)
+    config = {}
     _check_flags(args, dataclass_types)
     given = _flag_names(args)  # typed on the command line, where a refusal of their values points
     if recipe is not None:
@@ -130,12 +126,32 @@ def _use_secrets(secrets: dict[str, str]) -> None:
         os.environ[SECRETS[name]] = value  # this process and its children only; never written anywhere
 
 
-def answer_help(own: tuple[type, ...]) -> None:
-    """Print the short help and exit when asked, before a script imports TRL and torch (seconds, not half a
-    minute): it lists ``own``, RecTune's arguments, and points at ``--help-all``."""
+def recipe_argument(args: list[str]) -> tuple[Path | None, list[str]]:
+    """The recipe a command line names (first, or after ``--config``), and the arguments without it."""
+    if args and not args[0].startswith("-"):
+        return Path(args[0]), args[1:]
+    if "--config" in args:
+        index = args.index("--config")
+        if index + 1 == len(args):
+            raise RecTuneError("--config needs a recipe file (RECIPE.yaml)")
+        return Path(args[index + 1]), args[:index] + args[index + 2 :]
+    return None, args
+
+
+def answer_early(own: tuple[type, ...]) -> None:
+    """What a script answers before it imports TRL and torch (a second, not ten): the short help, listing
+    ``own`` (RecTune's arguments) and pointing at ``--help-all``; and the one line for a recipe that is missing,
+    not YAML or asks what no recipe may (:func:`read_recipe`). :func:`parse_recipe` reads it again, whole."""
     if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
         print(short_help(own))
         sys.exit(0)
+
+    def read_given_recipe() -> None:
+        recipe, _ = recipe_argument(sys.argv[1:])
+        if recipe is not None:
+            read_recipe(recipe)
+
+    run(read_given_recipe)
 
 
 def short_help(dataclass_types: tuple[type, ...]) -> str:
@@ -166,6 +182,20 @@ def short_help(dataclass_types: tuple[type, ...]) -> str:
 
 
 def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, Any]:
+    config = read_recipe(recipe)
+    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)}
+    for key in config:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            names = ", ".join(t.__name__ for t in dataclass_types)
+            raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
+    return config
+
+
+def read_recipe(recipe: Path) -> dict[str, Any]:
+    """A recipe's mapping, refused in one line where it is no UTF-8 YAML mapping, or sets the environment, holds a
+    secret or asks for what :mod:`rectune.training.recipe_trust` refuses."""
     require_file(recipe, "recipe file not found")
     try:
         text = recipe.read_text(encoding="utf-8")
@@ -180,7 +210,6 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, 
         raise DataError(recipe, f"malformed YAML: {str(err)[:200] or 'nested too deeply'}") from None
     if not isinstance(config, dict):
         raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
-    allowed = {f.name for t in dataclass_types for f in dataclasses.fields(t)}
     if "env" in config:
         # TRL copies a recipe's env: into os.environ over the user's own settings: a shared recipe could
         # point W&B at another server with the user's key, or make git run a command
@@ -194,11 +223,6 @@ def _check_recipe(recipe: Path, dataclass_types: tuple[type, ...]) -> dict[str, 
         if isinstance(value, dict) and set(value) & set(SECRET_KWARGS):
             secret = sorted(set(value) & set(SECRET_KWARGS))[0]
             raise DataError(recipe, f"key {key!r}: a recipe cannot hold a secret ({secret!r}); use `hf auth login`")
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            names = ", ".join(t.__name__ for t in dataclass_types)
-            raise DataError(recipe, f"unknown key {key!r} (not a field of {names}){hint}")
     return config
 
 

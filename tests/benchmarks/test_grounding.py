@@ -10,8 +10,8 @@ from rectune.benchmarks import Resources, get_benchmark, load_rows
 from rectune.benchmarks.recbench.grounding import retriever_recall
 from rectune.benchmarks.recbench.rewards import from_candidates
 from rectune.data.catalog import KnowledgeGraph
+from rectune.data.prompt_options import prompt_variant
 from rectune.data.titles import CatalogItem, TitleMatcher
-from rectune.evaluation.reports import prompt_variant
 
 # An independent KG for the fixture's films (true facts), in the --kg file format; the release's own
 # KG, rebuilt from the queries' ground truth, is never shown to the retriever.

@@ -40,17 +40,32 @@ def test_entry_scripts_refuse_prefixes_in_one_line(tmp_path, script, args, sugge
     assert result.stderr.strip().splitlines()[-1].endswith(suggestion)
 
 
-@pytest.mark.parametrize("script", ["train/sft.py", "train/grpo.py"])
-def test_training_help_answers_before_trl_and_torch_load(script):
-    """--help prints the short help without importing TRL or torch (which take most of half a minute)."""
+@pytest.mark.parametrize(
+    ("script", "args", "code", "said"),
+    [
+        ("train/sft.py", ["--help"], 0, "--train_data"),
+        ("train/grpo.py", ["--help"], 0, "--train_data"),
+        ("train/sft.py", ["missing.yaml"], 2, "error: missing.yaml: recipe file not found"),
+        ("train/grpo.py", ["--config"], 2, "error: --config needs a recipe file (RECIPE.yaml)"),
+        ("evaluate/run.py", ["--data", "d.jsonl", "--out", "r", "--k", "0"], 2,
+         "argument --k: expected a number of at least 1, got 0"),
+        ("evaluate/run.py", ["--data", "missing.jsonl", "--out", "r", "--model", "m"], 2,
+         "error: missing.jsonl: file not found"),
+        ("evaluate/score.py", ["--data", "missing.jsonl", "--predictions", "p.jsonl", "--out", "s.json"], 2,
+         "error: missing.jsonl: file not found"),
+        ("train/merge.py", ["--adapters", "a", "--out", "m"], 2, "error: merging needs at least two adapters"),
+    ],
+)  # fmt: skip
+def test_help_and_bad_input_answer_before_trl_and_torch_load(tmp_path, script, args, code, said):
+    """--help and input refused on sight are answered without importing TRL or torch (most of ten seconds)."""
     probe = (
         "import runpy, sys\n"
-        f"sys.argv = [{script!r}, '--help']\n"
+        f"sys.argv = [{script!r}, *{args!r}]\n"
         "try:\n"
-        f"    runpy.run_path({script!r}, run_name='__main__')\n"
+        f"    runpy.run_path({str(ROOT / script)!r}, run_name='__main__')\n"
         "except SystemExit as end:\n"
         "    print('exit', end.code, 'trl' in sys.modules, 'torch' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
-    assert "usage:" in result.stdout and "--train_data" in result.stdout, result.stderr[-2000:]
-    assert result.stdout.splitlines()[-1] == "exit 0 False False"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert said in result.stdout + result.stderr, result.stdout[-1000:] + result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == f"exit {code} False False"

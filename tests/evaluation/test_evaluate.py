@@ -26,8 +26,9 @@ from conftest import (
 from rectune.benchmarks import load_rows
 from rectune.benchmarks.recbench.prompts import build_messages
 from rectune.core.io import DataError
+from rectune.data.prompt_options import prompt_variant
 from rectune.evaluation.predictions import answers_at_token_limit, run_generation
-from rectune.evaluation.reports import prompt_variant, token_limit_text
+from rectune.evaluation.reports import token_limit_text
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, time_left_bound
 
@@ -449,7 +450,8 @@ def test_rows_that_finished_are_not_computed_and_the_answers_are_unchanged(tiny_
     computed = list(rows)
     rows.clear()
     monkeypatch.setattr(
-        "rectune.models.generation.skipping_finished_rows", lambda model, rows, options: contextlib.nullcontext(options)
+        "rectune.models.finished_rows.skipping_finished_rows",
+        lambda model, rows, options: contextlib.nullcontext(options),
     )
     every_row = {i: answer for batch in generate(model, tokenizer, prompts, settings) for i, *answer in batch}
     hook.remove()
