@@ -135,10 +135,14 @@ AttentionInterface.register(IMPLEMENTATION, prefix_parts_attention)
 AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)  # a forward given a 2-D mask builds SDPA's
 
 
+def attending_in_parts(config) -> bool:
+    """Whether the model whose config this is is switched to the attention in parts (:func:`switched_attention`)."""
+    return getattr(config, "_attn_implementation", None) == IMPLEMENTATION
+
+
 def own_attention(config) -> str | None:
     """The attention implementation of the model whose config this is: SDPA's while switched to its parts."""
-    implementation = getattr(config, "_attn_implementation", None)
-    return "sdpa" if implementation == IMPLEMENTATION else implementation
+    return "sdpa" if attending_in_parts(config) else getattr(config, "_attn_implementation", None)
 
 
 @contextmanager

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 import torch
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
-from rectune.training.prefix_attention import IMPLEMENTATION, LAYOUT_KEY, PrefixParts, own_attention, switched_attention
+from rectune.training.prefix_attention import (
+    LAYOUT_KEY,
+    PrefixParts,
+    attending_in_parts,
+    own_attention,
+    switched_attention,
+)
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +203,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def _prepare_inputs(self, generation_batch):
         # rollouts and their scoring attend with the model's own implementation, also within a training step
         config = self.accelerator.unwrap_model(self.model).config
-        held = config._attn_implementation == IMPLEMENTATION
-        with switched_attention(config, "sdpa") if held else nullcontext():
+        with switched_attention(config, "sdpa") if attending_in_parts(config) else nullcontext():
             return super()._prepare_inputs(generation_batch)
 
     def _get_per_token_logps_and_entropies(
@@ -241,7 +246,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         dtype = next(model.parameters()).dtype
         # outside a training step a backward may come after this call's switch is undone; under activation
         # checkpointing its recomputation would then attend otherwise and save other tensors, which torch refuses
-        held = unwrapped.config._attn_implementation == IMPLEMENTATION  # by the training step, over its backward
+        held = attending_in_parts(unwrapped.config)  # by the training step, over its backward
         recomputed_apart = (
             not held and torch.is_grad_enabled() and getattr(unwrapped, "is_activation_checkpointing", False)
         )
