@@ -14,19 +14,20 @@ twice, ``canonical``) count as the kept id; of a user's ratings of both copies t
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import pyarrow as pa
 from tqdm import tqdm
 
+from rectune.core.scratch import scratch_folder
 from rectune.data.movielens import id_order
 from rectune.data.ratings import RatingScale, Review, iter_reviews
 
 BATCH = 100_000  # reviews parsed per insert: bounds what Python holds while reading
 MEMORY_LIMIT = "2GB"  # DuckDB's own; past it, sorts and aggregates spill to the store's folder
+SCRATCH_PREFIX = "rectune-ratings-"  # the store's folder in the temporary directory
 RELEASED_LIMIT = "64MB"  # set for a moment between steps: DuckDB then frees what it cached beyond it
 
 
@@ -48,11 +49,16 @@ class RatingStore:
         # before the scratch folder exists, so a termination never lands inside duckdb's own start-up
         import duckdb
 
-        self.folder = tempfile.TemporaryDirectory(prefix="rectune-ratings-")
-        self.db = duckdb.connect(
-            str(Path(self.folder.name) / "ratings.duckdb"),
-            config={"memory_limit": memory_limit, "temp_directory": str(Path(self.folder.name) / "spill")},
-        )
+        self.scratch = contextlib.ExitStack()  # a folder the next store removes, should this process be killed
+        folder = self.scratch.enter_context(scratch_folder(SCRATCH_PREFIX))
+        try:
+            self.db = duckdb.connect(
+                str(folder / "ratings.duckdb"),
+                config={"memory_limit": memory_limit, "temp_directory": str(folder / "spill")},
+            )
+        except BaseException:
+            self.scratch.close()
+            raise
         self.with_text, self.memory_limit = with_text, memory_limit
         try:
             self.count = self._read(reviews)
@@ -66,7 +72,7 @@ class RatingStore:
 
     def __exit__(self, *_exc) -> None:
         self.db.close()
-        self.folder.cleanup()
+        self.scratch.close()
 
     def _read(self, reviews: str | os.PathLike | Iterable[Review]) -> int:
         text = ", title VARCHAR, text VARCHAR" if self.with_text else ""

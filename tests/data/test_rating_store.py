@@ -77,7 +77,9 @@ def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path, m
     assert store.user_facts(min_history=0)["users"] == 1
 
 
-def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path):
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path, sig):
+    """A SIGKILL runs no clean-up: the store's folder stays until the next build, which removes it."""
     import os
     import signal
     import subprocess
@@ -90,15 +92,24 @@ def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_pat
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     script = Path(__file__).resolve().parents[2] / "data_prep" / "perrecbench.py"
-    build = subprocess.Popen(
-        [sys.executable, str(script), "--reviews", str(release), "--domain", "movies", "--out", str(tmp_path / "out")],
-        env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    command = [sys.executable, str(script), "--reviews", str(release), "--domain", "movies", "--out",
+               str(tmp_path / "out")]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    build = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not list(scratch.glob("rectune-ratings-*")) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert list(scratch.glob("rectune-ratings-*")), "the build never opened its rating store"
-    build.send_signal(signal.SIGTERM)
-    assert build.wait(timeout=60) == 128 + signal.SIGTERM
+    stores = list(scratch.glob("rectune-ratings-*"))
+    assert stores, "the build never opened its rating store"
+    build.send_signal(getattr(signal, sig))
+    if sig == "SIGTERM":
+        assert build.wait(timeout=60) == 128 + signal.SIGTERM
+        assert list(scratch.iterdir()) == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "scratch"]  # no out/, no staging folder
+        return
+    assert build.wait(timeout=60) == -signal.SIGKILL and list(scratch.iterdir()) == stores
+    again = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"removed {stores[0]} (" in again.stderr and "left by a process that was killed" in again.stderr
     assert list(scratch.iterdir()) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "scratch"]  # no out/, no staging folder beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "out", "scratch"]  # the killed run's lock gone too
