@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 from rectune.core.cli import ArgumentParser
+from rectune.core.scratch import scratch_folder
 
 
 def free_port() -> int:
@@ -61,9 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.config_file):
         parser.error(f"{args.config_file}: Accelerate config not found")
     env = worker_environment(args.config_file, args.num_processes, args.script)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.num_processes),
-               "--master_port", str(free_port()), args.script, *args.script_args]  # fmt: skip
-    return subprocess.run(command, env=env).returncode
+    # torchrun's agent makes a log folder in $TMPDIR per launch and never removes it: one of ours instead
+    with scratch_folder("rectune-launch-") as scratch:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.num_processes),
+                   "--master_port", str(free_port()), "--log-dir", str(scratch / "torchelastic"), args.script,
+                   *args.script_args]  # fmt: skip
+        return subprocess.run(command, env=env).returncode
 
 
 if __name__ == "__main__":

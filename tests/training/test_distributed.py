@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -49,8 +50,13 @@ def needs(config: str) -> None:
 def launch(config: str, script: str, recipe, *flags: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "rectune.training.cpu_launch", "--config_file",
                f"accelerate_configs/{config}.yaml", "--num_processes", "2", script, str(recipe), *flags]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    scratch = Path(recipe).parent / "tmp"  # the launch's $TMPDIR: left as found (torchrun's log folder removed)
+    scratch.mkdir(exist_ok=True)
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)}
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert list(scratch.iterdir()) == []
     return result
 
 
