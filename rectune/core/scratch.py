@@ -54,7 +54,11 @@ def abandoned_folders(root: Path, prefix: str) -> Iterator[Path]:
     """The folders ``root/<prefix>*`` of this user that no living process holds, each yielded while this
     process holds its lock. A folder without a holder file, or with an empty one (its process killed
     between creating it and writing it, or writing it now), is left alone: it may be no scratch folder."""
-    for entry in sorted(root.iterdir()):
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:  # a temporary directory one may write to but not list: nothing to find there
+        return
+    for entry in entries:
         if not entry.name.startswith(prefix):
             continue
         try:

@@ -87,3 +87,15 @@ def test_what_only_looks_like_an_abandoned_folder_is_left_alone(tmp, capsys):
         assert sorted(p.name for p in tmp.iterdir()) == sorted([*before, mine.name])
     assert sorted(p.name for p in tmp.iterdir()) == before and capsys.readouterr().err == ""
     assert (target / HOLDER).exists() and (tmp / f"{PREFIX}no-holder" / "notes.txt").read_text() == "mine"
+
+
+def test_a_temporary_directory_that_cannot_be_listed_still_gives_a_folder(tmp, monkeypatch):
+    from pathlib import Path
+
+    def refused(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refused)  # as a mode 0o333 folder lists for anyone but root
+    with scratch_folder(PREFIX) as folder:
+        assert folder.is_dir() and folder.parent == tmp
+    assert not folder.exists()
