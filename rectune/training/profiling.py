@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import logging
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback
 
 from rectune.core.io import atomic_write
+from rectune.core.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ class StepProfiler(TrainerCallback):
         with atomic_write(self.folder / f"{name}.txt") as handle:
             handle.write(header + operator_table(self.profiler, self.device) + "\n")
         trace_path = self.folder / f"trace-{name}.json.gz"
-        with atomic_write(trace_path, "wb") as handle, tempfile.TemporaryDirectory() as scratch:
-            raw = Path(scratch) / "trace.json"
+        with atomic_write(trace_path, "wb") as handle, scratch_folder("rectune-trace-") as scratch:
+            raw = scratch / "trace.json"  # hundreds of MB on a GPU; a killed run's goes with the next
             self.profiler.export_chrome_trace(str(raw))
             with raw.open("rb") as trace, gzip.GzipFile(fileobj=handle, mode="wb") as packed:
                 shutil.copyfileobj(trace, packed)

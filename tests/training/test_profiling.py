@@ -2,11 +2,13 @@
 
 import gzip
 import json
+import tempfile
 
 import pytest
 import torch
 from transformers import TrainerState, TrainingArguments
 
+from rectune.core.scratch import HOLDER
 from rectune.training.arguments import RunArguments
 from rectune.training.profiling import StepProfiler, step_profiler
 
@@ -31,9 +33,16 @@ def run_steps(profiler: StepProfiler, output_dir, steps: int = 4) -> None:
     profiler.on_train_end(args, state, None)
 
 
-def test_the_chosen_steps_and_only_they_are_profiled(tmp_path):
+def test_the_chosen_steps_and_only_they_are_profiled(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"  # the raw trace's folder goes here; one a killed run left is removed
+    left = scratch / "rectune-trace-killed"
+    left.mkdir(parents=True)
+    (left / HOLDER).write_text(json.dumps({"pid": 0}))
+    (left / "trace.json").write_text("{")
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     (profiler,) = step_profiler(TrainingArguments(output_dir=str(tmp_path), report_to=[]), [2, 3])
     run_steps(profiler, tmp_path)
+    assert list(scratch.iterdir()) == []
     table = (tmp_path / "profile" / "steps-2-3.txt").read_text()
     assert table.startswith(f"optimizer steps 2-3 of {tmp_path} on ")
     assert "aten::sort" in table and "aten::flip" in table
