@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 HOLDER = ".holder"  # flocked while the folder is in use; names the process, written once locked
+_HELD: set[Path] = set()  # this process's own: where flock is emulated by per-process locks (NFS), a
+# second lock by the same process would be granted
 
 
 @contextlib.contextmanager
@@ -43,8 +45,10 @@ def scratch_folder(prefix: str) -> Iterator[Path]:
         fcntl.flock(descriptor, fcntl.LOCK_EX)  # waits out a process that took it to look, finding it empty
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": Path(sys.argv[0]).name}
         os.write(descriptor, json.dumps(holder).encode() + b"\n")
+        _HELD.add(folder)
         yield folder
     finally:
+        _HELD.discard(folder)
         shutil.rmtree(folder, ignore_errors=True)  # while still holding the lock: no one else removes it
         if descriptor is not None:
             os.close(descriptor)
@@ -59,7 +63,7 @@ def abandoned_folders(root: Path, prefix: str) -> Iterator[Path]:
     except OSError:  # a temporary directory one may write to but not list: nothing to find there
         return
     for entry in entries:
-        if not entry.name.startswith(prefix):
+        if not entry.name.startswith(prefix) or entry in _HELD:
             continue
         try:
             found = entry.lstat()

@@ -99,3 +99,13 @@ def test_a_temporary_directory_that_cannot_be_listed_still_gives_a_folder(tmp, m
     with scratch_folder(PREFIX) as folder:
         assert folder.is_dir() and folder.parent == tmp
     assert not folder.exists()
+
+
+def test_a_folder_this_process_holds_is_never_its_own_abandoned_one(tmp, monkeypatch):
+    import rectune.core.scratch as scratch
+
+    # where flock is emulated by per-process locks (NFS), this process would be granted its own lock again
+    monkeypatch.setattr(scratch, "_lock_free", lambda descriptor: True)
+    with scratch_folder(PREFIX) as outer, scratch_folder(PREFIX) as inner:
+        assert outer.is_dir() and inner.is_dir()
+    assert list(tmp.iterdir()) == []
