@@ -34,7 +34,7 @@ def scratch_folder(prefix: str) -> Iterator[Path]:
     ``prefix`` (their process killed) are removed first, each named on stderr."""
     root = Path(tempfile.gettempdir())
     for abandoned in abandoned_folders(root, prefix):
-        size = sum(path.lstat().st_size for path in abandoned.rglob("*"))
+        size = _size(abandoned)
         shutil.rmtree(abandoned, ignore_errors=True)
         print(f"removed {abandoned} ({size / 2**20:.1f} MiB), left by a process that was killed", file=sys.stderr)
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
@@ -79,6 +79,14 @@ def abandoned_folders(root: Path, prefix: str) -> Iterator[Path]:
                 yield entry
         finally:
             os.close(descriptor)
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):  # links are not followed
+        with contextlib.suppress(OSError):
+            total += path.lstat().st_size
+    return total
 
 
 def _lock_free(descriptor: int) -> bool:
