@@ -87,7 +87,7 @@ def _locked_descriptor(path: Path, target: str | os.PathLike) -> int:
             raise RecTuneError(
                 f"{target}: in use by {holder}; wait for it to finish or choose another folder"
             ) from None
-        if _still_at(descriptor, path):
+        if still_at(descriptor, path):
             return descriptor
         os.close(descriptor)  # locked a file its holder removed on release: lock the one at path now
 
@@ -126,7 +126,8 @@ def output_lock(target: str | os.PathLike) -> Iterator[None]:
             release_output_lock(target)
 
 
-def _still_at(descriptor: int, path: Path) -> bool:
+def still_at(descriptor: int, path: Path) -> bool:
+    """The file ``descriptor`` has open is the one at ``path`` now, not one removed or replaced since."""
     try:
         held, there = os.fstat(descriptor), os.lstat(path)
         return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)

@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from rectune.core.locks import still_at
+
 HOLDER = ".holder"  # flocked while the folder is in use; names the process, written once locked
 _HELD: set[Path] = set()  # this process's own: where flock is emulated by per-process locks (NFS), a
 # second lock by the same process would be granted
@@ -75,7 +77,8 @@ def abandoned_folders(root: Path, prefix: str) -> Iterator[Path]:
         try:
             if not stat.S_ISREG(os.fstat(descriptor).st_mode) or not _lock_free(descriptor):
                 continue
-            if _names_a_process(os.read(descriptor, 4096)) and _still_at(descriptor, entry / HOLDER):
+            # still_at: the holder file locked is not one its process removed, with its folder, on the way out
+            if _names_a_process(os.read(descriptor, 4096)) and still_at(descriptor, entry / HOLDER):
                 yield entry
         finally:
             os.close(descriptor)
@@ -103,12 +106,3 @@ def _names_a_process(raw: bytes) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(holder, dict) and isinstance(holder.get("pid"), int)
-
-
-def _still_at(descriptor: int, path: Path) -> bool:
-    """The file locked is the one at ``path``, not one its holder removed (with its folder) on the way out."""
-    try:
-        held, there = os.fstat(descriptor), os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
