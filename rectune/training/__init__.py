@@ -1,8 +1,8 @@
 """Training: recipes read through TRL's parsers (``recipes``), the training views derived from
 canonical rows (``views``), a stage's resume, ownership and end (``stages``, ``setup``), W&B tracking
 (``tracking``), GRPO rewards and their diagnostics (``rewards``, ``diagnostics``), the merged SFT base
-(``sft_base``), adapter merging (``merging``) and the CPU launcher (``cpu_launch``). Never imports
-``rectune.evaluation``.
+(``sft_base``), adapter merging (``merging``) and the CPU launcher and its workers (``cpu_launch``,
+``cpu_worker``). Never imports ``rectune.evaluation``.
 """
 
 

@@ -7,7 +7,8 @@
 to GPU launchers. This reads the config file with Accelerate's own parser and turns it into the
 environment ``accelerate launch`` would give its workers (Accelerate's ``prepare_*_env``), overrides
 only the device keys (``--num_processes``, no mixed precision, DeepSpeed's CPU accelerator), and
-starts the workers with ``torch.distributed.run`` (gloo). Used by ``make dist-cpu`` and the tests.
+starts the workers with ``torch.distributed.run`` (gloo), each through ``cpu_worker``. Used by
+``make dist-cpu`` and the tests.
 
 Accelerate runs CPU workers as ``MULTI_CPU`` (DDP) whatever an FSDP config says: FSDP needs GPUs.
 """
@@ -65,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     # torchrun's agent makes a log folder in $TMPDIR per launch and never removes it: one of ours instead
     with scratch_folder("rectune-launch-") as scratch:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.num_processes),
-                   "--master_port", str(free_port()), "--log-dir", str(scratch / "torchelastic"), args.script,
-                   *args.script_args]  # fmt: skip
+                   "--master_port", str(free_port()), "--log-dir", str(scratch / "torchelastic"),
+                   "-m", "rectune.training.cpu_worker", args.script, *args.script_args]  # fmt: skip
         return subprocess.run(command, env=env).returncode
 
 

@@ -96,6 +96,7 @@ def test_sft_under_each_config_matches_one_process(tmp_path, tiny_model, train_d
     assert said.count(f"training with {EXPECTED_TYPE[config]} on 2 processes") == 1, said[-3000:]
     if config == "fsdp":
         assert "asks for FSDP, which Accelerate does not run on this device" in said
+    assert "shm_comm_op built" not in said  # DeepSpeed's CPU-only all-reduce is not compiled for training
     assert_same_adapter(single, out)
     # only the main process wrote: its checkpoints, one set of run files
     assert sorted(p.name for p in out.glob("checkpoint-*")) == [
