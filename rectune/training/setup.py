@@ -169,10 +169,10 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
     """Settings whose package or device is missing stop here in one line, not in a traceback mid-training."""
     import importlib.util
 
-    import torch
-
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
+    if getattr(training_args, "use_vllm", False) and importlib.util.find_spec("vllm") is None:  # TRL: at its trainer
+        raise RecTuneError("use_vllm needs the vllm package (pip install vllm), or use_vllm: false")
     on_cpu = getattr(training_args, "use_cpu", False) or not torch.cuda.is_available()
     if getattr(training_args, "activation_offloading", False) and on_cpu:  # an AttributeError as training began
         raise RecTuneError("activation_offloading moves activations from a GPU to the CPU: it needs a CUDA device")

@@ -2,6 +2,7 @@
 
 import glob
 import gzip
+import importlib.util
 import json
 import re
 import shutil
@@ -517,6 +518,25 @@ def test_settings_trl_refuses_as_it_builds_its_trainer_are_one_line(tmp_path, ti
     else:  # it moves activations from a GPU: on a CPU, an AttributeError as training began
         with pytest.raises(RecTuneError, match="^activation_offloading moves activations from a GPU to the CPU: it "):
             check_kernels(offloading, SimpleNamespace(attn_implementation=None))
+
+
+def test_use_vllm_without_vllm_stops_before_the_run_claims_its_folder(tmp_path, tiny_model, train_data, monkeypatch):
+    """TRL refused it as it built its trainer: once the model had loaded, the run held its folder and W&B a run."""
+    sampling = SimpleNamespace(use_vllm=True, use_cpu=True)
+    installed, said = importlib.util.find_spec, "use_vllm needs the vllm package (pip install vllm), or use_vllm: false"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *_: None if name == "vllm" else installed(name))
+    with pytest.raises(RecTuneError, match=f"^{re.escape(said)}$"):
+        check_kernels(sampling, SimpleNamespace(attn_implementation=None))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *_: object() if name == "vllm" else installed(name))
+    check_kernels(sampling, SimpleNamespace(attn_implementation=None))  # installed: left to TRL and vLLM
+    if installed("vllm") is not None:
+        return  # this machine has vLLM: nothing to refuse end to end
+    monkeypatch.undo()
+    out = tmp_path / "rft"
+    trained = run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, out, use_vllm=True),
+                         check=False)  # fmt: skip
+    assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == f"error: {said}", trained.stderr[-600:]
+    assert not out.exists()
 
 
 def test_sfts_special_tokens_must_be_the_tokenizers(tmp_path, tiny_model, train_data):
