@@ -171,7 +171,7 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
 
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
-    if getattr(training_args, "use_vllm", False) and importlib.util.find_spec("vllm") is None:  # TRL: at its trainer
+    if getattr(training_args, "use_vllm", False) and importlib.util.find_spec("vllm") is None:  # TRL asks after loading
         raise RecTuneError("use_vllm needs the vllm package (pip install vllm), or use_vllm: false")
     on_cpu = getattr(training_args, "use_cpu", False) or not torch.cuda.is_available()
     if getattr(training_args, "activation_offloading", False) and on_cpu:  # an AttributeError as training began
