@@ -531,7 +531,6 @@ def test_use_vllm_without_vllm_stops_before_the_run_claims_its_folder(tmp_path, 
     check_kernels(sampling, SimpleNamespace(attn_implementation=None))  # installed: left to TRL and vLLM
     if installed("vllm") is not None:
         return  # this machine has vLLM: nothing to refuse end to end
-    monkeypatch.undo()
     out = tmp_path / "rft"
     trained = run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, out, use_vllm=True),
                          check=False)  # fmt: skip
