@@ -40,14 +40,17 @@ def pytest_collection_modifyitems(config, items):
         uses = set(getattr(item, "fixturenames", ()))
         heavy = uses & INTEGRATION_FIXTURES or (hasattr(item, "function") and starts_processes(item.function))
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
-    # the heaviest files first (the embedded model's, then those starting scripts), so that the workers of
-    # make test (--dist loadfile --no-loadscope-reorder) start the minutes-long files at once and the unit
-    # files fill the end; a stable sort keeps each file's own order
-    weight: dict[Path, int] = {}
+    # the heaviest files first (the embedded model's, then those starting scripts, most such tests first), so
+    # that the workers of make test (--dist loadfile --no-loadscope-reorder) start the minutes-long files at
+    # once and the unit files fill the end: in collection order the training files came last and one worker
+    # finished minutes after the other; a stable sort keeps each file's own order
+    tier: dict[Path, int] = {}
+    heavy_tests: dict[Path, int] = {}
     for item in items:
-        tier = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
-        weight[item.path] = min(weight.get(item.path, 2), tier)
-    items.sort(key=lambda item: weight[item.path])
+        level = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
+        tier[item.path] = min(tier.get(item.path, 2), level)
+        heavy_tests[item.path] = heavy_tests.get(item.path, 0) + (level < 2)
+    items.sort(key=lambda item: (tier[item.path], -heavy_tests[item.path]))
     whole = {Path(config.rootpath, arg).resolve() for arg in config.args} <= {ROOT, ROOT / "tests"}
     if whole:
         for tier in ("unit", "integration", "slow"):
