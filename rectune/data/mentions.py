@@ -60,12 +60,22 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
     """``Heat (1995) - a heist thriller`` -> ``Heat (1995)``; keeps colons that belong to titles, and a
     whole catalog title such as ``Boat, The (Das Boot) (1981)``; ``1985: The Shining`` -> ``The Shining (1985)``
     unless the whole names a catalog title (``2001: A Space Odyssey``)."""
-    if matcher is not None and matcher.resolve(segment, fuzzy=False) is not None:
-        return segment
-    year_first = _YEAR_FIRST.match(segment) if segment[:1].isdigit() else None
-    if year_first:
-        title = _clean(_cut_description(year_first.group(2), matcher))
-        return title if _TITLE_WITH_YEAR.match(title) else f"{title} ({year_first.group(1)})"
+    years = []  # leading years, peeled in a loop: an answer may repeat "1985: " thousands of times
+    while matcher is None or matcher.resolve(segment, fuzzy=False) is None:
+        year_first = _YEAR_FIRST.match(segment) if segment[:1].isdigit() else None
+        if not year_first:
+            segment = _cut_after_title(segment, matcher)
+            break
+        years.append(year_first.group(1))
+        segment = year_first.group(2)
+    for year in reversed(years):  # the innermost year the title lacks is the one it takes
+        title = _clean(segment)
+        segment = title if _TITLE_WITH_YEAR.match(title) else f"{title} ({year})"
+    return segment
+
+
+def _cut_after_title(segment: str, matcher: TitleMatcher | None) -> str:
+    """A segment without a leading year, cut after its title's year or before its description."""
     with_year = _TITLE_WITH_YEAR.match(segment) if "(" in segment else None
     if with_year:
         return with_year.group(1)

@@ -127,10 +127,27 @@ def _string(record: dict, keys: tuple[str, ...], path: Path, line: int) -> str:
     raise DataError(path, f"missing key {' or '.join(repr(k) for k in keys)}", line=line)
 
 
+_END = object()  # what next() gives for a list walked to its end
+
+
 def _text(value: object) -> str:
-    if isinstance(value, list):
-        return " ".join(_text(v) for v in value).strip()
-    return value.strip() if isinstance(value, str) else ""
+    """A text field: a string stripped, or a list's texts joined by spaces, however deeply nested (walked with
+    a stack of its open lists: a stranger's file may nest them past Python's recursion limit)."""
+    if not isinstance(value, list):
+        return value.strip() if isinstance(value, str) else ""
+    open_lists: list[tuple[Iterator, list[str]]] = [(iter(value), [])]
+    while True:
+        items, texts = open_lists[-1]
+        child = next(items, _END)
+        if isinstance(child, list):
+            open_lists.append((iter(child), []))
+        elif child is not _END:
+            texts.append(child.strip() if isinstance(child, str) else "")
+        else:
+            open_lists.pop()
+            if not open_lists:
+                return " ".join(texts).strip()
+            open_lists[-1][1].append(" ".join(texts).strip())
 
 
 def read_reviews(path: str | os.PathLike) -> list[Review]:
@@ -226,11 +243,15 @@ def read_items(path: str | os.PathLike) -> dict[str, CatalogItem]:
         categories = record.get("categories", record.get("category", record.get("main_category", [])))
         if isinstance(categories, str):
             categories = [categories]
-        flat = []
+        flat = []  # 2014's lists of category paths, or a flat list; anything but a name (a list nested deeper) is none
         for entry in categories if isinstance(categories, list) else []:
-            flat += [str(c) for c in entry] if isinstance(entry, list) else [str(entry)]
+            flat += [str(name) for name in (entry if isinstance(entry, list) else [entry]) if _is_name(name)]
         items[item_id] = _item(item_id, title.strip(), list(dict.fromkeys(flat)), _text(record.get("description")))
     return items
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _item(item_id: str, title: str, categories: list[str], description: str) -> CatalogItem:

@@ -19,6 +19,7 @@ from rectune.benchmarks.perrec import groups
 from rectune.benchmarks.recbench.release import read_release
 from rectune.core.io import write_json
 from rectune.data.catalog import KnowledgeGraph
+from rectune.data.mentions import parse_mentions
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import read_items, read_reviews
 from rectune.data.titles import CatalogItem, TitleMatcher
@@ -133,6 +134,16 @@ def test_megabyte_completions():
     for name in worlds():
         check_rewards(name, huge)
         check_scores(name, huge)
+
+
+def test_a_completion_of_year_after_year_is_read_without_recursing():
+    # "1985: The Shining" is the title with its year; 2,000 years in a row (12 kB) once took one call a year
+    repeated = "1. " + "1901: " * 2000 + "Heat"
+    assert parse_mentions(repeated) == ["Heat (1901)"]
+    assert parse_mentions("1. 1985: 1984: The Shining") == ["The Shining (1984)"]  # the innermost year
+    for name in worlds():
+        check_rewards(name, [repeated])
+        check_scores(name, [repeated])
 
 
 def test_the_nul_completions_that_crashed_the_matcher():

@@ -236,6 +236,21 @@ def test_hostile_json_is_malformed_input_not_a_crash(tmp_path):
             read_items(meta)
 
 
+def test_lists_nested_within_the_parsers_limit_are_read_without_recursing(tmp_path):
+    from rectune.data.ratings import read_items, read_reviews
+
+    deep = "[" * 700 + '"x"' + "]" * 700  # json reads it; a call a level, two frames each, went past the limit
+    review = '{"reviewerID": "u", "asin": "i", "overall": 5, "unixReviewTime": 1400000000, "reviewText": "Nice"'
+    reviews = tmp_path / "reviews.json"
+    reviews.write_text(review + ', "summary": ' + deep + "}\n" + review + ', "summary": ["a", ["", ["b"]], "c"]}\n')
+    assert [(r.title, r.text) for r in read_reviews(reviews)] == [("x", "Nice"), ("a b c", "Nice")]
+    meta = tmp_path / "meta.json"
+    categories = '[["Beauty", ["Skin", ' + deep + ']], {"a": 1}, true, 5]'
+    meta.write_text('{"asin": "i", "title": "Cream", "categories": ' + categories + ', "description": ' + deep + "}\n")
+    item = read_items(meta)["i"]  # categories are names: a list nested in a path, a mapping, true are none
+    assert item.attributes == {"categories": ["Beauty", "5"], "description": "x"}
+
+
 def test_a_nested_prediction_line_is_damaged_and_asked_again(tmp_path):
     from rectune.evaluation.predictions import read_finished
 
