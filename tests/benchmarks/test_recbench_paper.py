@@ -124,6 +124,21 @@ def test_official_rules_by_hand():
     assert replace_similar(["The Shining"], ["The Shining (1977)"], 0.65) == ["The Shining (1977)"]
 
 
+def test_official_matching_compares_in_full_only_what_could_reach_the_threshold(monkeypatch):
+    full = []
+    ratio = SequenceMatcher.ratio
+    monkeypatch.setattr(SequenceMatcher, "ratio", lambda self: full.append((self.a, self.b)) or ratio(self))
+    # 50,000 pieces of one spelling, looked at once: "Heat" too short for "Heat (1995)" (2 x 4 / 15 < 0.8);
+    # "Casino 1995" as long, but only 6 of its 11 characters are in "Heat (1995)" (2 x 6 / 22 < 0.8); "Heat 1995"
+    # shares 9 (2 x 9 / 20 = 0.9) and is compared in full: its matching blocks "Heat " and "1995" give 0.9 too
+    answer = "Heat [SEP] " * 50_000 + "Casino 1995 [SEP] Heat 1995"
+    matched = replace_similar(predicted_titles(answer), ["Heat (1995)"], 0.8)
+    assert matched == ["Heat"] * 50_000 + ["Casino 1995", "Heat (1995)"]
+    assert full == [("Heat 1995", "Heat (1995)")]
+    # the first title similar enough wins, as in their loop
+    assert replace_similar(["Heat (1995"], ["Heat (1996)", "Heat (1995)"], 0.8) == ["Heat (1996)"]
+
+
 def write_answer_files(folder):
     """The movie answers in the authors' three file shapes, the book answer as an OpenAI batch output."""
     explicit = [
