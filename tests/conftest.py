@@ -42,15 +42,15 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.integration if heavy else pytest.mark.unit)
     # the heaviest files first (the embedded model's, then those starting scripts, most such tests first), so
     # that the workers of make test (--dist loadfile --no-loadscope-reorder) start the minutes-long files at
-    # once and the unit files fill the end: in collection order the training files came last and one worker
-    # finished minutes after the other; a stable sort keeps each file's own order
-    tier: dict[Path, int] = {}
+    # once and the unit files fill the end: in collection order the training files came last, and one worker
+    # finished minutes after the other (docs/measured-figures.md); a stable sort keeps each file's own order
+    file_tier: dict[Path, int] = {}
     heavy_tests: dict[Path, int] = {}
     for item in items:
         level = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
-        tier[item.path] = min(tier.get(item.path, 2), level)
+        file_tier[item.path] = min(file_tier.get(item.path, 2), level)
         heavy_tests[item.path] = heavy_tests.get(item.path, 0) + (level < 2)
-    items.sort(key=lambda item: (tier[item.path], -heavy_tests[item.path]))
+    items.sort(key=lambda item: (file_tier[item.path], -heavy_tests[item.path]))
     whole = {Path(config.rootpath, arg).resolve() for arg in config.args} <= {ROOT, ROOT / "tests"}
     if whole:
         for tier in ("unit", "integration", "slow"):
