@@ -129,6 +129,20 @@ def test_scorers_total_over_arbitrary_text(texts):
         check_scores(name, texts)
 
 
+@FUZZ
+@given(st.lists(st.one_of(fragments(), st.just("[SEP]"), st.just(" [SEP] ")), max_size=25).map("".join),
+       st.sampled_from([None, 3]))  # fmt: skip
+def test_the_authors_scorer_total_over_arbitrary_text(text, k):
+    rows, resources = worlds()["recbench+"]
+    official = Resources.loaded(resources.matcher(), resources.kg(), convention="official", top_k=k)
+    report, _ = score_benchmark(rows, {row.id: text for row in rows}, official)
+    for summary in [report["overall"], *report["by_task"].values()]:
+        assert all(0 <= summary[m] <= 1 for m in ("precision", "recall", "ftr"))
+        assert summary["cmr"] is None or 0 <= summary["cmr"] <= 1
+        # their NDCG counts a repeated hit at each position: past 1 where an answer repeats one
+        assert math.isfinite(summary["ndcg"]) and summary["ndcg"] >= 0
+
+
 def test_megabyte_completions():
     huge = ["1. Heat (1995)\n" * 70_000, "\x00" * 1_000_000, "<think>" + "x" * 1_000_000, "\ud800" * 500_000]
     for name in worlds():
