@@ -22,6 +22,7 @@ from rectune.core.cli import out_of_memory
 from rectune.core.io import DataError, RecTuneError, read_json_object
 from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.finite_outputs import check_finite_outputs
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_adapter_patterns, check_weights, error_text, on_meta_device
@@ -289,7 +290,8 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
         tokenizer_source = checkpoint.adapter
     tokenizer = load_tokenizer(tokenizer_source)
     check_chat_template(tokenizer, str(tokenizer_source))  # before the model loads
-    model = load_merged(checkpoint.base_model, [*checkpoint.merged, *filter(None, [checkpoint.adapter])], dtype)
+    adapters = [*checkpoint.merged, *filter(None, [checkpoint.adapter])]
+    model = load_merged(checkpoint.base_model, adapters, dtype)
     check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, str(tokenizer_source))
     ignored = one_answer_a_prompt(model)
     if ignored:
@@ -300,7 +302,9 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(0)
     if torch.cuda.is_available():
         model = model.to("cuda")
-    return model.eval(), tokenizer
+    # else its answers, the argmax of NaN logits, would be scored as the model's
+    check_finite_outputs(model.eval(), " + ".join([checkpoint.base_model, *adapters]))
+    return model, tokenizer
 
 
 WANDB_RUN = "wandb_run.json"  # the stage's W&B run id and URL: a resumed stage resumes its W&B run

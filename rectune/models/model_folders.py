@@ -10,6 +10,7 @@ line naming the file.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,9 @@ def check_model_folder(folder: str | Path) -> None:
             config_file, f"num_hidden_layers is {layers}, but the weights hold {count} tensors in all (every layer "
             "has weights of its own): the configuration of another model?"
         )  # fmt: skip
+    problem = config_value_problem(config)
+    if problem:
+        raise DataError(config_file, problem)
     try:
         model = on_meta_device(config)
     except Exception as err:
@@ -122,6 +126,51 @@ def check_model_folder(folder: str | Path) -> None:
     if getattr(config, "quantization_config", None):
         return  # packed weights: their names and shapes are the quantizer's, not the model's
     _check_tensors(folder, config_file, model, headers)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def config_value_problem(config: Any) -> str | None:
+    """Why a configuration transformers accepts cannot train or answer, or None: a dropout probability outside
+    [0, 1] or not a number (training's first step raised), a normalisation epsilon negative or not finite
+    (every output NaN), fewer than one layer. Only settings whose default is a number are read, so a flag
+    named like them (ESM's ``token_dropout``) or one left unset by default is not."""
+    text = config.get_text_config()
+    try:
+        defaults = vars(type(text)())
+    except Exception:  # a configuration class that needs arguments: its values alone are read
+        defaults = {}
+    for key, value in vars(text).items():
+        if not _is_number(value) and not _is_number(defaults.get(key)):
+            continue
+        shown = repr(value)[:60]
+        if "dropout" in key or key.endswith("pdrop"):
+            if not _is_number(value) or not 0 <= value <= 1:
+                return f"{key} is {shown}: a dropout probability is a number from 0 to 1"
+        elif key in ("eps", "epsilon") or key.endswith(("_eps", "_epsilon")):
+            if not _is_number(value) or not 0 <= value < math.inf:
+                return f"{key} is {shown}: a normalisation's epsilon is a finite number of at least 0 (else NaN)"
+        elif key == "num_hidden_layers" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            return f"num_hidden_layers is {shown}: a model has at least one layer"
+    for where, base in _rotary_bases(text):
+        if not _is_number(base) or not 0 < base < math.inf:
+            return f"{where} is {repr(base)[:60]}: a rotary base is a finite number above 0 (else NaN)"
+    return None
+
+
+def _rotary_bases(config: Any) -> list[tuple[str, Any]]:
+    """Each ``rope_theta`` a configuration sets: at its top, in ``rope_parameters``, or in that per kind of layer
+    (Gemma 3's full and sliding attention)."""
+    found = [("rope_theta", config.rope_theta)] if "rope_theta" in vars(config) else []
+    parameters = getattr(config, "rope_parameters", None)
+    if not isinstance(parameters, dict):
+        return found
+    for kind, values in ({"": parameters} if "rope_theta" in parameters else parameters).items():
+        if isinstance(values, dict) and "rope_theta" in values:
+            found.append((f"rope_parameters{f'.{kind}' if kind else ''}.rope_theta", values["rope_theta"]))
+    return found
 
 
 def on_meta_device(config: Any) -> Any:

@@ -4,7 +4,8 @@ A learning rate too high, or fp16 overflowing, turns the weights into NaN or inf
 goes on: its ``logging_nan_inf_filter`` (on by default) logs an average of earlier losses in place of each
 NaN one (a diverged SFT run logged ``loss 0``), every later step computes on NaN, and the run ends by saving,
 sealing and carding a NaN adapter as finished, which evaluation then scores as a model. Checked after every
-optimizer step, before anything is saved: a few kernels over the trained parameters only.
+optimizer step, before anything is saved: a few kernels over the trained parameters only; and every weight
+once before the first step, so a model that was NaN before training is not blamed on the learning rate.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import torch
 from transformers import TrainerCallback
 
 from rectune.core.io import RecTuneError
+from rectune.models.finite_outputs import non_finite_weight
 
 
-def weights_finite(model: torch.nn.Module) -> bool:
-    """Whether every trained parameter of ``model`` holds finite values, on every process of the run (a shard
-    of a parameter may go NaN on one only; a process stopping alone would leave the others waiting)."""
-    trained = [p for p in model.parameters() if p.requires_grad]
+def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
+    """Whether every trained parameter of ``model`` (every parameter, with ``trained_only`` False) holds finite
+    values, on every process of the run (a shard of a parameter may go NaN on one only; a process stopping alone
+    would leave the others waiting)."""
+    trained = [p for p in model.parameters() if p.requires_grad or not trained_only]
     if not trained:
         return True
     device = trained[0].device  # a model spread over devices (device_map) holds its adapter on several
@@ -31,8 +34,21 @@ def weights_finite(model: torch.nn.Module) -> bool:
 
 
 class FiniteWeights(TrainerCallback):
-    """Raise a :class:`RecTuneError` (one line, exit 2) at the end of the first step whose update left a trained
-    weight NaN or inf; the run keeps its earlier checkpoints and is not marked finished."""
+    """Raise a :class:`RecTuneError` (one line, exit 2) before the first step when the model already holds NaN or
+    inf, and at the end of the first step whose update left a trained weight NaN or inf; the run keeps its
+    earlier checkpoints and is not marked finished."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        """A model that holds NaN or inf before any step (a stranger's broken checkpoint) is named as such, not
+        as a learning rate that diverged at step 1."""
+        if model is None or weights_finite(model, trained_only=False):
+            return
+        name = non_finite_weight(model)  # this process's shard may hold none of them
+        name = name and name.removeprefix("base_model.model.")  # the checkpoint's name, not PEFT's wrapping
+        source = getattr(getattr(model, "config", None), "name_or_path", None) or "the model"
+        held = f"its weight {name} holds" if name else "its weights hold"
+        raise RecTuneError(f"{source}: {held} NaN or inf before any training step: a broken checkpoint, which no "
+                           "learning rate fixes")  # fmt: skip
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if model is None or weights_finite(model):

@@ -13,11 +13,12 @@ import torch
 from conftest import gpt2_model, run_script
 from peft import LoraConfig, PromptTuningConfig, TaskType, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
+from transformers import AutoModelForCausalLM, EsmConfig, Gemma3TextConfig, GPT2Config, LlamaConfig, OPTConfig
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models import model_folders
 from rectune.models.checkpoints import check_adapters_fit, load_merged
+from rectune.models.finite_outputs import check_finite_outputs
 from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
 from rectune.training.views import fit_chat_template
 
@@ -308,3 +309,58 @@ def test_adapter_weights_the_configuration_makes_but_the_file_lacks_are_named(tm
         "adapter_config.json makes): PEFT would leave them as they start, where the adapter changes nothing"
     )
     check_adapters_fit(str(tiny_model), [str(adapters[0])])  # every weight there: nothing to say
+
+
+BREAKING_VALUES = [  # transformers loads each; the first step then raised (training) or every output was NaN
+    ("attention_dropout", 3, "attention_dropout is 3: a dropout probability is a number from 0 to 1"),
+    ("attention_dropout", None, "attention_dropout is None: a dropout probability is a number from 0 to 1"),
+    ("rms_norm_eps", -0.5, "rms_norm_eps is -0.5: a normalisation's epsilon is a finite number of at least 0 "
+     "(else NaN)"),
+    ("rms_norm_eps", float("nan"), "rms_norm_eps is nan: a normalisation's epsilon is a finite number of at least 0 "
+     "(else NaN)"),
+    ("num_hidden_layers", -1, "num_hidden_layers is -1: a model has at least one layer"),
+    ("rope_parameters", {"rope_theta": 0.0, "rope_type": "default"},
+     "rope_parameters.rope_theta is 0.0: a rotary base is a finite number above 0 (else NaN)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), BREAKING_VALUES)
+def test_configuration_values_that_break_the_first_step_are_named(tmp_path, tiny_model, key, value, problem):
+    folder = edited_copy(tmp_path / "m", tiny_model)
+    values = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**values, key: value}))  # None written as null, not removed
+    assert refusal(folder) == f"{folder / 'config.json'}: {problem}"
+
+
+def test_only_settings_whose_default_is_a_number_are_read():
+    for config in (LlamaConfig(), OPTConfig(), GPT2Config(), Gemma3TextConfig(), EsmConfig(token_dropout=True)):
+        assert model_folders.config_value_problem(config) is None  # ESM's token_dropout is a flag, not a probability
+    assert model_folders.config_value_problem(GPT2Config(resid_pdrop=1.5)) == (
+        "resid_pdrop is 1.5: a dropout probability is a number from 0 to 1"
+    )
+    gemma = Gemma3TextConfig()
+    gemma.rope_parameters["sliding_attention"]["rope_theta"] = -1.0
+    assert model_folders.config_value_problem(gemma) == (
+        "rope_parameters.sliding_attention.rope_theta is -1.0: a rotary base is a finite number above 0 (else NaN)"
+    )
+
+
+def test_a_model_computing_nan_is_refused_before_it_answers(tmp_path, tiny_model, movie_data):
+    """Evaluation scored a model holding one NaN weight: every token the argmax of NaN logits, empty answers."""
+    broken = with_weights(tmp_path / "nan", tiny_model, lambda name, tensor: tensor.index_fill(0, torch.tensor(
+        [0]), float("nan")) if name == "model.layers.1.mlp.down_proj.weight" else tensor)  # fmt: skip
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", broken, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
+    assert evaluated.stderr.splitlines()[-1] == (
+        f"error: {broken}: its weight model.layers.1.mlp.down_proj.weight holds NaN or inf, so every answer would be "
+        "noise"
+    )
+    assert not (tmp_path / "e").exists()
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    check_finite_outputs(model, "fine")
+    with torch.no_grad():
+        model.model.norm.weight.fill_(3e38)  # finite, but the output layer's sums pass float32's largest
+    with pytest.raises(RecTuneError, match=r"^big: its weights are finite but its logits are NaN or inf, so every "):
+        check_finite_outputs(model, "big")

@@ -22,7 +22,7 @@ from conftest import (
     wandb_run,
     write_recipe,
 )
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.training.finite_weights import weights_finite
@@ -438,14 +438,47 @@ def test_a_run_whose_weights_stop_being_finite_stops_before_saving_them(tmp_path
         assert not list(out.glob("checkpoint-*"))
 
 
+def test_a_model_holding_nan_before_training_is_named_not_blamed_on_the_learning_rate(tmp_path, tiny_model, train_data):
+    """A stranger's checkpoint holding one NaN weight stopped as 'training diverged at step 1 ... lower
+    learning_rate'; one whose attention_dropout is 3 (transformers loads it) raised a traceback at that step."""
+    broken = tmp_path / "nan"
+    shutil.copytree(tiny_model, broken)
+    tensors = load_file(broken / "model.safetensors")
+    tensors["model.layers.1.mlp.down_proj.weight"][0, 0] = float("nan")
+    save_file(tensors, broken / "model.safetensors")
+    line = (
+        f"error: {broken}: its weight model.layers.1.mlp.down_proj.weight holds NaN or inf before any training step: "
+        "a broken checkpoint, which no learning rate fixes"
+    )
+    sft = sft_recipe(tmp_path / "s.yaml", broken, train_data, tmp_path / "sft")
+    grpo = one_step_grpo_recipe(tmp_path / "g.yaml", broken, train_data / "train_rft.jsonl", tmp_path / "rft")
+    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
+        trained = run_script(script, recipe, check=False)
+        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+        assert not (out / "adapter_model.safetensors").exists() and not list(out.glob("checkpoint-*"))
+
+    dropping = tmp_path / "dropout"
+    shutil.copytree(tiny_model, dropping)
+    config = json.loads((dropping / "config.json").read_text())
+    (dropping / "config.json").write_text(json.dumps({**config, "attention_dropout": 3}))
+    recipe = sft_recipe(tmp_path / "d.yaml", dropping, train_data, tmp_path / "d")
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert trained.stderr.splitlines()[-1] == (
+        f"error: {dropping / 'config.json'}: attention_dropout is 3: a dropout probability is a number from 0 to 1"
+    )
+    assert not (tmp_path / "d").exists()
+
+
 def test_weights_finite_looks_at_the_trained_parameters_only():
     layer = torch.nn.Linear(2, 2)
     assert weights_finite(layer)
     with torch.no_grad():
         layer.bias[0] = float("inf")
     assert not weights_finite(layer)
-    layer.bias.requires_grad_(False)  # a frozen base weight is the model's own business
+    layer.bias.requires_grad_(False)  # a frozen base weight is the model's own business after the first step
     assert weights_finite(layer)
+    assert not weights_finite(layer, trained_only=False)  # ... and is looked at once, before it
 
 
 def test_lora_target_modules_the_model_lacks_stop_before_the_folder(tmp_path, tiny_model, train_data):
