@@ -314,9 +314,14 @@ def read_tags(path: Path) -> dict[str, Counter]:
     return tags
 
 
-def id_order(item_id: str) -> tuple[int, int | str]:
-    """Numeric ids by value ("759" < "1274"), others after them by text."""
-    return (0, int(item_id)) if item_id.isdigit() else (1, item_id)
+def id_order(item_id: str) -> tuple:
+    """Numeric ids by value ("759" < "1274"), equal values ("01", "1") by text, other ids after them by text.
+    Compared as digit strings, never converted: an id of 5,000 digits is past ``int``'s limit, and ``"²"`` is a
+    digit to ``isdigit`` that ``int`` refuses."""
+    if item_id.isascii() and item_id.isdigit():
+        value = item_id.lstrip("0")
+        return (0, len(value), value, item_id)
+    return (1, item_id)
 
 
 def chronological(events: list, timestamp=lambda e: e.timestamp, item=lambda e: e.item) -> list:

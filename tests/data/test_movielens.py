@@ -107,6 +107,10 @@ def test_ties_are_ordered_by_numeric_item_id():
     # as text "759" > "1274"; as numbers 759 < 1274
     assert [e.item for e in movielens.chronological(events)] == ["1", "759", "1274"]
     assert movielens.tied_events(events) == 2
+    # an id past int()'s 4,300 digits, or a digit int() refuses ("²"), stopped build_benchmark with a traceback
+    huge = "9" * 5000
+    ids = ["10", huge, "x", "²", "9", "1", "01"]
+    assert sorted(ids, key=movielens.id_order) == ["01", "1", "9", "10", huge, "x", "²"]
 
 
 def test_half_star_scale_is_read_and_parsed():
