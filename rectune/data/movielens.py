@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rectune.core.io import BOM, CONTROL, DataError, check_plain_files, decode_text, require_file
+from rectune.data.item_ids import id_order, whole_number
 from rectune.data.titles import CatalogItem, display_title
 
 # ML-1M README: age bands and occupation codes
@@ -239,9 +240,10 @@ def _genre_names(path: Path) -> tuple[str, ...]:
     names = {}
     for number, line in lines(path):
         name, _, index = line.partition("|")
-        if not index.strip().isdigit():
+        position = whole_number(index.strip())
+        if position is None:
             raise DataError(path, "expected name|index (ml-100k u.genre)", line=number)
-        names[int(index)] = name
+        names[position] = name
     return tuple(names[i] for i in sorted(names))
 
 
@@ -281,9 +283,10 @@ def read_users(path: Path) -> dict[str, dict]:
                            "occupation": OCCUPATIONS.get(occupation, occupation)}  # fmt: skip
         else:
             user, age, gender, occupation = fields[:4]
-            if not age.strip().isdigit():
-                raise DataError(path, f"age {age!r} is not a whole number (ml-100k u.user)", line=number)
-            users[user] = {"gender": gender, "age": age_band(int(age)), "occupation": occupation}
+            years = whole_number(age.strip())
+            if years is None:
+                raise DataError(path, f"age {age[:40]!r} is not a whole number (ml-100k u.user)", line=number)
+            users[user] = {"gender": gender, "age": age_band(years), "occupation": occupation}
     return users
 
 
@@ -312,27 +315,6 @@ def read_tags(path: Path) -> dict[str, Counter]:
         if tag:
             tags.setdefault(fields[1].strip(), Counter())[tag] += 1
     return tags
-
-
-def id_order(item_id: str) -> tuple:
-    """Numeric ids by value ("759" < "1274"), equal values ("01", "1") by text, other ids after them by text.
-    Compared as digit strings, never converted: an id of 5,000 digits is past ``int``'s limit, and ``"²"`` is a
-    digit to ``isdigit`` that ``int`` refuses."""
-    if item_id.isascii() and item_id.isdigit():
-        value = item_id.lstrip("0")
-        return (0, len(value), value, item_id)
-    return (1, item_id)
-
-
-def chronological(events: list, timestamp=lambda e: e.timestamp, item=lambda e: e.item) -> list:
-    """Events by time; equal timestamps by the item's numeric id (deterministic, whatever the file order)."""
-    return sorted(events, key=lambda e: (timestamp(e), id_order(item(e))))
-
-
-def tied_events(events: list, timestamp=lambda e: e.timestamp) -> int:
-    """How many events share their timestamp with another event of the same sequence."""
-    counts = Counter(timestamp(e) for e in events)
-    return sum(n for n in counts.values() if n > 1)
 
 
 def kg_items(movies: dict[str, Movie], tags: dict[str, Counter], max_tags: int = 10) -> list[CatalogItem]:

@@ -7,7 +7,7 @@ which spills to disk past its memory limit; Python holds one batch, one item's r
 of the users asked for at a time.
 
 Orders are the in-memory builds' own: ids compare by code point (DuckDB's binary collation); a user's
-ratings go by time, equal timestamps by the item's numeric id (:func:`rectune.data.movielens.id_order`, as
+ratings go by time, equal timestamps by the item's numeric id (:func:`rectune.data.item_ids.id_order`, as
 a rank over the source's items), then by file order. Ids merged into another (MovieLens titles listed
 twice, ``canonical``) count as the kept id; of a user's ratings of both copies the first stays.
 """
@@ -22,7 +22,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from rectune.core.scratch import scratch_folder
-from rectune.data.movielens import id_order
+from rectune.data.item_ids import id_order
 from rectune.data.ratings import RatingScale, Review, iter_reviews
 
 BATCH = 100_000  # reviews parsed per insert: bounds what Python holds while reading

@@ -14,7 +14,7 @@ from rectune.benchmarks.perrec import groups as grouping
 from rectune.benchmarks.perrec.prompts import build_messages
 from rectune.benchmarks.perrec.rows import PerRecRow
 from rectune.core.io import DataError
-from rectune.data import movielens
+from rectune.data import item_ids, movielens
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import RatingScale, Review, merged_ids, parse_rating, read_items, read_reviews, read_users
 from rectune.evaluation.scoring import score_benchmark
@@ -74,6 +74,20 @@ def test_users_come_with_names_not_codes(tmp_path, layout):
     assert users["2"] == {"gender": "M", "age": "56+", "occupation": "retired"}
 
 
+def test_numbers_isdigit_takes_but_int_refuses_are_one_line_not_a_traceback(tmp_path):
+    """ "²" is a digit to str.isdigit and no number to int(); 5,000 digits pass int()'s limit: each was a
+    ValueError traceback in an ml-100k age or genre index, and in the ids build_benchmark writes as numbers."""
+    folder = write(tmp_path / "ages", "ml-100k", SMALL)
+    (folder / "u.user").write_text("1|²|F|programmer|12345\n")
+    with pytest.raises(DataError, match=r"u.user:1: age '²' is not a whole number \(ml-100k u.user\)$"):
+        read_users(folder)
+    folder = write(tmp_path / "genres", "ml-100k", SMALL)
+    (folder / "u.genre").write_text("Action|0\nComedy|" + "9" * 5000 + "\n")
+    with pytest.raises(DataError, match=r"u.genre:2: expected name\|index \(ml-100k u.genre\)$"):
+        read_items(folder)
+    assert [item_ids.release_id(i) for i in ("759", "0759", "9" * 19, "²", "tt01")] == [759, 759, "9" * 19, "²", "tt01"]
+
+
 def test_unknown_formats_fail_naming_the_accepted_ones(tmp_path):
     path = tmp_path / "ratings.txt"
     path.write_text("1 2 3 4\n")
@@ -105,12 +119,12 @@ def test_titles_are_one_line_and_an_untitled_movie_is_named_by_its_id(tmp_path):
 def test_ties_are_ordered_by_numeric_item_id():
     events = [Review("1", "1274", 4.0, 1000), Review("1", "759", 3.0, 1000), Review("1", "1", 5.0, 900)]
     # as text "759" > "1274"; as numbers 759 < 1274
-    assert [e.item for e in movielens.chronological(events)] == ["1", "759", "1274"]
-    assert movielens.tied_events(events) == 2
+    assert [e.item for e in item_ids.chronological(events)] == ["1", "759", "1274"]
+    assert item_ids.tied_events(events) == 2
     # an id past int()'s 4,300 digits, or a digit int() refuses ("²"), stopped build_benchmark with a traceback
     huge = "9" * 5000
     ids = ["10", huge, "x", "²", "9", "1", "01"]
-    assert sorted(ids, key=movielens.id_order) == ["01", "1", "9", "10", huge, "x", "²"]
+    assert sorted(ids, key=item_ids.id_order) == ["01", "1", "9", "10", huge, "x", "²"]
 
 
 def test_half_star_scale_is_read_and_parsed():

@@ -47,6 +47,7 @@ from rectune.benchmarks.recbench import profile_queries
 from rectune.benchmarks.recbench.query_text import ROLE_NOUNS, SITUATIONS, describe
 from rectune.core.io import CONTROL, RecTuneError
 from rectune.data.catalog import read_item_file
+from rectune.data.item_ids import release_id
 from rectune.data.titles import CatalogItem, display_title, split_title, title_key
 
 PERSON_RELATIONS = ("Director", "Starring", "Composer")
@@ -212,7 +213,7 @@ class BenchmarkBuilder:
             "condition_num": len(conditions),
             "movieCount": len(ordered),
             "movieSubset": [self.names[i] for i in ordered],
-            "movieSubsetId": [int(i) if i.isdigit() else i for i in ordered],
+            "movieSubsetId": [release_id(i) for i in ordered],
             "sharedRelationships": [list(c) for c in conditions],
         }
 

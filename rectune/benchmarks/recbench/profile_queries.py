@@ -16,6 +16,7 @@ import random
 from collections import Counter, defaultdict
 
 from rectune.benchmarks.recbench.query_text import DEMOGRAPHIC_TEMPLATES, INTEREST_TEMPLATES, group_label, group_of
+from rectune.data.item_ids import release_id
 
 
 def interest_queries(
@@ -94,7 +95,7 @@ def demographics_queries(
                 {
                     "group_type": group_type,
                     "group": group,
-                    "top_10_movies": [[int(i) if i.isdigit() else i, round(scores[i], 4)] for i in top],
+                    "top_10_movies": [[release_id(i), round(scores[i], 4)] for i in top],
                     "summary": f"{label} ({len(members)} users) distinctively watch "
                     + ", ".join(names[i] for i in top[:3])
                     + ".",
