@@ -34,12 +34,12 @@ def _tensors(path: Path) -> tuple[dict, str | None]:
     JSON) or None."""
     try:
         length, tensors = _header(path)
-        ends = [entry["data_offsets"][1] for entry in tensors.values()]
+        size = 8 + length + max((entry["data_offsets"][1] for entry in tensors.values()), default=0)
     except EOFError:
         return {}, f"{path.name} is cut short"
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-        return {}, f"{path.name} has no readable safetensors header"
-    if path.stat().st_size < 8 + length + max(ends, default=0):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):  # TypeError: offsets that
+        return {}, f"{path.name} has no readable safetensors header"  # are no numbers ("8", [0, 8]) cannot be summed
+    if path.stat().st_size < size:
         return tensors, f"{path.name} is cut short"
     return tensors, _layout_problem(path)
 

@@ -293,6 +293,20 @@ def test_weights_whose_bytes_overlap_are_one_line(tmp_path, tiny_model):
     )
 
 
+@pytest.mark.parametrize("offsets", ["I8", [0, "8"], [0, [0, 8]]])
+def test_weights_whose_offsets_are_no_numbers_are_one_line(tmp_path, tiny_model, offsets):
+    """The header's offsets were summed as they came: a string or a list there was a TypeError traceback."""
+    folder = tmp_path / "offsets"
+    shutil.copytree(tiny_model, folder)
+    raw = (folder / "model.safetensors").read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    header["lm_head.weight"]["data_offsets"] = offsets
+    text = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+    assert refusal(folder) == f"{folder}: model.safetensors has no readable safetensors header"
+
+
 def test_adapter_weights_the_configuration_makes_but_the_file_lacks_are_named(tmp_path, tiny_model, adapters):
     """Weights saved under other names (a renamed module, a hand-edited file): PEFT warned of missing keys among
     other warnings and left LoRA as it starts, adding nothing: the base model was scored as the adapter."""
