@@ -27,8 +27,8 @@ def non_finite_weight(model: Any) -> str | None:
 
 
 def check_finite_outputs(model: Any, source: str) -> None:
-    """One line naming ``source`` when ``model`` holds a weight that is not finite or computes logits that are
-    not from finite weights; ``model`` is in eval mode, on its device."""
+    """One line naming ``source`` when ``model`` (in eval mode, on its device) holds a weight that is not finite,
+    or computes logits that are not finite from a few tokens."""
     import torch
 
     name = non_finite_weight(model)

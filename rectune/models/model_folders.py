@@ -134,9 +134,9 @@ def _is_number(value: Any) -> bool:
 
 def config_value_problem(config: Any) -> str | None:
     """Why a configuration transformers accepts cannot train or answer, or None: a dropout probability outside
-    [0, 1] or not a number (training's first step raised), a normalisation epsilon negative or not finite
-    (every output NaN), fewer than one layer. Only settings whose default is a number are read, so a flag
-    named like them (ESM's ``token_dropout``) or one left unset by default is not."""
+    [0, 1] or not a number (training's first step raised), a normalisation epsilon negative or not finite or a
+    rotary base of 0 or less (every output NaN), fewer than one layer. Only settings whose default is a number
+    are read, so a flag named like them (ESM's ``token_dropout``) or one left unset by default is not."""
     text = config.get_text_config()
     try:
         defaults = vars(type(text)())

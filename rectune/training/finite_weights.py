@@ -23,11 +23,11 @@ def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
     """Whether every trained parameter of ``model`` (every parameter, with ``trained_only`` False) holds finite
     values, on every process of the run (a shard of a parameter may go NaN on one only; a process stopping alone
     would leave the others waiting)."""
-    trained = [p for p in model.parameters() if p.requires_grad or not trained_only]
-    if not trained:
+    checked = [p for p in model.parameters() if p.requires_grad or not trained_only]
+    if not checked:
         return True
-    device = trained[0].device  # a model spread over devices (device_map) holds its adapter on several
-    finite = torch.stack([torch.isfinite(p).all().to(device) for p in trained]).all().to(torch.int32)
+    device = checked[0].device  # a model spread over devices (device_map) holds its adapter on several
+    finite = torch.stack([torch.isfinite(p).all().to(device) for p in checked]).all().to(torch.int32)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
     return bool(finite.item())
