@@ -37,7 +37,7 @@ from rectune.core.cli import (
 )
 from rectune.core.io import DataError, RecTuneError, atomic_write, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
-from rectune.data import item_ids, movielens
+from rectune.data import movielens
 from rectune.data.rating_store import RatingStore
 from rectune.data.ratings import Review, read_reviews, read_users
 from rectune.data.sampling import sample_users
@@ -229,7 +229,7 @@ def _histories(reviews: list[Review]) -> tuple[dict, dict, dict]:
         by_user.setdefault(review.user, []).append(review)
     histories, times, ratings = {}, {}, {}
     for user, events in by_user.items():
-        events = item_ids.chronological(events)
+        events = movielens.chronological(events)
         histories[user] = [r.item for r in events]
         times[user] = [r.timestamp for r in events]
         ratings[user] = [f"{r.rating:g}" for r in events]
@@ -237,7 +237,7 @@ def _histories(reviews: list[Review]) -> tuple[dict, dict, dict]:
         "users": len(histories),
         "ratings": ratings,
         # events sharing their second with another of the same user's: ordered by numeric item id
-        "tied_events": sum(item_ids.tied_events(stamps, timestamp=lambda t: t) for stamps in times.values()),
+        "tied_events": sum(movielens.tied_events(stamps, timestamp=lambda t: t) for stamps in times.values()),
     }
     return histories, times, info
 

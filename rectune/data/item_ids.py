@@ -1,14 +1,12 @@
-"""Item ids as numbers, and events in a deterministic order: by time, then by the item's id.
+"""Item ids as numbers, and their order: numeric ids by value.
 
 Releases write ids as text; MovieLens's are whole numbers, and ratings given in the same second are ordered by
-them ("759" before "1274") so every build gives the same histories whatever the file order. The ids are a
-stranger's text: they are compared as digit strings and converted only where short (``int`` refuses 4,300
-digits or more, and ``isdigit`` also takes ``"²"``, which ``int`` refuses).
+them ("759" before "1274", :func:`rectune.data.movielens.chronological`) so every build gives the same histories
+whatever the file order. The ids are a stranger's text: they are compared as digit strings and converted only
+where short (``int`` refuses 4,300 digits or more, and ``isdigit`` also takes ``"²"``, which ``int`` refuses).
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 
 def whole_number(text: str) -> int | None:
@@ -31,14 +29,3 @@ def id_order(item_id: str) -> tuple:
         value = item_id.lstrip("0")
         return (0, len(value), value, item_id)
     return (1, item_id)
-
-
-def chronological(events: list, timestamp=lambda e: e.timestamp, item=lambda e: e.item) -> list:
-    """Events by time; equal timestamps by the item's numeric id (deterministic, whatever the file order)."""
-    return sorted(events, key=lambda e: (timestamp(e), id_order(item(e))))
-
-
-def tied_events(events: list, timestamp=lambda e: e.timestamp) -> int:
-    """How many events share their timestamp with another event of the same sequence."""
-    counts = Counter(timestamp(e) for e in events)
-    return sum(n for n in counts.values() if n > 1)

@@ -317,6 +317,17 @@ def read_tags(path: Path) -> dict[str, Counter]:
     return tags
 
 
+def chronological(events: list, timestamp=lambda e: e.timestamp, item=lambda e: e.item) -> list:
+    """Events by time; equal timestamps by the item's numeric id (deterministic, whatever the file order)."""
+    return sorted(events, key=lambda e: (timestamp(e), id_order(item(e))))
+
+
+def tied_events(events: list, timestamp=lambda e: e.timestamp) -> int:
+    """How many events share their timestamp with another event of the same sequence."""
+    counts = Counter(timestamp(e) for e in events)
+    return sum(n for n in counts.values() if n > 1)
+
+
 def kg_items(movies: dict[str, Movie], tags: dict[str, Counter], max_tags: int = 10) -> list[CatalogItem]:
     """The release's own metadata as a KG: ``Genre``, ``Year`` and (ml-latest, ML-10M+) each item's most
     used ``Tag`` values."""

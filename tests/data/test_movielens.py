@@ -119,8 +119,8 @@ def test_titles_are_one_line_and_an_untitled_movie_is_named_by_its_id(tmp_path):
 def test_ties_are_ordered_by_numeric_item_id():
     events = [Review("1", "1274", 4.0, 1000), Review("1", "759", 3.0, 1000), Review("1", "1", 5.0, 900)]
     # as text "759" > "1274"; as numbers 759 < 1274
-    assert [e.item for e in item_ids.chronological(events)] == ["1", "759", "1274"]
-    assert item_ids.tied_events(events) == 2
+    assert [e.item for e in movielens.chronological(events)] == ["1", "759", "1274"]
+    assert movielens.tied_events(events) == 2
     # an id past int()'s 4,300 digits, or a digit int() refuses ("²"), stopped build_benchmark with a traceback
     huge = "9" * 5000
     ids = ["10", huge, "x", "²", "9", "1", "01"]

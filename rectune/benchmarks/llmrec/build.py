@@ -3,7 +3,7 @@
 A user's first review of an item counts once; users and items are filtered to the
 ``min_interactions``-core (5 by default: repeated until every user and item has at least 5);
 each user's reviews are ordered by time (equal timestamps by numeric item id, see
-:func:`rectune.data.item_ids.chronological`) and split leave-one-out: the last one is the test
+:func:`rectune.data.movielens.chronological`) and split leave-one-out: the last one is the test
 target, the one before it the training target, each with the reviews before it as history
 (the last ``history`` of them in the prompt).
 

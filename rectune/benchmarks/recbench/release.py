@@ -18,7 +18,7 @@ from rectune.benchmarks.recbench.records import QUERY_FILES, domain_folder, load
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.core.io import DataError, RecTuneError, check_plain_files, numbered_jsonl
 from rectune.data.catalog import KnowledgeGraph
-from rectune.data.item_ids import chronological
+from rectune.data.movielens import chronological
 from rectune.data.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
 from rectune.data.titles import CatalogItem, TitleMatcher, title_key
 
