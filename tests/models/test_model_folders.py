@@ -76,13 +76,19 @@ def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
     assert refusal(bare) == f"{bare}: holds no weights (no model.safetensors)"
 
 
+def evaluation_refusal(model, tmp_path, movie_data) -> str:
+    """The one line ``evaluate/run.py`` stops with on ``model``, having made no report folder."""
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", model, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
+    assert not (tmp_path / "e").exists()
+    return evaluated.stderr.splitlines()[-1]
+
+
 def test_evaluation_stops_in_one_line_before_making_a_folder(tmp_path, tiny_model, movie_data):
     wider = edited_copy(tmp_path / "wider", tiny_model, intermediate_size=128)
     line = f"error: {wider / 'model.safetensors'}: model.layers.0.mlp.down_proj.weight has shape [32, 64]"
-    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
-    evaluated = run_script("evaluate/run.py", "--model", wider, "--out", tmp_path / "e", *args, check=False)
-    assert evaluated.returncode == 2 and evaluated.stderr.splitlines()[-1].startswith(line), evaluated.stderr[-2000:]
-    assert not (tmp_path / "e").exists()
+    assert evaluation_refusal(wider, tmp_path, movie_data).startswith(line)
 
 
 def test_an_adapter_trained_on_another_model_is_one_line(tmp_path, tiny_model, movie_data):
@@ -231,14 +237,10 @@ def test_an_adapter_of_virtual_prompt_tokens_is_one_line(tmp_path, tiny_model, m
     adapter = tmp_path / "prompt_tuning"
     tuning = PromptTuningConfig(task_type=TaskType.CAUSAL_LM, num_virtual_tokens=4)
     get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), tuning).save_pretrained(adapter)
-    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
-    evaluated = run_script("evaluate/run.py", "--model", adapter, "--out", tmp_path / "e", *args, check=False)
-    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
-    assert evaluated.stderr.splitlines()[-1] == (
+    assert evaluation_refusal(adapter, tmp_path, movie_data) == (
         f"error: {adapter / 'adapter_config.json'}: a PROMPT_TUNING adapter: RecTune merges adapters into the model, "
         "and virtual prompt tokens merge into no weight; give a LoRA adapter"
     )
-    assert not (tmp_path / "e").exists()
 
 
 def test_an_adapter_started_from_the_weights_svd_fits_its_base(tmp_path, tiny_model):
@@ -363,14 +365,10 @@ def test_a_model_computing_nan_is_refused_before_it_answers(tmp_path, tiny_model
     """Evaluation scored a model holding one NaN weight: every token the argmax of NaN logits, empty answers."""
     broken = with_weights(tmp_path / "nan", tiny_model, lambda name, tensor: tensor.index_fill(0, torch.tensor(
         [0]), float("nan")) if name == "model.layers.1.mlp.down_proj.weight" else tensor)  # fmt: skip
-    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
-    evaluated = run_script("evaluate/run.py", "--model", broken, "--out", tmp_path / "e", *args, check=False)
-    assert evaluated.returncode == 2, evaluated.stderr[-2000:]
-    assert evaluated.stderr.splitlines()[-1] == (
+    assert evaluation_refusal(broken, tmp_path, movie_data) == (
         f"error: {broken}: its weight model.layers.1.mlp.down_proj.weight holds NaN or inf, so every answer would be "
         "noise"
     )
-    assert not (tmp_path / "e").exists()
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     check_finite_outputs(model, "fine")
