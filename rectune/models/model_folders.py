@@ -98,6 +98,7 @@ def check_model_folder(folder: str | Path) -> None:
         config = AutoConfig.from_pretrained(folder)  # trust_remote_code off: a config that needs it is refused
         if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
             raise ValueError(f"model_type {config.model_type!r} names no causal language model")
+        text = config.get_text_config()  # raises where a configuration holds two text models (MusicGen's)
     except Exception as err:  # whatever transformers says of a configuration it cannot use
         raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
@@ -105,7 +106,7 @@ def check_model_folder(folder: str | Path) -> None:
     headers = check_weights(folder)
     # Building the model costs about 1 ms a layer: a million layers would hold the run for a quarter of an hour.
     # Every layer has a weight of its own, so more layers than tensors is another model's configuration.
-    layers, count = getattr(config.get_text_config(), "num_hidden_layers", 0), sum(map(len, headers.values()))
+    layers, count = getattr(text, "num_hidden_layers", 0), sum(map(len, headers.values()))
     if isinstance(layers, int) and layers > count:
         raise DataError(
             config_file, f"num_hidden_layers is {layers}, but the weights hold {count} tensors in all (every layer "

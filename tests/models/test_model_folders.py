@@ -13,7 +13,15 @@ import torch
 from conftest import gpt2_model, run_script
 from peft import LoraConfig, PromptTuningConfig, TaskType, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, EsmConfig, Gemma3TextConfig, GPT2Config, LlamaConfig, OPTConfig
+from transformers import (
+    AutoModelForCausalLM,
+    EsmConfig,
+    Gemma3TextConfig,
+    GPT2Config,
+    LlamaConfig,
+    MusicgenConfig,
+    OPTConfig,
+)
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models import model_folders
@@ -69,6 +77,13 @@ def test_each_unloadable_folder_is_named_with_its_reason(tmp_path, tiny_model):
     assert refusal(refused) == (
         f"{refused / 'generation_config.json'}: transformers refuses it: `max_new_tokens` must be greater than 0, "
         "but is -3."
+    )
+
+    two_texts = edited_copy(tmp_path / "two_texts", tiny_model)  # a text encoder and a decoder: a ValueError
+    MusicgenConfig().save_pretrained(two_texts)
+    assert refusal(two_texts).startswith(
+        f"{two_texts / 'config.json'}: not a configuration this transformers can load: Multiple valid text configs "
+        "were found in the model config: ['text_encoder', 'decoder']"
     )
 
     bare = edited_copy(tmp_path / "bare", tiny_model)
