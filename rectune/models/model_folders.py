@@ -112,7 +112,7 @@ def check_model_folder(folder: str | Path) -> None:
             config_file, f"num_hidden_layers is {layers}, but the weights hold {count} tensors in all (every layer "
             "has weights of its own): the configuration of another model?"
         )  # fmt: skip
-    problem = config_value_problem(config)
+    problem = config_value_problem(text)
     if problem:
         raise DataError(config_file, problem)
     try:
@@ -133,12 +133,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def config_value_problem(config: Any) -> str | None:
-    """Why a configuration transformers accepts cannot train or answer, or None: a dropout probability outside
-    [0, 1] or not a number (training's first step raised), a normalisation epsilon negative or not finite or a
-    rotary base of 0 or less (every output NaN), fewer than one layer. Only settings whose default is a number
-    are read, so a flag named like them (ESM's ``token_dropout``) or one left unset by default is not."""
-    text = config.get_text_config()
+def config_value_problem(text: Any) -> str | None:
+    """Why a model's text configuration (``config.get_text_config()``), one transformers accepts, cannot train or
+    answer, or None: a dropout probability outside [0, 1] or not a number (training's first step raised), a
+    normalisation epsilon negative or not finite or a rotary base of 0 or less (every output NaN), fewer than
+    one layer. Only settings whose default is a number are read, so a flag named like them (ESM's
+    ``token_dropout``) or one left unset by default is not."""
     try:
         defaults = vars(type(text)())
     except Exception:  # a configuration class that needs arguments: its values alone are read
