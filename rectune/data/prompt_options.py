@@ -21,6 +21,9 @@ OPTIONS = {
     "candidate_order": str,
     "protocol": str,
 }
+# option -> the words that name something (RecBench+'s rerec.PROTOCOL and grounding.ORDERS): another word, a later
+# version's protocol or a hand edit's typo, would be prompted and scored as no protocol at all, without a word.
+WORDS = {"protocol": ("rerec",), "candidate_order": ("title", "retriever")}
 
 
 def recorded_prompt(data_file: str | os.PathLike) -> dict:
@@ -39,6 +42,10 @@ def recorded_prompt(data_file: str | os.PathLike) -> dict:
         if wrong:
             what = {bool: "true or false", int: "a whole number of at least 1", str: "a string"}[kind]
             raise DataError(stats, f"field 'prompt.{key}': must be {what}, got {str(value)[:60]!r}")
+        if key in WORDS and value not in WORDS[key]:
+            known = " or ".join(repr(word) for word in WORDS[key])
+            raise DataError(stats, f"field 'prompt.{key}': {value[:60]!r} is none this RecTune knows ({known}); "
+                            "a folder prepared by a later version?")  # fmt: skip
     return prompt
 
 

@@ -5,8 +5,10 @@ import json
 
 import pytest
 
+from rectune.benchmarks.recbench.grounding import ORDERS
+from rectune.benchmarks.recbench.rerec import PROTOCOL
 from rectune.core.io import DataError
-from rectune.data.prompt_options import recorded_prompt
+from rectune.data.prompt_options import WORDS, recorded_prompt
 
 RECORDED = {"with_history": False, "k": 5, "candidates": 10, "candidate_facts": False, "candidate_order": "retriever"}
 
@@ -34,8 +36,22 @@ def test_the_options_data_prep_records_are_read_back(tmp_path):
             "field 'prompt.with_history': must be true or false, got 'no'",
         ),
         ({"prompt": {**RECORDED, "protocol": 1}}, "field 'prompt.protocol': must be a string, got '1'"),
+        (
+            {"prompt": {**RECORDED, "protocol": "ReRec"}},
+            "field 'prompt.protocol': 'ReRec' is none this RecTune knows ('rerec'); a folder prepared by a later",
+        ),
+        (
+            {"prompt": {**RECORDED, "candidate_order": "score"}},
+            "field 'prompt.candidate_order': 'score' is none this RecTune knows ('title' or 'retriever')",
+        ),
     ],
 )
 def test_each_fault_names_stats_json_and_the_option(tmp_path, stats, message):
     with pytest.raises(DataError, match=rf"stats.json: {message.replace('(', '.').replace(')', '.')}"):
         recorded_prompt(folder_with(tmp_path, stats))
+
+
+def test_the_words_checked_are_the_ones_data_prep_writes(tmp_path):
+    assert WORDS == {"protocol": (PROTOCOL,), "candidate_order": ORDERS}
+    rerec = {"with_history": False, "k": 1, "candidates": 20, "protocol": PROTOCOL}
+    assert recorded_prompt(folder_with(tmp_path, {"prompt": rerec}))["protocol"] == "rerec"
