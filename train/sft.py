@@ -63,7 +63,8 @@ ARGUMENTS = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     training_args, model_args, mixture, run_args, recipe = parse_recipe(ARGUMENTS)
-    check_model_available(model_args.model_name_or_path)  # an unknown or unreachable model: one line, no folder
+    variant = (training_args.model_init_kwargs or {}).get("variant")  # the weights' files it names
+    check_model_available(model_args.model_name_or_path, variant)  # an unknown or unreachable model: one line
     check_kernels(training_args, model_args)  # a package or device a setting needs: one line, no folder
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     check_model_fits(model_name, model_args, training_args)  # LoRA targets, positions: one line, no folder

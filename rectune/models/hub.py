@@ -16,13 +16,13 @@ from rectune.models.model_folders import check_model_folder
 HUB_TIMEOUT_S = 10.0
 
 
-def check_model_available(name: str) -> None:
-    """Return when ``name`` is a local folder transformers can load (:func:`check_model_folder`), the embedded
-    model, cached or on the Hub; else one line."""
+def check_model_available(name: str, variant: str | None = None) -> None:
+    """Return when ``name`` is a local folder transformers can load (:func:`check_model_folder`, its weights'
+    ``variant`` as ``model_init_kwargs`` name it), the embedded model, cached or on the Hub; else one line."""
     if name.startswith("embedded:"):
         return
     if Path(name).exists():
-        check_model_folder(name)
+        check_model_folder(name, variant)
         return
     from huggingface_hub import model_info, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError

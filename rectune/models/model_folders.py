@@ -17,6 +17,7 @@ from typing import Any
 
 from rectune.core.io import DataError, check_plain_files
 from rectune.core.time_limit import time_limit
+from rectune.models.weight_files import loaded_weight_files
 
 
 def _header(path: Path) -> tuple[int, dict]:
@@ -79,12 +80,12 @@ def check_weights(folder: str | Path) -> dict[Path, dict]:
     return found
 
 
-def check_model_folder(folder: str | Path) -> None:
+def check_model_folder(folder: str | Path, variant: str | None = None) -> None:
     """One line for a local model folder (``config.json`` and weights) transformers could not load as a causal
     language model: its configuration or generation configuration unreadable, no weights, a tensor shaped
-    unlike its configuration says, or weights it makes that the folder lacks (transformers would start them at
-    random, with a warning among many).
-    Adapter folders, hub ids and files are left to their loaders."""
+    unlike its configuration says, or weights it makes that the files it loads them from (with ``variant``,
+    :mod:`rectune.models.weight_files`) lack (transformers would start them at random, with a warning among
+    many). Adapter folders, hub ids and files are left to their loaders."""
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, GenerationConfig
 
     folder = Path(folder)
@@ -103,7 +104,9 @@ def check_model_folder(folder: str | Path) -> None:
         raise DataError(config_file, f"not a configuration this transformers can load: {error_text(err)}") from None
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         raise DataError(folder, "holds no weights (no model.safetensors)")
-    headers = check_weights(folder)
+    every = check_weights(folder)
+    loaded, index = loaded_weight_files(folder, config, variant)
+    headers = {path: every[path] for path in loaded}
     # Building the model costs about 1 ms a layer: a million layers would hold the run for a quarter of an hour.
     # Every layer has a weight of its own, so more layers than tensors is another model's configuration.
     layers, count = getattr(text, "num_hidden_layers", 0), sum(map(len, headers.values()))
@@ -126,7 +129,7 @@ def check_model_folder(folder: str | Path) -> None:
             raise DataError(folder / "generation_config.json", f"transformers refuses it: {error_text(err)}") from None
     if getattr(config, "quantization_config", None):
         return  # packed weights: their names and shapes are the quantizer's, not the model's
-    _check_tensors(folder, config_file, model, headers)
+    _check_tensors(folder, config_file, model, headers, f"{index.name}'s shards hold" if index else "holds")
 
 
 def _is_number(value: Any) -> bool:
@@ -215,7 +218,7 @@ def learned_positions(model: Any) -> int | None:
     return limit if any(limit <= table.num_embeddings <= limit + 2 for table in tables) else None
 
 
-def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Path, dict]) -> None:
+def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Path, dict], holder: str) -> None:
     expected = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
     prefix = model.base_model_prefix
     bare_expected = {_bare(name, prefix) for name in expected}
@@ -239,7 +242,7 @@ def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Pa
     missing = [name for name in missing if not any(pattern.search(name) for pattern in ignored)]
     if missing:
         raise DataError(
-            folder, f"holds no {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} ({len(missing)} of the "
+            folder, f"{holder} no {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} ({len(missing)} of the "
             f"{type(model).__name__}'s weights its {config_file.name} makes): transformers would start them at random"
         )  # fmt: skip
 

@@ -43,11 +43,14 @@ def test_a_recipe_is_refused_at_parse_naming_it_and_the_key(tmp_path):
 
 
 def test_weights_the_recipe_names_that_are_not_there_are_one_line(tmp_path, tiny_model, train_data):
-    """transformers' OSError as the trainer loaded the model was a traceback."""
+    """transformers' OSError as the trainer loaded the model was a traceback; the files a variant names are
+    checked with the model folder, before the run claims its folder."""
     recipe = write_recipe(
         tmp_path / "r.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
         lora_target_modules=["q_proj"], output_dir=str(tmp_path / "out"), max_steps=1, report_to=["none"],
         datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
         model_init_kwargs={"variant": "fp16"},
     )  # fmt: skip
-    one_line(run_script("train/sft.py", recipe, check=False), "the model cannot be loaded as asked", "model.fp16")
+    trained = run_script("train/sft.py", recipe, check=False)
+    one_line(trained, f"{tiny_model}: holds no model.fp16.safetensors, which transformers loads the weights from")
+    assert not (tmp_path / "out").exists()
