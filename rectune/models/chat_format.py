@@ -88,9 +88,16 @@ def configured_vocabulary(model: str) -> int | None:
 
 
 def check_chat_template(tokenizer: Any, model: str, hint: str = "an instruction-tuned model") -> None:
-    """Stop in one line when the tokenizer has no chat template to render RecTune's prompts with."""
-    if not getattr(tokenizer, "chat_template", None):
+    """Stop in one line when the tokenizer has no chat template to render RecTune's prompts with: none, or named
+    ones (``additional_chat_templates/``) without a ``default``, where transformers' ValueError came at the first
+    prompt."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
         raise RecTuneError(f"{model}: its tokenizer has no chat template (a base model?); give {hint}")
+    if isinstance(template, dict) and not template.get("default"):
+        names = ", ".join(sorted(map(str, template)))[:200]
+        raise RecTuneError(f"{model}: its tokenizer has chat templates named {names} but no default one, which "
+                           "RecTune renders its prompts with (chat_template.jinja)")  # fmt: skip
 
 
 def takes_system_messages(tokenizer: Any, options: dict | None = None) -> bool:

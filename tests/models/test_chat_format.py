@@ -100,6 +100,27 @@ def test_a_tokenizer_limit_that_is_no_number_is_one_line(tmp_path, tiny_model):
     assert load_tokenizer(str(tiny_model)).model_max_length > 0
 
 
+def test_named_chat_templates_without_a_default_are_one_line(tmp_path, tiny_model, movie_data):
+    """Templates in additional_chat_templates/ and none as chat_template.jinja: transformers' ValueError at the
+    first prompt was a traceback."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model, folder)
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "chat_template.jinja").rename(folder / "additional_chat_templates" / "tool_use.jinja")
+    (folder / "additional_chat_templates" / "rag.jinja").write_text(CHATML)
+    args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "2", "--limit", "1", "--no-wandb")
+    evaluated = run_script("evaluate/run.py", "--model", folder, "--out", tmp_path / "e", *args, check=False)
+    assert evaluated.returncode == 2 and not (tmp_path / "e").exists(), evaluated.stderr[-2000:]
+    assert evaluated.stderr.splitlines()[-1] == (
+        f"error: {folder}: its tokenizer has chat templates named rag, tool_use but no default one, which RecTune "
+        "renders its prompts with (chat_template.jinja)"
+    )
+    (folder / "chat_template.jinja").write_text(CHATML)  # a default among named ones is the one rendered
+    assert render_prompts(load_tokenizer(str(folder)), [[{"role": "user", "content": "Hi"}]], "m") == [
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    ]
+
+
 DOUBLING = (  # 2**64 characters asked for: a string doubled in a loop of 64
     "{% set ns = namespace(text='x') %}{% for i in range(64) %}{% set ns.text = ns.text ~ ns.text %}{% endfor %}"
     "{% for message in messages %}{{ message['content'] }}{% endfor %}"
