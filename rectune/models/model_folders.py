@@ -129,7 +129,7 @@ def check_model_folder(folder: str | Path, variant: str | None = None) -> None:
             raise DataError(folder / "generation_config.json", f"transformers refuses it: {error_text(err)}") from None
     if getattr(config, "quantization_config", None):
         return  # packed weights: their names and shapes are the quantizer's, not the model's
-    _check_tensors(folder, config_file, model, headers, f"{index.name}'s shards hold" if index else "holds")
+    _check_tensors(folder, config_file, model, headers, f"{index.name}'s shards hold" if index else "holds", variant)
 
 
 def _is_number(value: Any) -> bool:
@@ -218,7 +218,9 @@ def learned_positions(model: Any) -> int | None:
     return limit if any(limit <= table.num_embeddings <= limit + 2 for table in tables) else None
 
 
-def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Path, dict], holder: str) -> None:
+def _check_tensors(
+    folder: Path, config_file: Path, model: Any, headers: dict[Path, dict], holder: str, variant: str | None
+) -> None:
     expected = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
     prefix = model.base_model_prefix
     bare_expected = {_bare(name, prefix) for name in expected}
@@ -235,16 +237,40 @@ def _check_tensors(folder: Path, config_file: Path, model: Any, headers: dict[Pa
             folder, f"none of its tensors is a weight of the {type(model).__name__} its {config_file.name} makes "
             f"(that names {next(iter(expected))!r}): the weights of another architecture?"
         )  # fmt: skip
-    if present - bare_expected:
-        return  # names transformers renames as it loads (older or per-expert layouts): it knows what they fill
-    missing = [names[0] for names in _parameter_names(model) if not {_bare(n, prefix) for n in names} & present]
-    ignored = [re.compile(pattern) for pattern in model._keys_to_ignore_on_load_missing or ()]
-    missing = [name for name in missing if not any(pattern.search(name) for pattern in ignored)]
+    if present - bare_expected:  # names transformers renames as it loads (older or per-expert layouts), or not
+        missing = _missing_as_loaded(folder, variant)
+    else:
+        missing = [names[0] for names in _parameter_names(model) if not {_bare(n, prefix) for n in names} & present]
+        ignored = [re.compile(pattern) for pattern in model._keys_to_ignore_on_load_missing or ()]
+        missing = [name for name in missing if not any(pattern.search(name) for pattern in ignored)]
     if missing:
         raise DataError(
             folder, f"{holder} no {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} ({len(missing)} of the "
             f"{type(model).__name__}'s weights its {config_file.name} makes): transformers would start them at random"
         )  # fmt: skip
+
+
+def _missing_as_loaded(folder: Path, variant: str | None) -> list[str]:
+    """The weights transformers would start at random as it loads ``folder`` (built on the meta device: no
+    weight is read), where its names are not all the model's: renamed ones it knows (``gamma`` for ``weight``)
+    fill their weights; others (``lm_head.weight_old``, an older layout's ``rotary_emb.inv_freq``) fill none."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
+
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity_error()  # its report of what it did not load: said here in one line
+    transformers_logging.disable_progress_bar()
+    try:
+        _, loading = AutoModelForCausalLM.from_pretrained(
+            folder, device_map="meta", output_loading_info=True, variant=variant
+        )
+    except Exception as err:
+        raise DataError(folder, f"transformers cannot load it: {error_text(err)}") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+    return sorted(loading["missing_keys"])
 
 
 def _parameter_names(model: Any) -> list[list[str]]:

@@ -1,13 +1,16 @@
-"""A model folder is checked by the files transformers loads its weights from, chosen as it chooses them: a
-sharded folder's index named shards outside the folder (``/dev/zero`` filled memory until the kernel killed the
-run), left some out (their weights started at random and evaluation exited 0) or was no index (a traceback)."""
+"""A model folder is checked by the files transformers loads its weights from, chosen as it chooses them, and by
+the weights it fills from them: a sharded folder's index named shards outside the folder (``/dev/zero`` filled
+memory until the kernel killed the run), left some out (their weights started at random and evaluation exited 0)
+or was no index (a traceback)."""
 
 import json
 import shutil
 
 import pytest
+import torch
 from conftest import run_script
-from transformers import AutoModelForCausalLM
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, MixtralConfig
 
 from rectune.core.io import DataError
 from rectune.models.model_folders import check_model_folder
@@ -118,3 +121,38 @@ def test_weights_under_another_name_are_checked_where_transformers_looks(tmp_pat
         f"{variant}: holds no model.safetensors, which transformers loads the weights from (its weights are named "
         "model.fp16.safetensors)"
     )
+
+
+def test_weights_under_names_the_model_lacks_are_counted_as_transformers_loads_them(tmp_path, tiny_model):
+    """A name the model lacks stopped the check of missing weights (it might be one transformers renames), so an
+    output layer saved as ``lm_head.weight_old`` beside an older layout's ``rotary_emb.inv_freq`` started at
+    random, and evaluation exited 0. transformers, loading on the meta device, now says what it would not fill."""
+    odd = tmp_path / "odd"
+    shutil.copytree(tiny_model, odd)
+    tensors = load_file(odd / "model.safetensors")
+    tensors["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.ones(4)
+    tensors["lm_head.weight_old"] = tensors.pop("lm_head.weight")
+    save_file(tensors, odd / "model.safetensors")
+    assert refusal(odd) == (
+        f"{odd}: holds no lm_head.weight (1 of the LlamaForCausalLM's weights its config.json makes): transformers "
+        "would start them at random"
+    )
+
+    # Mixtral's per-expert weights, which transformers fuses as it loads: a whole folder passes, one without its
+    # final norm is named, and one short of an expert's weight is transformers' refusal in one line
+    mixtral = tmp_path / "mixtral"
+    AutoModelForCausalLM.from_config(MixtralConfig(
+        vocab_size=128, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, num_local_experts=2, num_experts_per_tok=1,
+    )).save_pretrained(mixtral)  # fmt: skip
+    tensors = load_file(mixtral / "model.safetensors")
+    assert "model.layers.0.block_sparse_moe.experts.1.w2.weight" in tensors  # the names the model lacks
+    check_model_folder(mixtral)
+    save_file({name: t for name, t in tensors.items() if name != "model.norm.weight"}, mixtral / "model.safetensors")
+    assert refusal(mixtral) == (
+        f"{mixtral}: holds no model.norm.weight (1 of the MixtralForCausalLM's weights its config.json makes): "
+        "transformers would start them at random"
+    )
+    del tensors["model.layers.0.block_sparse_moe.experts.1.w2.weight"]
+    save_file(tensors, mixtral / "model.safetensors")
+    assert refusal(mixtral).startswith(f"{mixtral}: transformers cannot load it: You set `ignore_mismatched_sizes`")
