@@ -26,20 +26,33 @@ def non_finite_weight(model: Any) -> str | None:
     return None
 
 
-def check_finite_outputs(model: Any, source: str) -> None:
-    """One line naming ``source`` when ``model`` (in eval mode, on its device) holds a weight that is not finite,
-    or computes logits that are not finite from a few tokens."""
+# What finite weights with logits that are not finite come from
+NON_FINITE_LOGITS = (
+    "its weights are finite but its logits are NaN or inf (weights that overflow as they are multiplied, or a "
+    "value in its config.json that breaks the computation)"
+)
+
+
+def logits_finite(model: Any) -> bool:
+    """Whether ``model`` computes finite logits from a few tokens (in eval mode; its mode is kept)."""
     import torch
 
+    vocabulary = model.get_input_embeddings().num_embeddings
+    tokens = (torch.arange(1, PROBE_TOKENS + 1, device=model.device) % vocabulary).unsqueeze(0)
+    training = model.training
+    try:
+        with torch.no_grad():
+            logits = model.eval()(input_ids=tokens).logits
+    finally:
+        model.train(training)
+    return bool(torch.isfinite(logits).all())
+
+
+def check_finite_outputs(model: Any, source: str) -> None:
+    """One line naming ``source`` when ``model`` (on its device) holds a weight that is not finite, or computes
+    logits that are not finite from a few tokens."""
     name = non_finite_weight(model)
     if name is not None:
         raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer would be noise")
-    vocabulary = model.get_input_embeddings().num_embeddings
-    tokens = (torch.arange(1, PROBE_TOKENS + 1, device=model.device) % vocabulary).unsqueeze(0)
-    with torch.no_grad():
-        logits = model(input_ids=tokens).logits
-    if not torch.isfinite(logits).all():
-        raise RecTuneError(
-            f"{source}: its weights are finite but its logits are NaN or inf, so every answer would be noise (weights "
-            "that overflow as they are multiplied, or a value in its config.json that breaks the computation)"
-        )
+    if not logits_finite(model):
+        raise RecTuneError(f"{source}: {NON_FINITE_LOGITS}, so every answer would be noise")

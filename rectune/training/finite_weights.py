@@ -5,7 +5,8 @@ goes on: its ``logging_nan_inf_filter`` (on by default) logs an average of earli
 NaN one (a diverged SFT run logged ``loss 0``), every later step computes on NaN, and the run ends by saving,
 sealing and carding a NaN adapter as finished, which evaluation then scores as a model. Checked after every
 optimizer step, before anything is saved: a few kernels over the trained parameters only; and every weight
-once before the first step, so a model that was NaN before training is not blamed on the learning rate.
+once before the first step, with one forward of a few tokens, so a model that was NaN before training (its
+weights, or a configuration value that turns its outputs into NaN) is not blamed on the learning rate.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from transformers import TrainerCallback
 
 from rectune.core.io import RecTuneError
-from rectune.models.finite_outputs import non_finite_weight
+from rectune.models.finite_outputs import NON_FINITE_LOGITS, logits_finite, non_finite_weight
 
 
 def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
@@ -27,10 +28,26 @@ def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
     if not checked:
         return True
     device = checked[0].device  # a model spread over devices (device_map) holds its adapter on several
-    finite = torch.stack([torch.isfinite(p).all().to(device) for p in checked]).all().to(torch.int32)
+    return on_every_process(torch.stack([torch.isfinite(p).all().to(device) for p in checked]).all())
+
+
+def on_every_process(holds: torch.Tensor) -> bool:
+    """Whether ``holds`` (a boolean on this process's device) is true on every process of the run (one process
+    stopping alone would leave the others waiting)."""
+    holds = holds.to(torch.int32)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
-    return bool(finite.item())
+        torch.distributed.all_reduce(holds, op=torch.distributed.ReduceOp.MIN)
+    return bool(holds.item())
+
+
+def weights_whole(model: torch.nn.Module) -> bool:
+    """Whether each process holds every weight whole (one process, DDP), where a forward of its own can run: not
+    under ZeRO-3 or FSDP, whose shards are gathered only by a forward of every process under their wrapper."""
+    from torch.distributed.tensor import DTensor
+
+    sharded = (hasattr(p, "ds_id") or isinstance(p, DTensor) or getattr(p, "_is_flat_param", False)
+               for p in model.parameters())  # fmt: skip
+    return not any(sharded)
 
 
 class FiniteWeights(TrainerCallback):
@@ -41,14 +58,18 @@ class FiniteWeights(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         """A model that holds NaN or inf before any step (a stranger's broken checkpoint) is named as such, not
         as a learning rate that diverged at step 1."""
-        if model is None or weights_finite(model, trained_only=False):
+        if model is None:
             return
-        name = non_finite_weight(model)  # this process's shard may hold none of them
-        name = name and name.removeprefix("base_model.model.")  # the checkpoint's name, not PEFT's wrapping
         source = getattr(getattr(model, "config", None), "name_or_path", None) or "the model"
-        held = f"its weight {name} holds" if name else "its weights hold"
-        raise RecTuneError(f"{source}: {held} NaN or inf before any training step: a broken checkpoint, which no "
-                           "learning rate fixes")  # fmt: skip
+        if not weights_finite(model, trained_only=False):
+            name = non_finite_weight(model)  # this process's shard may hold none of them
+            name = name and name.removeprefix("base_model.model.")  # the checkpoint's name, not PEFT's wrapping
+            held = f"its weight {name} holds" if name else "its weights hold"
+            raise RecTuneError(f"{source}: {held} NaN or inf before any training step: a broken checkpoint, which "
+                               "no learning rate fixes")  # fmt: skip
+        device = next(model.parameters()).device
+        if weights_whole(model) and not on_every_process(torch.tensor(logits_finite(model), device=device)):
+            raise RecTuneError(f"{source}: {NON_FINITE_LOGITS}, before any training step: no learning rate fixes it")
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if model is None or weights_finite(model):

@@ -470,6 +470,29 @@ def test_a_model_holding_nan_before_training_is_named_not_blamed_on_the_learning
     assert not (tmp_path / "d").exists()
 
 
+def test_a_model_whose_configuration_computes_nan_is_named_not_blamed_on_the_learning_rate(
+    tmp_path, tiny_model, train_data
+):
+    """A linear rotary scaling of factor 0 (no rule knows it) makes every logit NaN from finite weights: SFT and
+    GRPO stopped as 'training diverged at step 1 ... lower learning_rate'."""
+    scaled = tmp_path / "scaled"
+    shutil.copytree(tiny_model, scaled)
+    config = json.loads((scaled / "config.json").read_text())
+    rope = {"rope_theta": 10000.0, "rope_type": "linear", "factor": 0.0}
+    (scaled / "config.json").write_text(json.dumps({**config, "rope_parameters": rope}))
+    line = (
+        f"error: {scaled}: its weights are finite but its logits are NaN or inf (weights that overflow as they are "
+        "multiplied, or a value in its config.json that breaks the computation), before any training step: no "
+        "learning rate fixes it"
+    )
+    sft = sft_recipe(tmp_path / "s.yaml", scaled, train_data, tmp_path / "sft")
+    grpo = one_step_grpo_recipe(tmp_path / "g.yaml", scaled, train_data / "train_rft.jsonl", tmp_path / "rft")
+    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
+        trained = run_script(script, recipe, check=False)
+        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+        assert not (out / "adapter_model.safetensors").exists() and not list(out.glob("checkpoint-*"))
+
+
 def test_weights_finite_looks_at_the_trained_parameters_only():
     layer = torch.nn.Linear(2, 2)
     assert weights_finite(layer)
