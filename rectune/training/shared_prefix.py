@@ -182,6 +182,7 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
         if shared_prefix and not self.shared_prefix:
             needs = f"SDPA or eager attention without sliding windows, not {implementation}"
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
+        self.packing_probed = False  # whether packing_probe.py has checked the model (at the first packed forward)
 
     def attends_in_parts(self, model) -> bool:
         """Whether ``model``'s packed forward computes SDPA's attention in parts (prefix_attention.py)."""
@@ -222,6 +223,19 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 **extra_inputs,
             )  # fmt: skip
+        if not self.packing_probed:
+            from rectune.training.packing_probe import packing_problem  # which packs with this module
+
+            self.packing_probed = True
+            problem = packing_problem(self, model)
+            if problem:
+                self.shared_prefix = False
+                log.warning("shared_prefix: the loss keeps TRL's rows: packing is not exact for %s: %s",
+                            self.accelerator.unwrap_model(model).config.name_or_path, problem)  # fmt: skip
+                return self._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                    **extra_inputs,
+                )  # fmt: skip
         batch_size = batch_size or input_ids.size(0)  # TRL's chunks: the same rows, each packed on its own
         all_logps, all_entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):

@@ -7,6 +7,7 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from rectune.training import prefix_attention
+from rectune.training.packing_probe import packing_problem
 from rectune.training.prefix_attention import LAYOUT_KEY, PrefixParts, prefix_parts_attention
 from rectune.training.shared_prefix import pack_shared_prefixes
 from tests.training.test_shared_prefix import assert_same_loss_and_gradients, batch_of, grpo_trainer
@@ -129,7 +130,11 @@ def test_outside_a_training_step_checkpointing_keeps_the_packed_mask(
 ):
     # a backward called after the loss has returned recomputes outside the forward's switch
     trainer = checkpointed_trainer(tiny_model, grounded_data, tmp_path)
-    assert_same_loss_and_gradients(trainer, batch_of(trainer))
+    inputs = batch_of(trainer)
+    assert packing_problem(trainer, trainer.model) is None
+    trainer.packing_probed = True  # its forward, without gradients, attends in parts; counted here: the loss's
+    counted_layouts.clear()
+    assert_same_loss_and_gradients(trainer, inputs)
     assert not counted_layouts
 
 

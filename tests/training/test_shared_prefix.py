@@ -47,7 +47,7 @@ def test_models_with_sliding_window_layers_keep_trls_rows():
     assert slides(Qwen2Config(use_sliding_window=True, max_window_layers=0)) and slides(MistralConfig())
 
 
-def grpo_trainer(model, data, out, **config):
+def grpo_trainer(model, data, out, targets=("q_proj", "v_proj"), **config):
     """RecTune's GRPO trainer (ReRec's reasoning-aware and Rank-GRPO's per-rank advantages on), in this process."""
     from datasets import Dataset
     from peft import LoraConfig
@@ -67,7 +67,7 @@ def grpo_trainer(model, data, out, **config):
         model=str(model), reward_funcs=rewards,
         train_dataset=Dataset.from_list(view_examples(data / "train_rft.jsonl")),
         args=GRPOConfig(output_dir=str(out), **{**settings, **config}),
-        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0),
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=targets, lora_dropout=0.0),
         shaping=ShapingArguments(reasoning_aware_scale=0.7, rank_advantage=True), benchmark=benchmark,
         resources=resources,
     )  # fmt: skip
