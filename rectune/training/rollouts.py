@@ -99,12 +99,15 @@ def generate_sharing_prompts(
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate derives them from the mask
     prefilled = model(input_ids=prompts, attention_mask=mask, position_ids=positions, use_cache=True)
     cache = prefilled[_CACHE]
+    # a generation config with use_cache off (MPT's configuration has it) would decode every step over the whole
+    # sequence again, next to the prefilled cache: each token's keys twice (logits 11 apart on the tiny model)
+    continuing = {**kwargs, "use_cache": True}
     if cascade and can_share(model, inverse, len(distinct)):
         shared = SharedPrefixCache(cache, mask, inverse)
         with decoding_shared_prefix(model, shared):
-            return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **kwargs)
+            return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **continuing)
     cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
-    return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **kwargs)
+    return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **continuing)
 
 
 def generate_skipping_finished_rows(model: torch.nn.Module, generate, *args, **kwargs):

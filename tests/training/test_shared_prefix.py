@@ -153,7 +153,10 @@ def test_a_group_split_across_micro_batches(tmp_path, tiny_model, grounded_data)
     assert_same_loss_and_gradients(trainer, inputs)
 
 
-def test_shared_prefill_samples_the_same_completions(tiny_model):
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_shared_prefill_samples_the_same_completions(tiny_model, use_cache):
+    """use_cache off (MPT's configuration has it) decoded each step over the whole sequence beside the prefilled
+    cache: other completions, logits 11 apart."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     from rectune.training.rollouts import generating_with
@@ -164,7 +167,7 @@ def test_shared_prefill_samples_the_same_completions(tiny_model):
     batch = tokenizer([p for p in prompts for _ in range(4)], return_tensors="pt", padding=True)
     assert (batch["attention_mask"] == 0).any()  # one prompt left-padded
     config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=12,
-                              pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+                              pad_token_id=tokenizer.pad_token_id, use_cache=use_cache)  # fmt: skip
     outputs, calls = {}, {}
     for share in (False, True):
         calls[share] = []
