@@ -37,21 +37,20 @@ def packing_problem(trainer: Any, model: torch.nn.Module) -> str | None:
         return torch.arange(first, first + count, device=device) % vocabulary
 
     prompt, own = tokens(1, PROMPT), tokens(1 + PROMPT + 2 * OTHER, OWN)
-    pad = trainer._tokenizer.pad_token_id or 0
     ids = torch.cat([prompt, own]).unsqueeze(0)
-    places = torch.arange(ids.shape[1], device=device).unsqueeze(0)
+    padded = torch.cat([torch.full((1, OWN), trainer._tokenizer.pad_token_id or 0, device=device), ids], 1)
+    mask = (torch.arange(padded.shape[1], device=device) >= OWN).long().unsqueeze(0)  # left-padded, as TRL's rows
+    columns = torch.arange(padded.shape[1], device=device).unsqueeze(0)
+    places = columns[:, : ids.shape[1]]
     training = unwrapped.training
+    unwrapped.eval()  # dropout (GPT-2's, OPT's) would make any two forwards differ
     try:
         with torch.no_grad():
-            unwrapped.eval()  # dropout (GPT-2's, OPT's) would make any two forwards differ
             first = _own_logps(trainer, model, prompt, tokens(1 + PROMPT, OTHER), own)
             second = _own_logps(trainer, model, prompt, tokens(1 + PROMPT + OTHER, OTHER), own)
             placed, shifted = (unwrapped(input_ids=ids, position_ids=at).logits for at in (places, places + OTHER))
-            padded = torch.cat([torch.full((1, OWN), pad, device=device), ids], 1)  # left-padded, as TRL's rows
-            mask = (torch.arange(padded.shape[1], device=device) >= OWN).long().unsqueeze(0)
-            indexed = torch.arange(padded.shape[1], device=device).unsqueeze(0)
-            by_default, by_index = (unwrapped(input_ids=padded, attention_mask=mask, **at).logits[:, OWN:]
-                                    for at in ({}, {"position_ids": indexed}))  # fmt: skip
+            by_default, by_column = (unwrapped(input_ids=padded, attention_mask=mask, **at).logits[:, OWN:]
+                                     for at in ({}, {"position_ids": columns}))  # fmt: skip
     except Exception as err:  # whatever the model's own forward makes of a 4-D mask and packed positions
         return f"its forward raises on packed rows ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
     finally:
@@ -63,7 +62,7 @@ def packing_problem(trainer: Any, model: torch.nn.Module) -> str | None:
         )
     if torch.equal(placed, shifted):
         return "it places tokens by their index, not by position_ids (ALiBi or alike)"
-    if not torch.equal(by_default, by_index):
+    if not torch.equal(by_default, by_column):
         return "it places a left-padded row's tokens otherwise than by their column (as OPT: from the first token)"
     return None
 

@@ -184,6 +184,18 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
             log.info("shared_prefix: the loss keeps TRL's rows (a 4-D mask needs %s)", needs)
         self.packing_probed = False  # whether packing_probe.py has checked the model (at the first packed forward)
 
+    def probe_packing(self, model) -> None:
+        """Check, once a run, that packing gives ``model``'s own log-probabilities (packing_probe.py); where it
+        does not, the loss keeps TRL's rows, with a log line."""
+        from rectune.training.packing_probe import packing_problem  # which packs with this module
+
+        self.packing_probed = True
+        problem = packing_problem(self, model)
+        if problem:
+            self.shared_prefix = False
+            log.warning("shared_prefix: the loss keeps TRL's rows: packing is not exact for %s: %s",
+                        self.accelerator.unwrap_model(model).config.name_or_path, problem)  # fmt: skip
+
     def attends_in_parts(self, model) -> bool:
         """Whether ``model``'s packed forward computes SDPA's attention in parts (prefix_attention.py)."""
         config = self.accelerator.unwrap_model(model).config
@@ -224,14 +236,8 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
                 **extra_inputs,
             )  # fmt: skip
         if not self.packing_probed:
-            from rectune.training.packing_probe import packing_problem  # which packs with this module
-
-            self.packing_probed = True
-            problem = packing_problem(self, model)
-            if problem:
-                self.shared_prefix = False
-                log.warning("shared_prefix: the loss keeps TRL's rows: packing is not exact for %s: %s",
-                            self.accelerator.unwrap_model(model).config.name_or_path, problem)  # fmt: skip
+            self.probe_packing(model)
+            if not self.shared_prefix:
                 return self._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                     **extra_inputs,

@@ -49,10 +49,9 @@ def tiny_of(model_type, folder, tiny_model):
     return folder
 
 
-def row_log_probs(trainer, inputs, shared):
+def row_log_probs(trainer, inputs):
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
     mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-    trainer.shared_prefix = shared
     with torch.no_grad():
         return trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, inputs["completion_ids"].shape[1])
 
@@ -63,18 +62,19 @@ def test_packing_is_used_only_where_it_gives_the_models_log_probabilities(tmp_pa
     folder = tiny_of(model_type, tmp_path / model_type, tiny_model)
     trainer = grpo_trainer(folder, grounded_data, tmp_path / "out", targets="all-linear")
     inputs = batch_of(trainer)
-    trainer.model.eval()  # GPT-2's and OPT's dropout would make any two forwards differ
-    rows = row_log_probs(trainer, inputs, shared=False)[0]
-    shared = row_log_probs(trainer, inputs, shared=True)[0]
-    torch.testing.assert_close(shared, rows, rtol=1e-5, atol=1e-5)  # packed or not, the rows' log-probs
-
     reason = ARCHITECTURES[model_type][1]
-    assert trainer.shared_prefix is (reason is None)
+    trainer.model.eval()  # GPT-2's and OPT's dropout would make any two forwards differ
+    used = row_log_probs(trainer, inputs)[0]  # the first packed forward checks the model first
+    assert trainer.packing_probed and trainer.shared_prefix is (reason is None)
+    trainer.shared_prefix = False
+    torch.testing.assert_close(used, row_log_probs(trainer, inputs)[0], rtol=1e-5, atol=1e-5)  # TRL's rows'
+
     problem = packing_problem(trainer, trainer.model)
     if reason is None:
         assert problem is None
         return
     assert reason in problem and "packing is not exact for" in caplog.text
+    rows = row_log_probs(trainer, inputs)[0]
     if "raises" not in reason:  # what training would have used without the check: not the rows' log-probs
         packed = pack_shared_prefixes(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
                                       inputs["completion_mask"], trainer._tokenizer.pad_token_id)  # fmt: skip
