@@ -14,24 +14,15 @@ from rectune.training.shared_prefix import pack_shared_prefixes
 from tests.training.test_shared_prefix import batch_of, grpo_trainer
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+# a Mamba layer, then an attention layer; no expert layer
+JAMBA = dict(SMALL, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=99,
+             num_experts=1, mamba_d_state=4, use_mamba_kernels=False)  # fmt: skip
 ARCHITECTURES = {  # model type: (its tiny configuration, why packing is not exact for it, or None)
     "qwen2": (dict(SMALL, num_key_value_heads=1), None),
     "gpt2": (dict(n_embd=32, n_layer=2, n_head=2), None),
     "opt": (dict(SMALL, ffn_dim=64, word_embed_proj_dim=32), "places a left-padded row's tokens otherwise"),
     "mpt": (dict(d_model=32, n_layers=2, n_heads=2), "places tokens by their index, not by position_ids"),
-    "jamba": (
-        dict(
-            SMALL,
-            num_key_value_heads=2,
-            attn_layer_period=2,
-            attn_layer_offset=1,
-            expert_layer_period=99,
-            num_experts=1,
-            mamba_d_state=4,
-            use_mamba_kernels=False,
-        ),  # fmt: skip
-        "change with the other completions of its group",
-    ),
+    "jamba": (JAMBA, "change with the other completions of its group"),
     "bloom": (dict(hidden_size=32, n_layer=2, n_head=2), "its forward raises on packed rows (ValueError"),
 }
 

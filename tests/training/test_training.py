@@ -438,6 +438,16 @@ def test_a_run_whose_weights_stop_being_finite_stops_before_saving_them(tmp_path
         assert not list(out.glob("checkpoint-*"))
 
 
+def assert_both_stop_before_training(tmp_path, model, train_data, line):
+    """SFT and GRPO on ``model`` stop with ``line`` (exit 2), having saved no adapter or checkpoint."""
+    sft = sft_recipe(tmp_path / "s.yaml", model, train_data, tmp_path / "sft")
+    grpo = one_step_grpo_recipe(tmp_path / "g.yaml", model, train_data / "train_rft.jsonl", tmp_path / "rft")
+    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
+        trained = run_script(script, recipe, check=False)
+        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
+        assert not (out / "adapter_model.safetensors").exists() and not list(out.glob("checkpoint-*"))
+
+
 def test_a_model_holding_nan_before_training_is_named_not_blamed_on_the_learning_rate(tmp_path, tiny_model, train_data):
     """A stranger's checkpoint holding one NaN weight stopped as 'training diverged at step 1 ... lower
     learning_rate'; one whose attention_dropout is 3 (transformers loads it) raised a traceback at that step."""
@@ -450,12 +460,7 @@ def test_a_model_holding_nan_before_training_is_named_not_blamed_on_the_learning
         f"error: {broken}: its weight model.layers.1.mlp.down_proj.weight holds NaN or inf before any training step: "
         "a broken checkpoint, which no learning rate fixes"
     )
-    sft = sft_recipe(tmp_path / "s.yaml", broken, train_data, tmp_path / "sft")
-    grpo = one_step_grpo_recipe(tmp_path / "g.yaml", broken, train_data / "train_rft.jsonl", tmp_path / "rft")
-    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
-        trained = run_script(script, recipe, check=False)
-        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
-        assert not (out / "adapter_model.safetensors").exists() and not list(out.glob("checkpoint-*"))
+    assert_both_stop_before_training(tmp_path, broken, train_data, line)
 
     dropping = tmp_path / "dropout"
     shutil.copytree(tiny_model, dropping)
@@ -485,12 +490,7 @@ def test_a_model_whose_configuration_computes_nan_is_named_not_blamed_on_the_lea
         "multiplied, or a value in its config.json that breaks the computation), before any training step: no "
         "learning rate fixes it"
     )
-    sft = sft_recipe(tmp_path / "s.yaml", scaled, train_data, tmp_path / "sft")
-    grpo = one_step_grpo_recipe(tmp_path / "g.yaml", scaled, train_data / "train_rft.jsonl", tmp_path / "rft")
-    for script, recipe, out in (("train/sft.py", sft, tmp_path / "sft"), ("train/grpo.py", grpo, tmp_path / "rft")):
-        trained = run_script(script, recipe, check=False)
-        assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == line, trained.stderr[-2000:]
-        assert not (out / "adapter_model.safetensors").exists() and not list(out.glob("checkpoint-*"))
+    assert_both_stop_before_training(tmp_path, scaled, train_data, line)
 
 
 def test_weights_finite_looks_at_the_trained_parameters_only():
