@@ -27,9 +27,8 @@ def non_finite_weight(model: Any) -> str | None:
 
 
 # What finite weights with logits that are not finite come from
-NON_FINITE_LOGITS = (
-    "its weights are finite but its logits are NaN or inf (weights that overflow as they are multiplied, or a "
-    "value in its config.json that breaks the computation)"
+NON_FINITE_CAUSES = (
+    "weights that overflow as they are multiplied, or a value in its config.json that breaks the computation"
 )
 
 
@@ -55,4 +54,5 @@ def check_finite_outputs(model: Any, source: str) -> None:
     if name is not None:
         raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer would be noise")
     if not logits_finite(model):
-        raise RecTuneError(f"{source}: {NON_FINITE_LOGITS}, so every answer would be noise")
+        raise RecTuneError(f"{source}: its weights are finite but its logits are NaN or inf, so every answer would be "
+                           f"noise ({NON_FINITE_CAUSES})")  # fmt: skip

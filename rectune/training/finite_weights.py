@@ -17,7 +17,7 @@ import torch
 from transformers import TrainerCallback
 
 from rectune.core.io import RecTuneError
-from rectune.models.finite_outputs import NON_FINITE_LOGITS, logits_finite, non_finite_weight
+from rectune.models.finite_outputs import NON_FINITE_CAUSES, logits_finite, non_finite_weight
 
 
 def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
@@ -69,7 +69,8 @@ class FiniteWeights(TrainerCallback):
                                "no learning rate fixes")  # fmt: skip
         device = next(model.parameters()).device
         if weights_whole(model) and not on_every_process(torch.tensor(logits_finite(model), device=device)):
-            raise RecTuneError(f"{source}: {NON_FINITE_LOGITS}, before any training step: no learning rate fixes it")
+            raise RecTuneError(f"{source}: its weights are finite but its logits are NaN or inf before any training "
+                               f"step ({NON_FINITE_CAUSES}): no learning rate fixes it")  # fmt: skip
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if model is None or weights_finite(model):

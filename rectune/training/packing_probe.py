@@ -21,14 +21,12 @@ from typing import Any
 
 import torch
 
-from rectune.training.shared_prefix import pack_shared_prefixes
-
 PROMPT, OTHER, OWN = 12, 16, 4  # the probe's tokens: the prompt, the completion that changes, the one compared
 
 
 def packing_problem(trainer: Any, model: torch.nn.Module) -> str | None:
     """Why packing is not exact for ``model`` (its packed forward raising, or a check above failing), or None.
-    ``trainer`` is the GRPO trainer whose packed forward (``_packed_logps``) is probed."""
+    ``trainer`` is the GRPO trainer whose packed forward (``packed_log_probs``) is probed."""
     unwrapped = trainer.accelerator.unwrap_model(model)
     vocabulary = unwrapped.get_input_embeddings().num_embeddings
     device = next(unwrapped.parameters()).device
@@ -73,8 +71,5 @@ def _own_logps(trainer: Any, model: torch.nn.Module, prompt, other, own) -> torc
     completions = torch.stack([other, torch.cat([own, other[: len(other) - len(own)]])])
     completion_mask = torch.ones_like(completions)
     completion_mask[1, len(own) :] = 0
-    packed = pack_shared_prefixes(
-        prompts, torch.ones_like(prompts), completions, completion_mask, trainer._tokenizer.pad_token_id or 0
-    )
-    logps, _ = trainer._packed_logps(model, packed, compute_entropy=False)
+    logps = trainer.packed_log_probs(model, prompts, torch.ones_like(prompts), completions, completion_mask)
     return logps[1, : len(own)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from rectune.training.diagnostics import DiagnosedGRPOTrainer
+from rectune.training.packing_probe import packing_problem
 from rectune.training.prefix_attention import (
     LAYOUT_KEY,
     PrefixParts,
@@ -187,14 +188,18 @@ class SharedPrefixGRPOTrainer(DiagnosedGRPOTrainer):
     def probe_packing(self, model) -> None:
         """Check, once a run, that packing gives ``model``'s own log-probabilities (packing_probe.py); where it
         does not, the loss keeps TRL's rows, with a log line."""
-        from rectune.training.packing_probe import packing_problem  # which packs with this module
-
         self.packing_probed = True
         problem = packing_problem(self, model)
         if problem:
             self.shared_prefix = False
             log.warning("shared_prefix: the loss keeps TRL's rows: packing is not exact for %s: %s",
                         self.accelerator.unwrap_model(model).config.name_or_path, problem)  # fmt: skip
+
+    def packed_log_probs(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+        """The completions' log-probabilities (rows as TRL lays them out) from one packed forward, as the loss's."""
+        pad = self._tokenizer.pad_token_id
+        packed = pack_shared_prefixes(prompt_ids, prompt_mask, completion_ids, completion_mask, pad)
+        return self._packed_logps(model, packed, compute_entropy=False)[0]
 
     def attends_in_parts(self, model) -> bool:
         """Whether ``model``'s packed forward computes SDPA's attention in parts (prefix_attention.py)."""

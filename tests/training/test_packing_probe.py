@@ -10,10 +10,10 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from rectune.training.packing_probe import packing_problem
-from rectune.training.shared_prefix import pack_shared_prefixes
 from tests.training.test_shared_prefix import batch_of, grpo_trainer
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+ROW_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
 # a Mamba layer, then an attention layer; no expert layer
 JAMBA = dict(SMALL, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=99,
              num_experts=1, mamba_d_state=4, use_mamba_kernels=False)  # fmt: skip
@@ -67,8 +67,6 @@ def test_packing_is_used_only_where_it_gives_the_models_log_probabilities(tmp_pa
     assert reason in problem and "packing is not exact for" in caplog.text
     rows = row_log_probs(trainer, inputs)[0]
     if "raises" not in reason:  # what training would have used without the check: not the rows' log-probs
-        packed = pack_shared_prefixes(inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
-                                      inputs["completion_mask"], trainer._tokenizer.pad_token_id)  # fmt: skip
         with torch.no_grad():
-            wrong = trainer._packed_logps(trainer.model, packed, compute_entropy=False)[0]
+            wrong = trainer.packed_log_probs(trainer.model, *(inputs[key] for key in ROW_KEYS))
         assert ((wrong - rows) * inputs["completion_mask"]).abs().max() > 1e-5  # exact ones differ by 5e-7

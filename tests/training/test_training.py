@@ -486,8 +486,8 @@ def test_a_model_whose_configuration_computes_nan_is_named_not_blamed_on_the_lea
     rope = {"rope_theta": 10000.0, "rope_type": "linear", "factor": 0.0}
     (scaled / "config.json").write_text(json.dumps({**config, "rope_parameters": rope}))
     line = (
-        f"error: {scaled}: its weights are finite but its logits are NaN or inf (weights that overflow as they are "
-        "multiplied, or a value in its config.json that breaks the computation), before any training step: no "
+        f"error: {scaled}: its weights are finite but its logits are NaN or inf before any training step (weights "
+        "that overflow as they are multiplied, or a value in its config.json that breaks the computation): no "
         "learning rate fixes it"
     )
     assert_both_stop_before_training(tmp_path, scaled, train_data, line)
