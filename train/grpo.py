@@ -30,6 +30,7 @@ from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
 from rectune.training.generation_kwargs import check_generation_kwargs
+from rectune.training.model_init_kwargs import set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe, where_set
@@ -44,7 +45,6 @@ from rectune.training.setup import (
     finish,
     peak_memory,
     save_stage,
-    set_model_init,
     settings_the_trainer_takes,
 )
 from rectune.training.sft_base import drop_merged_model, merged_model

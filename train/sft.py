@@ -22,6 +22,7 @@ from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
+from rectune.training.model_init_kwargs import set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
@@ -35,7 +36,6 @@ from rectune.training.setup import (
     one_packed_sequence_a_forward,
     peak_memory,
     save_stage,
-    set_model_init,
     settings_the_trainer_takes,
 )
 from rectune.training.stages import (

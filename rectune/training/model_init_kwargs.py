@@ -1,4 +1,5 @@
-"""What ``model_init_kwargs`` may not ask of ``from_pretrained`` when the trainer loads the model to train it.
+"""How the trainer loads the model to train it: the dtype and attention kernel it asks ``from_pretrained`` for, and
+what a recipe's ``model_init_kwargs`` may not ask.
 
 Most of its keys shape the model (``dtype``, ``attn_implementation``, ``revision``, ``device_map``, a quantization,
 overrides of the model's configuration) and transformers checks them. The ones here were tracebacks once the run
@@ -7,6 +8,7 @@ held its folder, or did what a recipe must not: write outside the run's folder o
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rectune.core.io import RecTuneError
@@ -26,7 +28,9 @@ REFUSED = {
     "adapter_name": "loads an adapter into the base as it loads (SFT then RFT: init_adapter)",
     "device_mesh": "is tensor parallelism's own wiring (launch with accelerate instead)",
     "distributed_config": "is tensor parallelism's own wiring (launch with accelerate instead)",
+    "torch_dtype": "is transformers' old name for 'dtype', which the run's own dtype overrides (give 'dtype')",
 }
+DTYPES = ("auto", "bfloat16", "float16", "float32")  # what TRL's model loading takes as text
 NOT_TRAINABLE = ("meta", "disk")  # devices a device_map may name where no weight can be trained
 
 
@@ -37,6 +41,8 @@ def model_init_problem(kwargs: Any) -> str | None:
     for key, value in kwargs.items():
         if key in REFUSED:
             return f"{key!r} {REFUSED[key]}"
+        if key == "dtype" and value is not None and value not in DTYPES:
+            return f"'dtype': {value!r} is not one of {', '.join(DTYPES)}"
         if key == "use_safetensors" and value not in (True, None):
             return f"'use_safetensors': {value!r} would load pickle weights (.bin), which can run code"
         devices = value.values() if key == "device_map" and isinstance(value, dict) else [value]
@@ -51,3 +57,27 @@ def check_model_init(configs: tuple[Any, ...], source: object) -> None:
         problem = model_init_problem(getattr(config, KEY, None))
         if problem:
             raise RecTuneError(f"{source}: key {KEY!r}: {problem}")
+
+
+def keep_dtype_given(configs: tuple[Any, ...], given: set[str]) -> None:
+    """ModelConfig's ``dtype`` stands where the recipe or command line gives it and a GPU trains; elsewhere it is
+    None, the precision mode's (TRL's default, float32, would load a bf16 run's weights in fp32)."""
+    import torch  # here, not at the top: a recipe is checked before torch loads
+
+    for config in configs:
+        names = {field.name for field in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else ()
+        if "dtype" in names and ("dtype" not in given or not torch.cuda.is_available()):
+            config.dtype = None
+
+
+def set_model_init(training_args: Any, model_args: Any) -> None:
+    """How the trainer loads the model: the dtype the recipe gives, else the precision mode's (fp32 on CPU); the
+    attention kernel."""
+    import torch
+
+    precision = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
+    training_args.model_init_kwargs = {
+        "dtype": model_args.dtype or precision,
+        "attn_implementation": model_args.attn_implementation,
+        **(training_args.model_init_kwargs or {}),
+    }

@@ -25,7 +25,7 @@ import yaml
 from rectune.core.cli import run
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
-from rectune.training.model_init_kwargs import check_model_init
+from rectune.training.model_init_kwargs import check_model_init, keep_dtype_given
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_types import check_types
 from rectune.training.recipe_values import check_values, keep_target_modules_listed
@@ -81,6 +81,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     check_values(parsed, recipe or "command line", given)
     check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
     keep_target_modules_listed(parsed)
+    keep_dtype_given(parsed, given | set(config))
     for item in parsed:
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"

@@ -32,16 +32,6 @@ log = logging.getLogger(__name__)
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
-def set_model_init(training_args: Any, model_args: Any) -> None:
-    """How the trainer loads the model: dtype matching the precision mode (fp32 on CPU), attention kernel."""
-    dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
-    training_args.model_init_kwargs = {
-        "dtype": dtype,
-        "attn_implementation": model_args.attn_implementation,
-        **(training_args.model_init_kwargs or {}),
-    }
-
-
 def early_stopping(training_args: Any, run_args: RunArguments) -> list:
     """Transformers' early-stopping callback when ``early_stopping_patience`` is set."""
     if run_args.early_stopping_patience is None:

@@ -9,7 +9,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import RecTuneError
 from rectune.training.arguments import RunArguments
-from rectune.training.model_init_kwargs import model_init_problem
+from rectune.training.model_init_kwargs import model_init_problem, set_model_init
 from rectune.training.recipes import parse_recipe
 
 
@@ -23,6 +23,8 @@ from rectune.training.recipes import parse_recipe
         ({"use_safetensors": False}, "'use_safetensors': False would load pickle weights (.bin)"),
         ({"device_map": {"": "meta"}}, "'device_map': {'': 'meta'} puts weights on the meta device or disk"),
         ({"device_map": "disk"}, "'device_map': 'disk' puts weights on the meta device or disk"),
+        ({"dtype": "int8"}, "'dtype': 'int8' is not one of auto, bfloat16, float16, float32"),
+        ({"torch_dtype": "bfloat16"}, "'torch_dtype' is transformers' old name for 'dtype', which the run's own"),
     ],
 )
 def test_what_training_cannot_load_with_is_named(kwargs, words):
@@ -53,4 +55,32 @@ def test_weights_the_recipe_names_that_are_not_there_are_one_line(tmp_path, tiny
     )  # fmt: skip
     trained = run_script("train/sft.py", recipe, check=False)
     one_line(trained, f"{tiny_model}: holds no model.fp16.safetensors, which transformers loads the weights from")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("line", "gpu_dtype"), [([], None), (["--dtype", "auto"], "auto")])
+def test_the_dtype_a_recipe_gives_loads_the_model_on_a_gpu_and_fp32_on_a_cpu(tmp_path, line, gpu_dtype):
+    """TRL's ModelConfig.dtype was never read: a recipe's dtype loaded the precision mode's. Not given, it is the
+    precision mode's still (TRL's default float32 would load a bf16 run's weights in fp32)."""
+    import torch
+
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "out"), bf16=True)
+    training, model, *_ = parse_recipe(
+        (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe), *line]
+    )
+    set_model_init(training, model)
+    gpu = torch.cuda.is_available()
+    expected = (gpu_dtype or torch.bfloat16) if gpu else torch.float32
+    assert model.dtype == (gpu_dtype if gpu else None) and training.model_init_kwargs["dtype"] == expected
+
+
+def test_a_dtype_training_cannot_load_in_is_refused_before_the_run_claims_its_folder(tmp_path, tiny_model, train_data):
+    """TRL refused it as the trainer loaded the model, once the run had claimed its folder."""
+    recipe = write_recipe(
+        tmp_path / "r.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "out"), max_steps=1,
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+        model_init_kwargs={"dtype": "int8"},
+    )  # fmt: skip
+    trained = run_script("train/sft.py", recipe, check=False)
+    one_line(trained, f"{recipe}: key 'model_init_kwargs': 'dtype': 'int8' is not one of auto, bfloat16")
     assert not (tmp_path / "out").exists()
