@@ -94,7 +94,7 @@ def read_jsonl(path) -> list[dict]:
 def wandb_run(run_file) -> dict:
     """What an offline W&B run file recorded, read back record by record with wandb's own protobufs.
 
-    Returns ``{"history": [row, ...], "summary": {...}, "config": {...}}`` with JSON-decoded values and
+    Returns ``{"name": ..., "history": [row, ...], "summary": {...}, "config": {...}}`` with JSON-decoded values and
     nested keys joined by "/". The file is a LevelDB-style log (7-byte header ``:W&B``, 32 KiB blocks,
     records split into FULL/FIRST/MIDDLE/LAST chunks); wandb 0.31 ships no reader for it.
     """
@@ -120,7 +120,7 @@ def wandb_run(run_file) -> dict:
             pending += chunk
         elif kind == 4:
             chunks.append(pending + chunk)
-    run: dict = {"history": [], "summary": {}, "config": {}}
+    run: dict = {"name": None, "history": [], "summary": {}, "config": {}}
 
     def items(entries) -> dict:
         return {entry.key or "/".join(entry.nested_key): json.loads(entry.value_json) for entry in entries}
@@ -136,6 +136,7 @@ def wandb_run(run_file) -> dict:
         elif kind == "config":
             run["config"].update(items(record.config.update))
         elif kind == "run":
+            run["name"] = record.run.display_name
             run["config"].update(items(record.run.config.update))
     return run
 

@@ -22,7 +22,7 @@ from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
-from rectune.training.model_init_kwargs import set_model_init
+from rectune.training.model_init_kwargs import quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.setup import (
@@ -99,6 +99,7 @@ def main() -> None:
             train_dataset=dataset,
             eval_dataset=validation,
             peft_config=get_peft_config(model_args),
+            quantization_config=quantization_config(training_args, model_args),  # load_in_4bit or load_in_8bit
             callbacks=[
                 *early_stopping(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved

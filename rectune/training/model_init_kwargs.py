@@ -30,6 +30,10 @@ REFUSED = {
     "distributed_config": "is tensor parallelism's own wiring (launch with accelerate instead)",
     "torch_dtype": "is transformers' old name for 'dtype', which the run's own dtype overrides (give 'dtype')",
 }
+MAIN_ONLY = (
+    "evaluation and merging load the base by name at the Hub's main revision; download this revision to a folder "
+    "(hf download NAME --revision REV --local-dir DIR) and name the folder"
+)
 DTYPES = ("auto", "bfloat16", "float16", "float32")  # what TRL's model loading takes as text
 NOT_TRAINABLE = ("meta", "disk")  # devices a device_map may name where no weight can be trained
 
@@ -41,6 +45,8 @@ def model_init_problem(kwargs: Any) -> str | None:
     for key, value in kwargs.items():
         if key in REFUSED:
             return f"{key!r} {REFUSED[key]}"
+        if key == "revision" and value not in ("main", None):
+            return f"'revision': {value!r}: {MAIN_ONLY}"
         if key == "dtype" and value is not None and value not in DTYPES:
             return f"'dtype': {value!r} is not one of {', '.join(DTYPES)}"
         if key == "use_safetensors" and value not in (True, None):
@@ -81,3 +87,12 @@ def set_model_init(training_args: Any, model_args: Any) -> None:
         "attn_implementation": model_args.attn_implementation,
         **(training_args.model_init_kwargs or {}),
     }
+
+
+def quantization_config(training_args: Any, model_args: Any) -> Any:
+    """TRL's bitsandbytes configuration for ModelConfig's ``load_in_4bit`` or ``load_in_8bit`` (None without),
+    computing in the dtype the model loads in (TRL's would compute a bf16 run's 4-bit layers in fp32)."""
+    from trl import get_quantization_config
+
+    dtype = (training_args.model_init_kwargs or {}).get("dtype") or model_args.dtype
+    return get_quantization_config(dataclasses.replace(model_args, dtype=dtype))

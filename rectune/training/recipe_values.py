@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from rectune.core.cli import SEED_MAX
 from rectune.core.io import RecTuneError
 from rectune.models.template_options import check_template_options
+from rectune.training.model_init_kwargs import MAIN_ONLY
 
 # key -> (smallest allowed value, why); None is allowed wherever the field's default is None
 AT_LEAST = {
@@ -106,6 +107,9 @@ def check_values(configs: tuple[Any, ...], source: object, given: frozenset[str]
             if getattr(config, key) not in allowed:
                 refuse(key, f"{getattr(config, key)!r} is none of {', '.join(map(repr, allowed))}")
     for config in configs:
+        revision = getattr(config, "model_revision", None)
+        if revision not in ("main", None):
+            refuse("model_revision", f"{revision!r}: {MAIN_ONLY}")
         if hasattr(config, "chat_template_kwargs"):  # TRL renders every prompt with them, from the first step on
             where = "command line" if "chat_template_kwargs" in given else source
             check_template_options(config.chat_template_kwargs, where)

@@ -274,7 +274,11 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
             log.info("rollouts: cache_implementation %r: each completion prefills its prompt itself",
                      self.generation_config.cache_implementation)  # fmt: skip
         sharded = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
-        self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled)
+        # a quantized base rounds each merge and unmerge: five moved a 4-bit tiny model's logits by 2.9
+        quantized = getattr(self.accelerator.unwrap_model(self.model), "is_quantized", False)
+        if merge_for_sampling and quantized:
+            log.info("merge_for_sampling: off, the base is quantized (merging into it and back would round it)")
+        self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled or quantized)
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
         if self.rollout_dtype is not None and not self.merge_for_sampling:
             warnings.warn("rollout_dtype needs merge_for_sampling and whole (unsharded) weights: ignored", stacklevel=2)

@@ -161,6 +161,9 @@ def check_kernels(training_args: Any, model_args: Any) -> None:
 
     if getattr(training_args, "use_liger_kernel", False) and importlib.util.find_spec("liger_kernel") is None:
         raise RecTuneError("use_liger_kernel needs the liger-kernel package (pip install liger-kernel; CUDA GPUs only)")
+    quantized = next((key for key in ("load_in_4bit", "load_in_8bit") if getattr(model_args, key, False)), None)
+    if quantized and importlib.util.find_spec("bitsandbytes") is None:  # transformers asks once the folder is held
+        raise RecTuneError(f"{quantized} needs the bitsandbytes package (pip install bitsandbytes)")
     if getattr(training_args, "use_vllm", False) and importlib.util.find_spec("vllm") is None:  # TRL asks after loading
         raise RecTuneError("use_vllm needs the vllm package (pip install vllm), or use_vllm: false")
     on_cpu = getattr(training_args, "use_cpu", False) or not torch.cuda.is_available()
@@ -275,19 +278,21 @@ def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> N
 
 def describe_setup(trainer: Any) -> str:
     """One line saying how the run is spread and computed: Accelerate's distributed type, processes, device,
-    precision, and the speed settings as the model and trainer hold them (attention kernel, activation
-    checkpointing, Liger kernels, torch.compile)."""
+    precision, the base weights' dtype or quantization, and the speed settings as the model and trainer hold them
+    (attention kernel, activation checkpointing, Liger kernels, torch.compile)."""
     state = trainer.accelerator.state
     args = trainer.args
     precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
     model = trainer.model
     attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or "default"
+    bits = 4 if getattr(model, "is_loaded_in_4bit", False) else 8 if getattr(model, "is_loaded_in_8bit", False) else 0
+    weights = f"{bits}-bit" if bits else str(getattr(model, "dtype", "")).removeprefix("torch.")
     checkpointing = getattr(model, "is_activation_checkpointing", False)
     kind = state.distributed_type.value
     spread = "one process, not distributed" if kind == "NO" else f"{kind} on {state.num_processes} processes"
     line = (
         f"training with {spread}, "
-        f"device {trainer.accelerator.device}, {precision}, attention {attention}, "
+        f"device {trainer.accelerator.device}, {precision}, base weights {weights}, attention {attention}, "
         f"activation checkpointing {'on' if checkpointing else 'off'}, "
         f"Liger kernels {'on' if args.use_liger_kernel else 'off'}, "
         f"torch.compile {'on' if args.torch_compile else 'off'}"

@@ -3,7 +3,7 @@ folder, pickle weights, weights where training cannot use them, or another retur
 the rest name that are not there are one line from the trainer, not a traceback."""
 
 import pytest
-from conftest import run_script, write_recipe
+from conftest import one_step_grpo_recipe, run_script, write_recipe
 from test_hostile import one_line
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
@@ -11,6 +11,7 @@ from rectune.core.io import RecTuneError
 from rectune.training.arguments import RunArguments
 from rectune.training.model_init_kwargs import model_init_problem, set_model_init
 from rectune.training.recipes import parse_recipe
+from rectune.training.setup import check_kernels
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,7 @@ from rectune.training.recipes import parse_recipe
         ({"device_map": {"": "meta"}}, "'device_map': {'': 'meta'} puts weights on the meta device or disk"),
         ({"device_map": "disk"}, "'device_map': 'disk' puts weights on the meta device or disk"),
         ({"dtype": "int8"}, "'dtype': 'int8' is not one of auto, bfloat16, float16, float32"),
+        ({"revision": "v1.0"}, "'revision': 'v1.0': evaluation and merging load the base by name at the Hub's main"),
         ({"torch_dtype": "bfloat16"}, "'torch_dtype' is transformers' old name for 'dtype', which the run's own"),
     ],
 )
@@ -84,3 +86,41 @@ def test_a_dtype_training_cannot_load_in_is_refused_before_the_run_claims_its_fo
     trained = run_script("train/sft.py", recipe, check=False)
     one_line(trained, f"{recipe}: key 'model_init_kwargs': 'dtype': 'int8' is not one of auto, bfloat16")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_revision_is_refused_where_evaluation_would_load_another(tmp_path):
+    """TRL's ModelConfig.model_revision was never read: training, evaluation and merging loaded the main revision."""
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "out"))
+    with pytest.raises(RecTuneError, match=r"^command line: --model_revision: 'v2': evaluation and merging load"):
+        parse_recipe(
+            (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe), "--model_revision", "v2"]
+        )
+
+
+def test_load_in_4bit_without_bitsandbytes_is_one_line(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "bitsandbytes" else find_spec(name))
+    with pytest.raises(RecTuneError, match=r"^load_in_8bit needs the bitsandbytes package"):
+        check_kernels(SFTConfig(output_dir="o", use_cpu=True), ModelConfig(model_name_or_path="m", load_in_8bit=True))
+
+
+def test_load_in_4bit_trains_lora_on_a_4_bit_base_that_grpo_never_merges_into(tmp_path, tiny_model, train_data):
+    """TRL's ModelConfig.load_in_4bit was never read: the base trained in full precision. GRPO's rollouts merged
+    the adapter into the base and back each step, which in 4 bits rounds the base: 5 times moved logits by 2.9."""
+    pytest.importorskip("bitsandbytes", reason="a dev install carries it (pyproject.toml)")
+    sft = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
+        lora_target_modules=["q_proj"], output_dir=str(tmp_path / "sft"), max_steps=1, report_to=["none"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}], load_in_4bit=True,
+    )  # fmt: skip
+    trained = run_script("train/sft.py", sft)
+    assert "base weights 4-bit" in trained.stdout + trained.stderr
+    assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
+    grpo = one_step_grpo_recipe(
+        tmp_path / "grpo.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "grpo", load_in_4bit=True
+    )
+    trained = run_script("train/grpo.py", grpo)
+    said = trained.stdout + trained.stderr
+    assert "base weights 4-bit" in said and "merge_for_sampling: off, the base is quantized" in said

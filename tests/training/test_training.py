@@ -71,7 +71,7 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
         per_device_train_batch_size=9,
         learning_rate=1e-2,
     )
-    run_script("train/sft.py", recipe, "--max_steps", "30", "--save_steps", "30")  # CLI overrides the recipe
+    run_script("train/sft.py", recipe, "--max_steps", "30", "--save_steps", "30", "--run_name", "lr-1e-2")  # CLI wins
     losses = [e["loss"] for e in log_history(out / "checkpoint-30") if "loss" in e]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.75 * losses[0]
@@ -87,6 +87,7 @@ def test_sft_loss_falls_and_run_files_are_saved(tmp_path, tiny_model, train_data
     assert [row["train/loss"] for row in logged["history"] if "train/loss" in row] == pytest.approx(losses)
     rates = [e["learning_rate"] for e in log_history(out / "checkpoint-30") if "learning_rate" in e]
     assert [row["train/learning_rate"] for row in logged["history"] if "train/learning_rate" in row] == rates
+    assert logged["name"] == "lr-1e-2"  # the run's own name, not <recipe>-<stage>
     rectune = logged["config"]["rectune"]
     assert rectune["stage"] == "sft" and rectune["base_model"] == str(tiny_model) and rectune["git_commit"]
 
