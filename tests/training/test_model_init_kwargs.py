@@ -5,6 +5,7 @@ the rest name that are not there are one line from the trainer, not a traceback.
 import pytest
 from conftest import one_step_grpo_recipe, run_script, write_recipe
 from test_hostile import one_line
+from test_training import sft_recipe
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import RecTuneError
@@ -46,17 +47,21 @@ def test_a_recipe_is_refused_at_parse_naming_it_and_the_key(tmp_path):
         parse_recipe((SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments), [str(recipe)])
 
 
-def test_weights_the_recipe_names_that_are_not_there_are_one_line(tmp_path, tiny_model, train_data):
-    """transformers' OSError as the trainer loaded the model was a traceback; the files a variant names are
-    checked with the model folder, before the run claims its folder."""
-    recipe = write_recipe(
-        tmp_path / "r.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
-        lora_target_modules=["q_proj"], output_dir=str(tmp_path / "out"), max_steps=1, report_to=["none"],
-        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
-        model_init_kwargs={"variant": "fp16"},
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"variant": "fp16"}, "{model}: holds no model.fp16.safetensors, which transformers loads the weights from"),
+        ({"dtype": "int8"}, "{recipe}: key 'model_init_kwargs': 'dtype': 'int8' is not one of auto, bfloat16"),
+    ],
+)
+def test_what_the_trainer_would_refuse_as_it_loads_is_one_line_before_the_run_claims_its_folder(
+    tmp_path, tiny_model, train_data, kwargs, said
+):
+    """transformers' OSError (a variant's missing file) and TRL's ValueError (a dtype it does not load in) came as
+    the trainer loaded the model, once the run held its folder: a traceback, and TRL's line after the claim."""
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, tmp_path / "out", model_init_kwargs=kwargs)
     trained = run_script("train/sft.py", recipe, check=False)
-    one_line(trained, f"{tiny_model}: holds no model.fp16.safetensors, which transformers loads the weights from")
+    one_line(trained, said.format(model=tiny_model, recipe=recipe))
     assert not (tmp_path / "out").exists()
 
 
@@ -74,18 +79,6 @@ def test_the_dtype_a_recipe_gives_loads_the_model_on_a_gpu_and_fp32_on_a_cpu(tmp
     gpu = torch.cuda.is_available()
     expected = (gpu_dtype or torch.bfloat16) if gpu else torch.float32
     assert model.dtype == (gpu_dtype if gpu else None) and training.model_init_kwargs["dtype"] == expected
-
-
-def test_a_dtype_training_cannot_load_in_is_refused_before_the_run_claims_its_folder(tmp_path, tiny_model, train_data):
-    """TRL refused it as the trainer loaded the model, once the run had claimed its folder."""
-    recipe = write_recipe(
-        tmp_path / "r.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "out"), max_steps=1,
-        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
-        model_init_kwargs={"dtype": "int8"},
-    )  # fmt: skip
-    trained = run_script("train/sft.py", recipe, check=False)
-    one_line(trained, f"{recipe}: key 'model_init_kwargs': 'dtype': 'int8' is not one of auto, bfloat16")
-    assert not (tmp_path / "out").exists()
 
 
 def test_a_model_revision_is_refused_where_evaluation_would_load_another(tmp_path):
@@ -110,11 +103,7 @@ def test_load_in_4bit_trains_lora_on_a_4_bit_base_that_grpo_never_merges_into(tm
     """TRL's ModelConfig.load_in_4bit was never read: the base trained in full precision. GRPO's rollouts merged
     the adapter into the base and back each step, which in 4 bits rounds the base: 5 times moved logits by 2.9."""
     pytest.importorskip("bitsandbytes", reason="a dev install carries it (pyproject.toml)")
-    sft = write_recipe(
-        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), use_peft=True, lora_r=4, lora_alpha=8,
-        lora_target_modules=["q_proj"], output_dir=str(tmp_path / "sft"), max_steps=1, report_to=["none"],
-        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}], load_in_4bit=True,
-    )  # fmt: skip
+    sft = sft_recipe(tmp_path / "sft.yaml", tiny_model, train_data, tmp_path / "sft", max_steps=1, load_in_4bit=True)
     trained = run_script("train/sft.py", sft)
     assert "base weights 4-bit" in trained.stdout + trained.stderr
     assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
