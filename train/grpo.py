@@ -72,18 +72,17 @@ def main() -> None:
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     positions = check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line
     check_generation_kwargs(training_args, configured_vocabulary(model_name), where_set("generation_kwargs", recipe))
+    use_train_data(mixture, run_args.train_data, "rft")  # the recipe's prepared rows, or --train_data's
+    files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
-    use_train_data(mixture, run_args.train_data, "rft")
-    check_resume(
-        training_args.output_dir, resolved_recipe(ARGUMENTS), data_files(mixture), overwrite=run_args.overwrite
-    )
+    check_resume(training_args.output_dir, resolved_recipe(ARGUMENTS), files, overwrite=run_args.overwrite)
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "rft")
-    benchmark, resources = rft_resources(data_files(mixture)[0], rft_args.catalog, rft_args.kg)
+    benchmark, resources = rft_resources(files[0], rft_args.catalog, rft_args.kg)
     reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
     check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, where_set("reward_weights", recipe))
 
@@ -103,7 +102,7 @@ def main() -> None:
         stage,
         run_args,
         model_args.model_name_or_path,
-        data_files(mixture),
+        files,
         init_adapter=rft_args.init_adapter,
         rewards=rft_args.reward_funcs,
         reward_weights=training_args.reward_weights,

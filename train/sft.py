@@ -69,15 +69,14 @@ def main() -> None:
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     check_model_fits(model_name, model_args, training_args)  # LoRA targets, positions: one line, no folder
     check_chat_template_path(training_args.chat_template_path, model_name)  # one TRL can apply
+    use_train_data(mixture, run_args.train_data, "sft")  # the recipe's prepared rows, or --train_data's
+    files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
-    use_train_data(mixture, run_args.train_data, "sft")
-    check_resume(
-        training_args.output_dir, resolved_recipe(ARGUMENTS), data_files(mixture), overwrite=run_args.overwrite
-    )
+    check_resume(training_args.output_dir, resolved_recipe(ARGUMENTS), files, overwrite=run_args.overwrite)
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "sft")
 
@@ -90,7 +89,7 @@ def main() -> None:
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
     one_packed_sequence_a_forward(training_args, model_args)  # SDPA would attend across a flattened batch
 
-    metadata = run_metadata("sft", run_args, model_args.model_name_or_path, data_files(mixture))
+    metadata = run_metadata("sft", run_args, model_args.model_name_or_path, files)
     init_tracking(training_args, run_args, metadata)
     with settings_the_trainer_takes():  # TRL's own checks of the settings, as one line
         trainer = SFTTrainer(

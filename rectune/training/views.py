@@ -79,7 +79,15 @@ def data_files(mixture: Any) -> list[Path]:
     files: list[Path] = []
     if not mixture.datasets:
         raise DataError("recipe", "no training data: set `datasets: [{path: json, data_files: FILE}]`")
+    if mixture.streaming:  # an IterableDataset: a TypeError once the run held its folder
+        raise DataError("recipe", "key 'streaming': RecTune reads the prepared rows whole, to check and count them")
+    if mixture.test_split_size is not None:  # TRL's unseeded split, whose test part training then never saw
+        raise DataError("recipe", "key 'test_split_size' would take rows out of the training data; validation is "
+                        "the valid_*.jsonl beside them, or eval_data")  # fmt: skip
     for number, dataset in enumerate(mixture.datasets):
+        if dataset.path != "json":  # another builder read the rows as CSV or text: a traceback
+            raise DataError("recipe", f"datasets[{number}]: path {dataset.path!r}: the prepared rows are JSONL "
+                            "(path: json)")  # fmt: skip
         names = dataset.data_files
         if not names:
             raise DataError("recipe", f"datasets[{number}] (path {dataset.path!r}) names no data_files: set "

@@ -148,6 +148,7 @@ def test_missing_recipe_and_data_files(tmp_path, tiny_model, train_data):
     result = run_script("train/sft.py", recipe, check=False)
     assert result.returncode != 0
     assert "no_data/train_sft.jsonl: training data file not found" in result.stderr
+    assert not (tmp_path / "out").exists()  # refused before the run claimed its folder
     bad = tmp_path / "bad_data"
     bad.mkdir()
     (bad / "train_sft.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')

@@ -6,12 +6,13 @@ prompts, targets and reward labels.
 """
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, read_jsonl, run_script, write_recipe
 
 from rectune.core.io import DataError
-from rectune.training.views import load_examples, prepared_file, view_examples
+from rectune.training.views import data_files, load_examples, prepared_file, view_examples
 
 FIXTURES = ROOT / "tests" / "fixtures"
 STORED = FIXTURES / "prepared_v1"
@@ -106,6 +107,26 @@ def test_a_datasets_option_the_library_refuses_is_one_line():
         with pytest.raises(DataError) as caught:
             load_examples(mixture, "rft", None, 0)
         assert str(caught.value).startswith(f"recipe: key 'datasets': {line}")
+
+
+@pytest.mark.parametrize(
+    ("mixture_option", "dataset_option", "said"),
+    [
+        ({"streaming": True}, {}, "key 'streaming': RecTune reads the prepared rows whole"),
+        ({"test_split_size": 0.5}, {}, "key 'test_split_size' would take rows out of the training data"),
+        ({}, {"path": "csv"}, "datasets[0]: path 'csv': the prepared rows are JSONL (path: json)"),
+    ],
+)
+def test_a_mixture_that_would_not_read_the_prepared_rows_whole_is_one_line(mixture_option, dataset_option, said):
+    """Streaming was a TypeError once the run held its folder, a CSV or text builder a traceback; test_split_size
+    trained on half the rows, split without a seed, and evaluated on none of the other half."""
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    dataset = DatasetConfig(**{"path": "json", "data_files": str(STORED / "llmrec" / "train_rft_mix.jsonl"),
+                               **dataset_option})  # fmt: skip
+    with pytest.raises(DataError, match=f"^recipe: {re.escape(said)}"):
+        data_files(DatasetMixtureConfig(datasets=[dataset], **mixture_option))
 
 
 # PerRecBench rows as data_prep stored them before each group was stored once: one line per format row,
