@@ -28,6 +28,10 @@ REFUSED = {
     "adapter_name": "loads an adapter into the base as it loads (SFT then RFT: init_adapter)",
     "device_mesh": "is tensor parallelism's own wiring (launch with accelerate instead)",
     "distributed_config": "is tensor parallelism's own wiring (launch with accelerate instead)",
+    "tp_plan": "is tensor parallelism's own wiring (launch with accelerate instead)",
+    "tp_size": "is tensor parallelism's own wiring (launch with accelerate instead)",
+    "key_mapping": "renames the checkpoint's weights as they load: a weight left unfilled starts at random",
+    "kernel_config": "is an object transformers takes from Python, not a mapping (use_kernels alone takes the Hub's)",
     "torch_dtype": "is transformers' old name for 'dtype', which the run's own dtype overrides (give 'dtype')",
 }
 MAIN_ONLY = (
@@ -49,6 +53,8 @@ def model_init_problem(kwargs: Any) -> str | None:
             return f"'revision': {value!r}: {MAIN_ONLY}"
         if key == "dtype" and value is not None and value not in DTYPES:
             return f"'dtype': {value!r} is not one of {', '.join(DTYPES)}"
+        if key == "weights_only" and value is not True:
+            return f"'weights_only': {value!r} would unpickle .bin weights with all of pickle, which can run code"
         if key == "use_safetensors" and value not in (True, None):
             return f"'use_safetensors': {value!r} would load pickle weights (.bin), which can run code"
         devices = value.values() if key == "device_map" and isinstance(value, dict) else [value]

@@ -29,7 +29,8 @@ def run_metadata(stage: str, run_args: RunArguments, base_model: str, files: lis
 
 
 def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) -> None:
-    """Name the run ``<recipe>-<stage>`` (unless the recipe names it: ``run_name``) and put stage, recipe, model, data and commit into its config.
+    """Name the run ``<recipe>-<stage>`` (unless the recipe names it: ``run_name``) and put stage, recipe, model,
+    data and commit into its config.
 
     The W&B run is opened here (main process only) so the Trainer's W&B callback reuses it; a stage
     that was interrupted resumes the W&B run it opened (its id is kept in ``wandb_run.json``).
