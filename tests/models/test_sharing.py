@@ -214,8 +214,8 @@ def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data,
     assert json.loads((out / "wandb_run.json").read_text())["id"] == first
     runs = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*"))
     assert len(runs) == 2 and all(r.endswith(first) for r in runs)  # the same run id, resumed
-    (run_file,) = glob.glob(f"{runs[0]}/run-*.wandb")
-    assert wandb_run(run_file)["name"] == f"{recipe.stem}-sft"  # <recipe>-<stage> where the recipe names none
+    names = {wandb_run(run_file)["name"] for run in runs for run_file in glob.glob(f"{run}/run-*.wandb")}
+    assert names - {None} == {f"{recipe.stem}-sft"}  # <recipe>-<stage>; the killed run's file may end before it
 
 
 def test_the_rectune_command_is_a_front_door(tmp_path):
