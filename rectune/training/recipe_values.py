@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 import re
 from typing import Any, NoReturn
 
@@ -159,6 +160,9 @@ def _training_start_problem(config: Any) -> tuple[str, str] | None:
     mode = getattr(config, "torch_compile_mode", None)
     if mode is not None and mode not in torch_compile_modes():
         return "torch_compile_mode", f"{mode!r} is none of torch's ({', '.join(torch_compile_modes())})"
+    backend = getattr(config, "torch_compile_backend", None)
+    if backend is not None and str(backend).upper() not in dynamo_backends():  # accelerate's ValueError, later
+        return "torch_compile_backend", f"{backend!r} is none of {', '.join(dynamo_backends()).lower()}"
     if (getattr(config, "dataset_kwargs", None) or {}).get("skip_prepare_dataset"):  # TRL's collator then fails
         return "dataset_kwargs", "skip_prepare_dataset leaves RecTune's chat examples untokenized for the trainer"
     optim_args = getattr(config, "optim_args", None)
@@ -196,6 +200,13 @@ def torch_compile_modes() -> list[str]:
     import torch._inductor
 
     return list(torch._inductor.list_mode_options())
+
+
+def dynamo_backends() -> list[str]:
+    """The ``torch.compile`` backends accelerate takes (another raised as the trainer was built)."""
+    from accelerate.utils import DynamoBackend
+
+    return [backend.value for backend in DynamoBackend]
 
 
 def _optimizer_problem(config: Any) -> tuple[str, str] | None:
@@ -244,7 +255,14 @@ def _problem(key: str, value: Any) -> str | None:
         return f"{value} must not be negative"
     if key in INTERVALS and not inside(value, INTERVALS[key]):
         return f"{value} must lie in {INTERVALS[key]}"
+    if key == "dataloader_num_workers" and value > usable_cpus():  # 100,000 forked until the machine gave out
+        return f"{value} is more than the {usable_cpus()} CPUs this process may use (each worker is a process)"
     return None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (PyTorch's own ceiling on a data loader's workers)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def inside(value: float, interval: str) -> bool:

@@ -34,6 +34,8 @@ OUT_OF_RANGE = [
     ({"seed": -1}, "key 'seed': -1 must lie in [0, 4294967295]"),
     ({"seed": 2**32}, "key 'seed': 4294967296 must lie in [0, 4294967295]"),
     ({"dataloader_num_workers": -1}, "key 'dataloader_num_workers': -1 must not be negative"),
+    # 100,000 worker processes were forked until the machine gave out
+    ({"dataloader_num_workers": 100_000}, "key 'dataloader_num_workers': 100000 is more than the"),
     # each below was a traceback from torch or transformers once training started, or trained silently
     ({"neftune_noise_alpha": -1}, "key 'neftune_noise_alpha': -1 must not be negative"),
     ({"label_smoothing_factor": 2}, "key 'label_smoothing_factor': 2 must lie in [0, 1)"),
@@ -53,6 +55,7 @@ OUT_OF_RANGE = [
         "'num_cycle' is no setting of the cosine schedule (it takes last_epoch, num_cycles)",
     ),
     ({"pad_to_multiple_of": 0}, "key 'pad_to_multiple_of': 0 is below 1"),  # a ZeroDivisionError at the first batch
+    ({"torch_compile_backend": "nope"}, "key 'torch_compile_backend': 'nope' is none of no, eager, aot_eager,"),
     ({"torch_compile_mode": "fast"}, "key 'torch_compile_mode': 'fast' is none of torch's (default, lite,"),
     ({"dataset_kwargs": {"skip_prepare_dataset": True}}, "key 'dataset_kwargs': skip_prepare_dataset leaves"),
     # a distributed run's every collective timed out at once (a negative timedelta), in torch's words
