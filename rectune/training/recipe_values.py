@@ -255,7 +255,7 @@ def _problem(key: str, value: Any) -> str | None:
         return f"{value} must not be negative"
     if key in INTERVALS and not inside(value, INTERVALS[key]):
         return f"{value} must lie in {INTERVALS[key]}"
-    if key == "dataloader_num_workers" and value > usable_cpus():  # 100,000 forked until the machine gave out
+    if key == "dataloader_num_workers" and value > usable_cpus():  # 100,000: 8 minutes of forking, no step
         return f"{value} is more than the {usable_cpus()} CPUs this process may use (each worker is a process)"
     return None
 
