@@ -143,11 +143,12 @@ def wandb_run(run_file) -> dict:
 
 def run_script(
     script: str, *args: str, check: bool = True, fault: str | None = None, cwd: Path = ROOT,
-    timeout: float | None = None,
+    timeout: float | None = None, env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:  # fmt: skip
     """Run one of the project's entry scripts the way a user would; ``fault`` names a point where it
-    kills itself (``RECTUNE_FAULT``, see rectune.core.io.fault_point); ``timeout`` fails a run that hangs."""
-    env = {**os.environ, "RECTUNE_FAULT": fault} if fault else None
+    kills itself (``RECTUNE_FAULT``, see rectune.core.io.fault_point); ``timeout`` fails a run that hangs;
+    ``env`` adds to the environment."""
+    env = {**os.environ, **(env or {}), **({"RECTUNE_FAULT": fault} if fault else {})}
     result = subprocess.run(
         [sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
         timeout=timeout,

@@ -53,7 +53,7 @@ def merged_for_sampling(model: torch.nn.Module) -> Iterator[bool]:
     without a PEFT adapter is left as it is (yields False). After, the base weights are bitwise those
     before: PEFT's unmerge subtracts what its merge added, which in bfloat16 rounds each time, and the
     rounding compounds as the adapter moves (a tiny model's adapter moved at random for 500 steps changed 59 %
-    of its adapted base weights, by 0.5 % of their mean size on average and 10 % at most)."""
+    of one adapted layer's base weights, by 0.5 % of their mean size on average and 10 % at most)."""
     if not isinstance(model, PeftModel):
         yield False
         return

@@ -2,8 +2,10 @@
 folder, pickle weights, weights where training cannot use them, or another return value; and weights or packages
 the rest name that are not there are one line from the trainer, not a traceback."""
 
+import os
+
 import pytest
-from conftest import one_step_grpo_recipe, run_script, write_recipe
+from conftest import ROOT, one_step_grpo_recipe, run_script, write_recipe
 from test_hostile import one_line
 from test_training import sft_recipe
 from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
@@ -106,14 +108,19 @@ def test_load_in_4bit_without_bitsandbytes_is_one_line(monkeypatch):
 def test_load_in_4bit_trains_lora_on_a_4_bit_base_that_grpo_never_merges_into(tmp_path, tiny_model, train_data):
     """TRL's ModelConfig.load_in_4bit was never read: the base trained in full precision. GRPO's rollouts merged
     the adapter into the base and back each step, which in 4 bits rounds the base: 5 times moved logits by 2.9."""
-    pytest.importorskip("bitsandbytes", reason="a dev install carries it (pyproject.toml)")
+    import importlib.util
+
+    beside = ROOT / ".venv" / "qlora"  # make install puts bitsandbytes there, out of every other test's processes
+    if importlib.util.find_spec("bitsandbytes") is None and not (beside / "bitsandbytes").is_dir():
+        pytest.skip("bitsandbytes is not installed (make install puts it in .venv/qlora)")
+    path = {"PYTHONPATH": os.pathsep.join([str(beside), *filter(None, [os.environ.get("PYTHONPATH")])])}
     sft = sft_recipe(tmp_path / "sft.yaml", tiny_model, train_data, tmp_path / "sft", max_steps=1, load_in_4bit=True)
-    trained = run_script("train/sft.py", sft)
+    trained = run_script("train/sft.py", sft, env=path)
     assert "base weights 4-bit" in trained.stdout + trained.stderr
     assert (tmp_path / "sft" / "adapter_model.safetensors").is_file()
     grpo = one_step_grpo_recipe(
         tmp_path / "grpo.yaml", tiny_model, train_data / "train_rft.jsonl", tmp_path / "grpo", load_in_4bit=True
     )
-    trained = run_script("train/grpo.py", grpo)
+    trained = run_script("train/grpo.py", grpo, env=path)
     said = trained.stdout + trained.stderr
     assert "base weights 4-bit" in said and "merge_for_sampling: off, the base is quantized" in said
