@@ -40,10 +40,10 @@ from perf.gpu_runs import (
     run,
     serve_and_evaluate,
     steady_tokens_per_second,
-    step_parts,  # fmt: skip
+    step_parts,
     training_figures,
     training_losses,
-)
+)  # fmt: skip
 from perf.memory_estimate import GIB, training_step_bytes
 from perf.plain_loop import TARGETS, plain_loop
 from rectune.core.cli import non_negative_int, positive_int
@@ -59,6 +59,9 @@ SFT_LORA_DROPOUT = 0.05
 SETTINGS = {  # name: (flags, the package it needs)
     "baseline": ([], None),
     "no-checkpointing": (["--activation_checkpointing", "false"], None),
+    # checkpointing that recomputes less: attention's output kept (TRL's SAC), or every other layer's activations
+    "selective": (["--activation_checkpointing_kwargs", '{"selective": true}'], None),
+    "every-2-layers": (["--activation_checkpointing_kwargs", '{"every_n_layers": 2}'], None),
     "liger": (["--use_liger_kernel", "true"], "liger_kernel"),
     "flash": (["--attn_implementation", "flash_attention_2"], "flash_attn"),
     "flex": (["--attn_implementation", "flex_attention"], None),  # each packed document apart, block-sparse
@@ -169,11 +172,12 @@ def sft_rows(check: Check) -> None:
             check.config, forward_batch, args.max_length, check.shape.lora_params, weight_bytes=2 if check.gpu else 4,
             checkpointing=setting != "no-checkpointing", fused_loss=setting == "liger",
         ) / GIB  # fmt: skip
+        estimated = f"{estimate:.1f} GiB" if setting not in ("selective", "every-2-layers") else "n/a (not modelled)"
         shown = f"{measured:.1f} GiB" if measured is not None else "n/a"
         losses = training_losses(folder)  # 0 throughout would mean no token was an answer's (sequences too short)
         utilisation = mfu(check.flops_per_token, steady, check.peak)
         print(f"| {setting} | {tokens_per_s:,.0f} | {steady:,.0f} | {utilisation:.1%} | {shown} "
-              f"| {estimate:.1f} GiB | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
+              f"| {estimated} | {seconds:.0f} | {losses[0]:.3f} → {losses[-1]:.3f} |")  # fmt: skip
         measured_settings[setting] = (tokens_per_s, steady)
     # the anchors, in this process (perf/plain_loop.py): the same shape, batch and length through a lean loop,
     # each row one causal sequence, and with documents of the demo's mean length masked apart as packing does
@@ -265,9 +269,7 @@ def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="embedded:smollm2", help="model the steps train and evaluate")
     parser.add_argument("--model-shape", default=None, help="qwen2.5-3b, llama-3.1-8b or smollm2-135m, random weights")
-    parser.add_argument(
-        "--shape-layers", type=positive_int, default=None, help="fewer layers than the shape (quick checks)"
-    )
+    parser.add_argument("--shape-layers", type=positive_int, help="fewer layers than the shape (quick checks)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a toy run of every step")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated: " + ", ".join(SETTINGS))
     parser.add_argument("--out", default="outputs/gpu_check", help="folder for the runs and logs (its own replaced)")
@@ -275,16 +277,12 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--sft-steps", type=positive_int, default=20)
     parser.add_argument("--max-length", type=positive_int, default=4096, help="packed sequence length")
     parser.add_argument("--batch-size", type=positive_int, default=4, help="packed sequences per SFT step")
-    parser.add_argument(
-        "--plain-steps", type=positive_int, default=5, help="timed steps of the plain loop (its median)"
-    )
+    parser.add_argument("--plain-steps", type=positive_int, default=5, help="timed steps of the plain loop (median)")
     parser.add_argument("--profile-steps", type=non_negative_int, default=3,
                         help="a baseline SFT run of this many steps, its last profiled (0: none)")  # fmt: skip
     parser.add_argument("--grpo-steps", type=positive_int, default=4)
     parser.add_argument("--grpo-batch", type=positive_int, default=8, help="prompts per GRPO step, x8 completions each")
-    parser.add_argument(
-        "--grpo-micro-batch", type=positive_int, default=16, help="completions per GRPO forward/backward"
-    )
+    parser.add_argument("--grpo-micro-batch", type=positive_int, default=16, help="completions a GRPO forward")
     parser.add_argument("--completion-length", type=positive_int, default=256)
     parser.add_argument("--rollout-rounds", type=positive_int, default=3, help="rounds of perf/bench_rollouts.py")
     parser.add_argument("--queries", type=positive_int, default=64)

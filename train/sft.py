@@ -20,6 +20,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.checkpointing_kwargs import selective_checkpointing_under_lora
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
 from rectune.training.model_init_kwargs import quantization_config, set_model_init
@@ -108,6 +109,7 @@ def main() -> None:
             ],
         )
     check_examples_fit(trainer, dataset, training_args.max_length)
+    selective_checkpointing_under_lora(trainer)  # TRL's `selective: true`, on the layers under the adapter
     card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

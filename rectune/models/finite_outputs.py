@@ -32,19 +32,42 @@ NON_FINITE_CAUSES = (
 )
 
 
-def logits_finite(model: Any) -> bool:
-    """Whether ``model`` computes finite logits from a few tokens (in eval mode; its mode is kept)."""
+def non_finite_output(model: Any) -> str | None:
+    """Where ``model`` (in eval mode; its mode is kept) computes NaN from a few tokens, or None where it computes
+    finite values: ``"its logits are"``, or ``"its NAME computes"`` for the first module whose output holds NaN
+    on the way. The logits alone do not tell: a CPU's attention kernel can turn NaN queries (a rotary scaling of
+    factor 0) into zeros, finite logits from a model that trains into NaN at its first step."""
     import torch
+
+    names = {module: name.removeprefix("base_model.model.") for name, module in model.named_modules()}
+    last = {model, model.get_output_embeddings()}  # NaN there is the logits'
+    found: list[str] = []
+
+    def note_nan(module: Any, _inputs: Any, output: Any) -> None:
+        values = (
+            output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else [output]
+        )
+        if (
+            not found
+            and module not in last
+            and any(
+                isinstance(v, torch.Tensor) and v.is_floating_point() and bool(torch.isnan(v).any()) for v in values
+            )
+        ):
+            found.append(f"its {names[module]} computes")
 
     vocabulary = model.get_input_embeddings().num_embeddings
     tokens = (torch.arange(1, PROBE_TOKENS + 1, device=model.device) % vocabulary).unsqueeze(0)
     training = model.training
+    hooks = [module.register_forward_hook(note_nan) for module in names]
     try:
         with torch.no_grad():
             logits = model.eval()(input_ids=tokens).logits
     finally:
+        for hook in hooks:
+            hook.remove()
         model.train(training)
-    return bool(torch.isfinite(logits).all())
+    return found[0] if found else None if bool(torch.isfinite(logits).all()) else "its logits are"
 
 
 def check_finite_outputs(model: Any, source: str) -> None:
@@ -53,6 +76,7 @@ def check_finite_outputs(model: Any, source: str) -> None:
     name = non_finite_weight(model)
     if name is not None:
         raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer would be noise")
-    if not logits_finite(model):
-        raise RecTuneError(f"{source}: its weights are finite but its logits are NaN or inf, so every answer would be "
-                           f"noise ({NON_FINITE_CAUSES})")  # fmt: skip
+    where = non_finite_output(model)
+    if where is not None:
+        raise RecTuneError(f"{source}: its weights are finite but {where} NaN or inf, so every answer would be noise "
+                           f"({NON_FINITE_CAUSES})")  # fmt: skip

@@ -17,7 +17,7 @@ import torch
 from transformers import TrainerCallback
 
 from rectune.core.io import RecTuneError
-from rectune.models.finite_outputs import NON_FINITE_CAUSES, logits_finite, non_finite_weight
+from rectune.models.finite_outputs import NON_FINITE_CAUSES, non_finite_output, non_finite_weight
 
 
 def weights_finite(model: torch.nn.Module, trained_only: bool = True) -> bool:
@@ -67,10 +67,13 @@ class FiniteWeights(TrainerCallback):
             held = f"its weight {name} holds" if name else "its weights hold"
             raise RecTuneError(f"{source}: {held} NaN or inf before any training step: a broken checkpoint, which "
                                "no learning rate fixes")  # fmt: skip
-        device = next(model.parameters()).device
-        if weights_whole(model) and not on_every_process(torch.tensor(logits_finite(model), device=device)):
-            raise RecTuneError(f"{source}: its weights are finite but its logits are NaN or inf before any training "
-                               f"step ({NON_FINITE_CAUSES}): no learning rate fixes it")  # fmt: skip
+        if not weights_whole(model):
+            return
+        where = non_finite_output(model)
+        if not on_every_process(torch.tensor(where is None, device=next(model.parameters()).device)):
+            where = where or "it computes"  # on another process
+            raise RecTuneError(f"{source}: its weights are finite but {where} NaN or inf before any training step "
+                               f"({NON_FINITE_CAUSES}): no learning rate fixes it")  # fmt: skip
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if model is None or weights_finite(model):

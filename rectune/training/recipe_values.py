@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from rectune.core.cli import SEED_MAX
 from rectune.core.io import RecTuneError
 from rectune.models.template_options import check_template_options
+from rectune.training.checkpointing_kwargs import checkpointing_problem
 from rectune.training.model_init_kwargs import MAIN_ONLY
 
 # key -> (smallest allowed value, why); None is allowed wherever the field's default is None
@@ -80,6 +81,9 @@ WORDS = {
 }
 
 
+# key -> the names transformers mirrors it under (the parsed config holds both, whichever the recipe gave)
+ALIASES = {"gradient_checkpointing_kwargs": ("activation_checkpointing_kwargs",)}
+
 # key -> what to give; an empty name would point at the current directory (Path("") is ".")
 NAMED = {
     "model_name_or_path": "name a model: a Hugging Face id, a model folder, or embedded:smollm2",
@@ -87,11 +91,15 @@ NAMED = {
 }
 
 
-def check_values(configs: tuple[Any, ...], source: object, given: frozenset[str] = frozenset()) -> None:
+def check_values(
+    configs: tuple[Any, ...], source: object, given: frozenset[str] = frozenset(), named: frozenset[str] = frozenset()
+) -> None:
     """Refuse the first out-of-range value of ``configs``, naming where it was set: a flag of ``given`` on the
-    command line, else ``source`` (the recipe, or the command line when there is none)."""
+    command line, else ``source`` (the recipe, or the command line when there is none); a key transformers mirrors
+    under another name is named as ``named`` (the keys given) has it."""
 
     def refuse(key: str, problem: str) -> NoReturn:
+        key = next((alias for alias in ALIASES.get(key, ()) if alias in named), key)
         raise RecTuneError(f"command line: --{key}: {problem}" if key in given else f"{source}: key {key!r}: {problem}")
 
     for config in configs:
@@ -151,9 +159,8 @@ def check_reward_weights(weights: list[float] | None, rewards: list[str], source
 
 def _training_start_problem(config: Any) -> tuple[str, str] | None:
     """(key, what is wrong) for what transformers or torch would raise on as training starts: an ``optim_args``
-    part that is no ``key=value``, a ``gradient_checkpointing_kwargs`` key torch's checkpoint does not take, an
+    part that is no ``key=value``, a ``gradient_checkpointing_kwargs`` key checkpointing does not take, an
     ``lr_scheduler_kwargs`` key the schedule does not take, ..."""
-    from torch.utils.checkpoint import checkpoint
     from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
     from transformers.trainer_utils import SchedulerType
 
@@ -172,13 +179,9 @@ def _training_start_problem(config: Any) -> tuple[str, str] | None:
     problem = _optimizer_problem(config) or _reporting_problem(config)
     if problem:
         return problem
-    given = getattr(config, "gradient_checkpointing_kwargs", None)
-    if isinstance(given, dict):
-        parameters = inspect.signature(checkpoint).parameters.values()
-        takes = sorted({p.name for p in parameters if p.kind is p.KEYWORD_ONLY} | {"preserve_rng_state"})
-        unknown = sorted(set(given) - set(takes))
-        if unknown:
-            return "gradient_checkpointing_kwargs", f"{unknown[0]!r} is none of torch's ({', '.join(takes)})"
+    problem = checkpointing_problem(config)
+    if problem:
+        return "gradient_checkpointing_kwargs", problem
     given = getattr(config, "lr_scheduler_kwargs", None)
     if not isinstance(given, dict) or not given:
         return None

@@ -78,7 +78,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
         # the configs' own checks refuse, files: the command line's doing where the recipe alone parses
         typed = recipe is None or (given and _parses(dataclass_types, ["--config", str(recipe), *device]))
         raise RecTuneError(f"{'command line' if typed else recipe}: {err}") from None
-    check_values(parsed, recipe or "command line", given)
+    check_values(parsed, recipe or "command line", given, given | set(config))
     check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
     keep_target_modules_listed(parsed)
     keep_dtype_given(parsed, given | set(config))

@@ -7,6 +7,7 @@ stage is final: rerunning it does nothing, so ``make`` dependencies never train 
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -36,9 +37,26 @@ def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False) ->
     if int(os.environ.get("RANK", "0")) == 0:
         folder = claim_output(output_dir, TRAINING_KIND, overwrite=overwrite)
         if read_marker(folder) is None:
+            made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
             folder.mkdir(parents=True, exist_ok=True)
             write_marker(folder, TRAINING_KIND, [], hashed=[])
+            atexit.register(_release_unused, folder, made)
     return claimed_at
+
+
+def _release_unused(folder: Path, made: list[Path]) -> None:
+    """At exit, a folder this run claimed that still holds only its own records (it stopped before training wrote
+    anything: a bad row, a template, a kill) is left as it was found, so a failed run leaves no output behind."""
+    try:
+        names = {entry.name for entry in folder.iterdir()}
+        if not names <= {MARKER, STARTED}:
+            return
+        for name in names:
+            (folder / name).unlink()
+        for path in made:  # the folders mkdir made, deepest first; one something else has filled since stays
+            path.rmdir()
+    except OSError:
+        return  # removed or filled meanwhile: what is there stays
 
 
 def seal_output_dir(output_dir: str | os.PathLike) -> None:

@@ -43,9 +43,11 @@ OUT_OF_RANGE = [
     ({"optim_args": "a=1,"}, "key 'optim_args': '' is no key=value"),
     (
         {"gradient_checkpointing_kwargs": {"foo": 1}},
-        "key 'gradient_checkpointing_kwargs': 'foo' is none of torch's (context_fn, debug, determinism_check, "
-        "early_stop, preserve_rng_state, use_reentrant)",
+        "key 'gradient_checkpointing_kwargs': 'foo' is none of the keys checkpointing takes (context_fn, debug, "
+        "determinism_check, early_stop, every_n_layers, offload, preserve_rng_state, selective, use_reentrant)",
     ),
+    # named as the recipe named it: transformers mirrors the two names
+    ({"activation_checkpointing_kwargs": {"every_n_layers": 0}}, "key 'activation_checkpointing_kwargs': "),
     (
         {"lr_scheduler_kwargs": {"foo": 1}},
         "key 'lr_scheduler_kwargs': 'foo' is no setting of the linear schedule (it takes last_epoch)",

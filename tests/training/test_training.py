@@ -152,8 +152,16 @@ def test_missing_recipe_and_data_files(tmp_path, tiny_model, train_data):
     bad = tmp_path / "bad_data"
     bad.mkdir()
     (bad / "train_sft.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-    result = run_script("train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "o"), check=False)
+    result = run_script(
+        "train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "a/o"), check=False
+    )
     assert "train_sft.jsonl:1: field 'messages'" in result.stderr
+    assert not (tmp_path / "a").exists()  # it stopped after claiming the folders it made: they are gone again
+    (tmp_path / "mine").mkdir()  # an empty folder of the user's stays, empty
+    result = run_script(
+        "train/sft.py", sft_recipe(tmp_path / "r2.yaml", tiny_model, bad, tmp_path / "mine"), check=False
+    )
+    assert "train_sft.jsonl:1: field 'messages'" in result.stderr and list((tmp_path / "mine").iterdir()) == []
     # a dataset naming no files was a traceback from `datasets` (the json builder with nothing to read)
     for files in (None, []):
         recipe = sft_recipe(tmp_path / "r3.yaml", tiny_model, train_data, tmp_path / "o3")
@@ -413,7 +421,7 @@ def test_grpo_prompts_past_a_learned_position_table_stop_before_the_first_step(t
         f"positions of {gpt2} (the longest prompt has 161 tokens); lower max_completion_length, shorten the "
         "prompts, or use a model with a longer context"
     )
-    assert not list((tmp_path / "rft").glob("checkpoint-*"))
+    assert not (tmp_path / "rft").exists()  # checked once the run held the folder it made: gone again
     prompts = Dataset.from_list(view_examples(train_data / "train_rft.jsonl"))
     check_prompts_fit(str(gpt2), 169, 8, prompts, None)  # 161 + 8 fill the table exactly
     with pytest.raises(RecTuneError, match=re.escape("1 of 9 prompts with their 9 new tokens pass the 169")):
@@ -480,17 +488,19 @@ def test_a_model_holding_nan_before_training_is_named_not_blamed_on_the_learning
 def test_a_model_whose_configuration_computes_nan_is_named_not_blamed_on_the_learning_rate(
     tmp_path, tiny_model, train_data
 ):
-    """A linear rotary scaling of factor 0 (no rule knows it) makes every logit NaN from finite weights: SFT and
-    GRPO stopped as 'training diverged at step 1 ... lower learning_rate'."""
+    """A linear rotary scaling of factor 0 (no rule knows it) makes the rotary embedding NaN from finite weights: SFT
+    and GRPO stopped as 'training diverged at step 1 ... lower learning_rate'. On an AVX-512 CPU, torch's attention
+    kernel turns the NaN queries into zeros, so the logits were finite and only the first step's gradient was not:
+    the forward before training names the first module computing NaN."""
     scaled = tmp_path / "scaled"
     shutil.copytree(tiny_model, scaled)
     config = json.loads((scaled / "config.json").read_text())
     rope = {"rope_theta": 10000.0, "rope_type": "linear", "factor": 0.0}
     (scaled / "config.json").write_text(json.dumps({**config, "rope_parameters": rope}))
     line = (
-        f"error: {scaled}: its weights are finite but its logits are NaN or inf before any training step (weights "
-        "that overflow as they are multiplied, or a value in its config.json that breaks the computation): no "
-        "learning rate fixes it"
+        f"error: {scaled}: its weights are finite but its model.rotary_emb computes NaN or inf before any training "
+        "step (weights that overflow as they are multiplied, or a value in its config.json that breaks the "
+        "computation): no learning rate fixes it"
     )
     assert_both_stop_before_training(tmp_path, scaled, train_data, line)
 
