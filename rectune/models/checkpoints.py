@@ -136,6 +136,8 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
             stage = max(stages, key=lambda s: (path / s / "adapter_config.json").stat().st_mtime)
             log.info("run folder %s: evaluating stage %r (trained last; name a stage to pick another)", path, stage)
         elif stage not in stages:
+            if (path / stage).is_dir():
+                resolve_checkpoint(str(path / stage))  # a stage still training says so, naming its newest checkpoint
             raise DataError(path, f"run folder has no stage {stage!r} (it has {', '.join(stages)})")
         inner = resolve_checkpoint(str(path / stage))
         return Checkpoint("run", str(path), inner.base_model, inner.adapter, inner.merged)
@@ -144,6 +146,10 @@ def resolve_checkpoint(name: str, stage: str | None = None) -> Checkpoint:
         return Checkpoint("adapter", str(path), base, str(path), merged)
     if (path / "config.json").is_file():
         return Checkpoint("model", str(path), str(path))
+    saved = [p for p in path.glob("checkpoint-*") if p.name[11:].isdigit() and (p / "adapter_config.json").is_file()]
+    if saved:  # a training run still going, or stopped: its adapter is written when it finishes
+        newest = max(saved, key=lambda p: int(p.name[11:])).name
+        raise DataError(path, f"a training run that has not finished: evaluate a checkpoint ({newest} is the newest)")
     raise DataError(
         path,
         "not a model folder (config.json), a PEFT adapter (adapter_config.json) or a run folder "

@@ -75,6 +75,17 @@ def test_checkpoint_kinds(tmp_path, tiny_model, tiny_adapter, monkeypatch):
         resolve_checkpoint(str(tmp_path / "missing"))
     with pytest.raises(DataError, match="not a model folder"):
         resolve_checkpoint(str(tmp_path))
+    going = tmp_path / "going"  # a run still training: checkpoints only, its adapter written as it finishes
+    for step in (2, 10):
+        shutil.copytree(tiny_adapter, going / f"checkpoint-{step}", ignore=shutil.ignore_patterns("checkpoint-*"))
+    with pytest.raises(DataError) as caught:
+        resolve_checkpoint(str(going))
+    assert str(caught.value) == (
+        f"{going}: a training run that has not finished: evaluate a checkpoint (checkpoint-10 is the newest)"
+    )
+    going.rename(run / "rft")  # a run folder whose RFT stage is training
+    with pytest.raises(DataError, match=r"rft: a training run that has not finished: .*\(checkpoint-10 is the newest"):
+        resolve_checkpoint(str(run), stage="rft")
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/nowhere/model"}))
