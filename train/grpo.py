@@ -51,6 +51,7 @@ from rectune.training.sft_base import drop_merged_model, merged_model
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
+    check_named_checkpoint,
     check_resume,
     fault_callbacks,
     last_checkpoint,
@@ -74,6 +75,7 @@ def main() -> None:
     check_generation_kwargs(training_args, configured_vocabulary(model_name), where_set("generation_kwargs", recipe))
     use_train_data(mixture, run_args.train_data, "rft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
+    check_named_checkpoint(training_args, model_args)  # resume_from_checkpoint: whole, and this run's adapter
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

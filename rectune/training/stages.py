@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rectune.core.io import RecTuneError, fault_point, read_json, write_json
+from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, finished_stage
 from rectune.models.model_folders import safetensors_problem
@@ -183,8 +183,43 @@ def _step(checkpoint: Path) -> str:
     return checkpoint.name.removeprefix("checkpoint-")
 
 
-def checkpoint_problem(checkpoint: Path) -> str | None:
-    """Why ``checkpoint`` cannot be resumed from, or None when it is complete."""
+# what an adapter's checkpoint records of its shape and scale -> the ModelConfig key that sets it
+ADAPTER_KEYS = {
+    "r": "lora_r", "lora_alpha": "lora_alpha", "target_modules": "lora_target_modules", "use_dora": "use_dora",
+    "use_rslora": "use_rslora", "modules_to_save": "lora_modules_to_save",
+}  # fmt: skip
+
+
+def check_named_checkpoint(training_args: Any, model_args: Any) -> None:
+    """A ``resume_from_checkpoint`` given by name must be a complete checkpoint of the adapter this run builds,
+    checked before the run claims its folder: one of another rank or other modules was a traceback as its
+    weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently."""
+    named = training_args.resume_from_checkpoint
+    if not named:
+        return
+    path = Path(named)
+    problem = checkpoint_problem(path, named_by_step=False) if path.is_dir() else "no such folder"
+    if problem:
+        raise RecTuneError(f"resume_from_checkpoint {named}: {problem}")
+    if not (path / "adapter_config.json").is_file() or not model_args.use_peft:
+        return  # the trainer's own loading says what does not fit a full model's checkpoint
+    saved = read_json_object(path / "adapter_config.json")
+    for key, setting in ADAPTER_KEYS.items():
+        theirs, ours = saved.get(key), getattr(model_args, setting)
+        if key in ("target_modules", "modules_to_save") and isinstance(theirs, list) and isinstance(ours, list):
+            theirs, ours = sorted(theirs), sorted(ours)
+        elif key in ("target_modules", "modules_to_save"):
+            continue  # a pattern or all-linear: PEFT resolves it against the model; its loading then says
+        if theirs != ours:
+            raise RecTuneError(
+                f"resume_from_checkpoint {named}: its adapter has {key} {theirs!r}, this run's {setting} is {ours!r}; "
+                "resume with the settings it was trained with"
+            )
+
+
+def checkpoint_problem(checkpoint: Path, named_by_step: bool = True) -> str | None:
+    """Why ``checkpoint`` cannot be resumed from, or None when it is complete (``named_by_step``: its folder's
+    name gives the step, as the checkpoints a run finds in its own folder do)."""
     state_path = checkpoint / "trainer_state.json"
     if not state_path.is_file():
         return "no trainer_state.json"
@@ -193,7 +228,7 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
         return "trainer_state.json is cut short or malformed"
     step = state.get("global_step") if isinstance(state, dict) else None
-    if not isinstance(step, int) or isinstance(step, bool) or str(step) != _step(checkpoint):
+    if not isinstance(step, int) or isinstance(step, bool) or (named_by_step and str(step) != _step(checkpoint)):
         return "trainer_state.json does not match the folder's step"
     weights = sorted(checkpoint.glob("*.safetensors"))
     if not weights and (any(checkpoint.glob("global_step*")) or any(checkpoint.glob("*.index.json"))):

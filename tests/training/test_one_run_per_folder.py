@@ -49,6 +49,36 @@ def test_a_resume_with_another_recipe_or_data_is_refused(tmp_path, tiny_model, t
     assert (out / "finished.json").exists() and "learning_rate: 0.0001" in (out / "recipe.yaml").read_text()
 
 
+def test_a_named_checkpoint_of_another_adapter_or_cut_short_is_one_line_before_the_folder(
+    tmp_path, tiny_model, train_data
+):
+    """resume_from_checkpoint naming another run's checkpoint: another rank was PEFT's state-dict traceback, other
+    target modules the optimizer's, another lora_alpha trained on silently with the adapter scaled otherwise."""
+    first = tmp_path / "first"
+    run_script("train/sft.py", two_step_recipe(tmp_path, tiny_model, train_data / "train_sft.jsonl", first))
+    named = first / "checkpoint-1"
+    recipe = two_step_recipe(tmp_path, tiny_model, train_data / "train_sft.jsonl", tmp_path / "second")
+    for flags, words in (
+        (["--lora_r", "8"], "its adapter has r 4, this run's lora_r is 8"),
+        (["--lora_alpha", "16"], "its adapter has lora_alpha 8, this run's lora_alpha is 16"),
+        (
+            ["--lora_target_modules", "q_proj", "k_proj", "v_proj"],
+            "target_modules ['q_proj', 'v_proj'], this run's lora_target_modules is ['k_proj', ",
+        ),
+    ):
+        result = run_script("train/sft.py", recipe, "--resume_from_checkpoint", named, *flags, check=False)
+        assert words in one_line(result, f"resume_from_checkpoint {named}: its adapter has ")
+        assert not (tmp_path / "second").exists()
+    cut = tmp_path / "cut"
+    shutil.copytree(named, cut)
+    (cut / "trainer_state.json").unlink()  # a copy interrupted while it was made
+    one_line(run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut, check=False),
+             f"resume_from_checkpoint {cut}: no trainer_state.json")  # fmt: skip
+    resumed = run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut.parent / "first/checkpoint-1")
+    assert "saved the SFT adapter" in resumed.stdout + resumed.stderr
+    assert json.loads((tmp_path / "second" / "finished.json").read_text())["global_step"] == 2
+
+
 def test_a_resume_may_change_how_fast_it_samples_not_what_it_trains(tmp_path):
     checkpoint = tmp_path / "checkpoint-1"  # a complete checkpoint: the run resumes
     checkpoint.mkdir()
