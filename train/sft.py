@@ -73,7 +73,7 @@ def main() -> None:
     check_chat_template_path(training_args.chat_template_path, model_name)  # one TRL can apply
     use_train_data(mixture, run_args.train_data, "sft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
-    check_named_checkpoint(training_args, model_args)  # resume_from_checkpoint: whole, and this run's adapter
+    check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

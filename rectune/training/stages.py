@@ -17,7 +17,7 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, finished_stage
+from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
 from rectune.models.model_folders import safetensors_problem
 
 log = logging.getLogger(__name__)
@@ -190,10 +190,11 @@ ADAPTER_KEYS = {
 }  # fmt: skip
 
 
-def check_named_checkpoint(training_args: Any, model_args: Any) -> None:
+def check_named_checkpoint(training_args: Any, model_args: Any, model_name: str) -> None:
     """A ``resume_from_checkpoint`` given by name must be a complete checkpoint of the adapter this run builds,
     checked before the run claims its folder: one of another rank or other modules was a traceback as its
-    weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently."""
+    weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently;
+    its weights' shapes are checked against ``model_name`` (one trained on another model)."""
     named = training_args.resume_from_checkpoint
     if not named:
         return
@@ -215,6 +216,7 @@ def check_named_checkpoint(training_args: Any, model_args: Any) -> None:
                 f"resume_from_checkpoint {named}: its adapter has {key} {theirs!r}, this run's {setting} is {ours!r}; "
                 "resume with the settings it was trained with"
             )
+    check_adapters_fit(model_name, [named])
 
 
 def checkpoint_problem(checkpoint: Path, named_by_step: bool = True) -> str | None:

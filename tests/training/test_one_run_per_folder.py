@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 from conftest import run_script, write_recipe
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from test_faults import KILLED
 from test_hostile import one_line
 
@@ -74,6 +74,14 @@ def test_a_named_checkpoint_of_another_adapter_or_cut_short_is_one_line_before_t
     (cut / "trainer_state.json").unlink()  # a copy interrupted while it was made
     one_line(run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut, check=False),
              f"resume_from_checkpoint {cut}: no trainer_state.json")  # fmt: skip
+    wider = tmp_path / "wider"  # as trained on a model twice as wide (lora_A of q_proj: 4 x 64, not 4 x 32)
+    shutil.copytree(named, wider)
+    tensors = load_file(wider / "adapter_model.safetensors")
+    tensors = {name: torch.zeros(4, 64) if "q_proj.lora_A" in name else t for name, t in tensors.items()}
+    save_file(tensors, wider / "adapter_model.safetensors")
+    one_line(run_script("train/sft.py", recipe, "--resume_from_checkpoint", wider, check=False),
+             "adapter_model.safetensors: ", "[4, 64]")  # fmt: skip
+    assert not (tmp_path / "second").exists()
     resumed = run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut.parent / "first/checkpoint-1")
     assert "saved the SFT adapter" in resumed.stdout + resumed.stderr
     assert json.loads((tmp_path / "second" / "finished.json").read_text())["global_step"] == 2
