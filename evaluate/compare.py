@@ -17,6 +17,7 @@ its own rows and intervals.
 from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, file_name, positive_int, run, seed
+from rectune.core.escaping import markdown_cell
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
@@ -24,6 +25,7 @@ from rectune.evaluation.compare import (
     comparison_rows,
     markdown,
     metric_specs,
+    other_queries_note,
     write_outputs,
 )
 from rectune.evaluation.report_files import load_reports
@@ -53,8 +55,9 @@ def main() -> None:
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
     changed = changed_answers(reports, args.baseline) if args.baseline else []
-    note = f"Answers that differ from {args.baseline}'s: {'; '.join(changed)}." if changed else ""
-    print(markdown(rows, specs) + (f"\n\n{note}" if note else ""))
+    changes = f"Answers that differ from {args.baseline}'s: {'; '.join(changed)}." if changed else ""
+    note = " ".join(part for part in (other_queries_note(loaded), changes) if part)
+    print(markdown(rows, specs) + (f"\n\n{markdown_cell(note)}" if note else ""))
     paths = output_paths(args.out, OUTPUT_SUFFIXES)
     with file_outputs(paths, overwrite=args.overwrite):
         write_outputs(rows, specs, paths, note)

@@ -16,7 +16,7 @@ from rectune.benchmarks import MetricSpec, get_benchmark
 from rectune.core.escaping import csv_cell, markdown_cell
 from rectune.core.io import DataError, atomic_write, read_json
 from rectune.evaluation.answer_files import load_answers
-from rectune.evaluation.bootstrap import MIN_UNITS, paired_differences
+from rectune.evaluation.bootstrap import MIN_UNITS, paired_differences, units
 from rectune.evaluation.report_files import report_name
 
 
@@ -61,6 +61,20 @@ def changed_answers(paths: list[str | os.PathLike], baseline: str) -> list[str]:
             shared = before.keys() & after.keys()
             lines.append(f"{name}: {sum(before[i] != after[i] for i in shared)} of {len(shared)}")
     return lines
+
+
+def other_queries_note(reports: dict[str, dict]) -> str:
+    """A sentence naming the reports that score other queries than the first (their means are over other queries:
+    a --limit of 3 beside a full run), or ``""``. With a baseline, the paired intervals refuse such pairs."""
+    scored = {name: set(units(report)) for name, report in reports.items() if report.get("per_query")}
+    if len({frozenset(ids) for ids in scored.values()}) <= 1:
+        return ""
+    first, *others = scored
+    differ = ", ".join(f"{name} ({len(scored[name])})" for name in others if scored[name] != scored[first])
+    return (
+        f"Other queries than {first}'s {len(scored[first])} are scored by {differ}: means over other queries do "
+        "not compare (evaluate each checkpoint with the same --limit or --sample)."
+    )
 
 
 def comparison_rows(

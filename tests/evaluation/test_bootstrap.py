@@ -143,6 +143,18 @@ def test_compare_shows_differences_and_marks_settled_ones():
         comparison_rows(reports, baseline="nope")
 
 
+def test_reports_over_other_queries_are_said_to_be_so():
+    """Side by side without a baseline, a --limit 2 run's means stood beside a full run's, without a word."""
+    from rectune.evaluation.compare import other_queries_note
+
+    full, limited = recbench_report([1, 0, 0]), recbench_report([1, 0])
+    assert other_queries_note({"full": full, "sft": full}) == ""
+    assert other_queries_note({"full": full, "sft": full, "quick": limited}) == (
+        "Other queries than full's 3 are scored by quick (2): means over other queries do not compare (evaluate "
+        "each checkpoint with the same --limit or --sample)."
+    )
+
+
 def test_an_interval_over_too_few_queries_says_so_and_carries_no_star():
     # one query: every resample is the one difference, +0.4, so [+0.4, +0.4] "excludes 0" yet settles nothing
     reports = {"base": recbench_report([0.0]), "sft": recbench_report([0.4])}
