@@ -56,6 +56,7 @@ from rectune.training.stages import (
     fault_callbacks,
     last_checkpoint,
     own_output_dir,
+    template_options_in_checkpoints,
     train,
 )
 from rectune.training.tracking import init_tracking, run_metadata
@@ -124,6 +125,7 @@ def main() -> None:
                 *early_stopping(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
+                *template_options_in_checkpoints(training_args),  # evaluating a checkpoint renders prompts alike
                 *step_profiler(training_args, run_args.profile_steps),
             ],
             merge_for_sampling=rft_args.merge_for_sampling,

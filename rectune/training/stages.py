@@ -19,6 +19,7 @@ from rectune.core.io import RecTuneError, fault_point, read_json, read_json_obje
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
 from rectune.models.model_folders import safetensors_problem
+from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +255,24 @@ def fault_callbacks() -> list:
             fault_point(f"saved:checkpoint-{state.global_step}")
 
     return [KillAfterSave()]
+
+
+def template_options_in_checkpoints(training_args: Any) -> list:
+    """GRPO's chat template variables, written into each checkpoint as the stage's end writes them beside its
+    adapter: evaluating ``checkpoint-N`` rendered its prompts without them (Qwen3's ``enable_thinking: false``
+    trained on, thinking evaluated)."""
+    options = getattr(training_args, "chat_template_kwargs", None)
+    if not options:
+        return []
+    from transformers import TrainerCallback
+
+    class OptionsBesideTheAdapter(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                write_json(folder / TEMPLATE_OPTIONS_FILE, options)
+
+    return [OptionsBesideTheAdapter()]
 
 
 def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -> None:

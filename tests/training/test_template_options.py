@@ -112,9 +112,12 @@ def test_grpo_renders_with_the_recipes_variables_and_evaluation_with_the_stages(
     data, out = train_data / "train_rft.jsonl", tmp_path / "rft"
     refused = run_script("train/grpo.py", one_step_grpo_recipe(tmp_path / "a.yaml", model, data, out), check=False)
     assert refused.returncode == 2 and "its chat template refuses training example 1: say how brief" in refused.stderr
-    recipe = one_step_grpo_recipe(tmp_path / "b.yaml", model, data, out, chat_template_kwargs={"brief": True})
-    run_script("train/grpo.py", recipe, "--overwrite")
+    recipe = one_step_grpo_recipe(tmp_path / "b.yaml", model, data, out, chat_template_kwargs={"brief": True},
+                                  save_steps=1)  # fmt: skip
+    run_script("train/grpo.py", recipe)
     assert json.loads((out / TEMPLATE_OPTIONS_FILE).read_text()) == {"brief": True}
+    # a checkpoint carries them too: evaluated, it rendered its prompts without them (here: refused to)
+    assert json.loads((out / "checkpoint-1" / TEMPLATE_OPTIONS_FILE).read_text()) == {"brief": True}
     assert json.loads((out / "finished.json").read_text())["chat_template_kwargs"] == {"brief": True}
 
     test = train_data / "train.jsonl"
@@ -124,6 +127,7 @@ def test_grpo_renders_with_the_recipes_variables_and_evaluation_with_the_stages(
     config = json.loads((tmp_path / "eval" / "config.json").read_text())
     assert config["generation"]["chat_template_kwargs"] == {"brief": True}
     assert config["predictions_key"]["generation"]["chat_template_kwargs"] == {"brief": True}
+    run_script("evaluate/run.py", "--model", out / "checkpoint-1", "--out", tmp_path / "eval_checkpoint", *flags)
     other = run_script("evaluate/run.py", "--model", out, "--out", tmp_path / "e2", "--chat-template-kwargs", "{}",
                        *flags, check=False)  # fmt: skip
     assert other.returncode == 2 and "refuses RecTune's prompts: say how brief" in other.stderr
