@@ -53,10 +53,10 @@ from rectune.training.stages import (
     already_finished,
     check_named_checkpoint,
     check_resume,
+    checkpoints_like_the_stage,
     fault_callbacks,
     last_checkpoint,
     own_output_dir,
-    template_options_in_checkpoints,
     train,
 )
 from rectune.training.tracking import init_tracking, run_metadata
@@ -125,7 +125,7 @@ def main() -> None:
                 *early_stopping(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
-                *template_options_in_checkpoints(training_args),  # evaluating a checkpoint renders prompts alike
+                *checkpoints_like_the_stage(training_args, model_args.model_name_or_path, rft_args.init_adapter),
                 *step_profiler(training_args, run_args.profile_steps),
             ],
             merge_for_sampling=rft_args.merge_for_sampling,

@@ -43,6 +43,7 @@ from rectune.training.stages import (
     already_finished,
     check_named_checkpoint,
     check_resume,
+    checkpoints_like_the_stage,
     fault_callbacks,
     last_checkpoint,
     own_output_dir,
@@ -106,6 +107,7 @@ def main() -> None:
                 *early_stopping(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
+                *checkpoints_like_the_stage(training_args, model_args.model_name_or_path),  # each loads on its own
                 *step_profiler(training_args, run_args.profile_steps),
                 StepClock(),
             ],

@@ -19,6 +19,7 @@ from rectune.core.io import RecTuneError, fault_point, read_json, read_json_obje
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
 from rectune.models.model_folders import safetensors_problem
+from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 
 log = logging.getLogger(__name__)
@@ -257,22 +258,26 @@ def fault_callbacks() -> list:
     return [KillAfterSave()]
 
 
-def template_options_in_checkpoints(training_args: Any) -> list:
-    """GRPO's chat template variables, written into each checkpoint as the stage's end writes them beside its
-    adapter: evaluating ``checkpoint-N`` rendered its prompts without them (Qwen3's ``enable_thinking: false``
-    trained on, thinking evaluated)."""
-    options = getattr(training_args, "chat_template_kwargs", None)
-    if not options:
-        return []
+def checkpoints_like_the_stage(training_args: Any, base_model: str, sft_adapter: str | None = None) -> list:
+    """Each checkpoint made to load on its own as the stage's end makes its adapter: its base recorded by a portable
+    name and, for SFT then RFT, the SFT adapter it builds on (``base_chain.json``: the merged SFT base a checkpoint
+    names is removed as the stage ends, and evaluating ``checkpoint-N`` then failed on a missing base); GRPO's chat
+    template variables beside it (evaluating it rendered its prompts without them: Qwen3's ``enable_thinking:
+    false`` trained on, thinking evaluated)."""
     from transformers import TrainerCallback
 
-    class OptionsBesideTheAdapter(TrainerCallback):
+    options = getattr(training_args, "chat_template_kwargs", None)
+
+    class LikeTheStage(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if state.is_world_process_zero and folder.is_dir():
+            if not state.is_world_process_zero or not (folder / "adapter_config.json").is_file():
+                return
+            make_portable(folder, base_model, sft_adapter)
+            if options:
                 write_json(folder / TEMPLATE_OPTIONS_FILE, options)
 
-    return [OptionsBesideTheAdapter()]
+    return [LikeTheStage()]
 
 
 def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -> None:

@@ -38,6 +38,7 @@ def shared_run(tmp_path_factory, tiny_model, train_data):
         "model_name_or_path": str(tiny_model), **LORA, "output_dir": str(run / "sft_rft"), "max_steps": 1,
         "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8, "report_to": ["none"],
         "datasets": [{"path": "json", "data_files": "not/used.jsonl"}], "init_adapter": str(run / "sft"),
+        "save_steps": 1,
     }  # fmt: skip
     run_script("train/grpo.py", write_recipe(tmp / "grpo.yaml", **grpo), "--train_data", train_data)
     moved = tmp / "elsewhere" / "tiny"
@@ -67,6 +68,13 @@ def test_a_moved_run_folder_loads_every_stage_from_another_directory(tmp_path, s
         config = json.loads((tmp_path / stage / "config.json").read_text())
         assert config["trained_by"]["stage"] == stage, result.stdout
     assert json.loads((tmp_path / "sft_rft" / "config.json").read_text())["merged_adapters"] == [
+        str((shared_run / "sft").resolve())
+    ]
+    # a checkpoint of the stage too: it named the merged SFT base, which went as the stage ended
+    checkpoint = shared_run / "sft_rft" / "checkpoint-1"
+    flags = ["--data", movie_data / "test.jsonl", "--limit", "2", "--max-new-tokens", "4", "--no-wandb"]
+    run_script("evaluate/run.py", "--model", checkpoint, "--out", tmp_path / "checkpoint", *flags, cwd=elsewhere)
+    assert json.loads((tmp_path / "checkpoint" / "config.json").read_text())["merged_adapters"] == [
         str((shared_run / "sft").resolve())
     ]
 
