@@ -40,10 +40,10 @@ from perf.gpu_runs import (
     run,
     serve_and_evaluate,
     steady_tokens_per_second,
-    step_parts,
+    step_parts,  # fmt: skip
     training_figures,
     training_losses,
-)  # fmt: skip
+)
 from perf.memory_estimate import GIB, training_step_bytes
 from perf.plain_loop import TARGETS, plain_loop
 from rectune.core.cli import non_negative_int, positive_int

@@ -44,16 +44,12 @@ def non_finite_output(model: Any) -> str | None:
     found: list[str] = []
 
     def note_nan(module: Any, _inputs: Any, output: Any) -> None:
-        values = (
-            output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else [output]
+        if found or module in last:
+            return
+        parts = (
+            output.values() if isinstance(output, dict) else output if isinstance(output, tuple | list) else [output]
         )
-        if (
-            not found
-            and module not in last
-            and any(
-                isinstance(v, torch.Tensor) and v.is_floating_point() and bool(torch.isnan(v).any()) for v in values
-            )
-        ):
+        if any(isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isnan(t).any()) for t in parts):
             found.append(f"its {names[module]} computes")
 
     vocabulary = model.get_input_embeddings().num_embeddings
