@@ -48,7 +48,7 @@ def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False) ->
 
 def _release_unused(folder: Path, made: list[Path]) -> None:
     """At exit, a folder this run claimed that still holds only its own records (it stopped before training wrote
-    anything: a bad row, a template, a kill) is left as it was found, so a failed run leaves no output behind."""
+    anything: a bad row, a template, Ctrl-C) is left as it was found, so a failed run leaves no output behind."""
     try:
         names = {entry.name for entry in folder.iterdir()}
         if not names <= {MARKER, STARTED}:
