@@ -41,6 +41,8 @@ def checkpointing_problem(config: Any) -> str | None:
                 return f"'selective' ({does}) is read in SFT only: TRL's GRPO hands it on to torch's checkpoint"
             if grpo:
                 return f"{key!r} ({does}) is lost after GRPO's first step: {LOST_IN_GRPO}"
+            if not getattr(config, "gradient_checkpointing", True):  # the trainer reads them only to turn it on
+                return f"{key!r} does nothing with activation checkpointing off (activation_checkpointing: true)"
             if type(value) is not kind or (key == "every_n_layers" and value < 1):
                 return f"{key!r}: {value!r} is not {'a whole number of at least 1' if kind is int else 'true or false'}"
             if key == "offload" and value and not torch.accelerator.is_available():  # pinned memory needs one

@@ -48,6 +48,14 @@ def test_the_keys_parse_in_sft_with_their_types_and_are_refused_in_grpo(tmp_path
         assert (
             str(caught.value) == f"{recipe}: key 'activation_checkpointing_kwargs': {words}"
         )  # as the recipe named it
+    off = write_recipe(tmp_path / "off.yaml", model_name_or_path="m", output_dir="o", activation_checkpointing=False,
+                       activation_checkpointing_kwargs={"every_n_layers": 2})  # fmt: skip
+    with pytest.raises(RecTuneError) as caught:  # read only to turn checkpointing on: nothing, without a word
+        parse_recipe(SFT, [str(off)])
+    assert str(caught.value) == (
+        f"{off}: key 'activation_checkpointing_kwargs': 'every_n_layers' does nothing with activation checkpointing "
+        "off (activation_checkpointing: true)"
+    )
     recipe = write_recipe(tmp_path / "g.yaml", model_name_or_path="m", output_dir="o")
     with pytest.raises(RecTuneError) as caught:
         parse_recipe(GRPO, [str(recipe), "--gradient_checkpointing_kwargs", '{"every_n_layers": 2}'])
