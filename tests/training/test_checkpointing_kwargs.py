@@ -78,7 +78,8 @@ def test_trl_grpo_turns_checkpointing_back_on_without_the_trainers_keys(tiny_mod
     model.activation_checkpointing_enable(every_n_layers=2)
     assert [layer.gradient_checkpointing for layer in model.model.layers] == [True, False]
     with pytest.warns(FutureWarning), disable_gradient_checkpointing(model, {"every_n_layers": 2}):
-        pass  # as TRL's GRPO computes each rollout's log-probabilities
+        # as TRL's GRPO computes each rollout's log-probabilities: off, then on again as it leaves
+        assert not any(layer.gradient_checkpointing for layer in model.model.layers)
     assert [layer.gradient_checkpointing for layer in model.model.layers] == [True, True]
 
 
