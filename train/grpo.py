@@ -47,7 +47,7 @@ from rectune.training.setup import (
     save_stage,
     settings_the_trainer_takes,
 )
-from rectune.training.sft_base import drop_merged_model, merged_model
+from rectune.training.sft_base import MERGED_SFT_BASE, merged_model
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
@@ -89,10 +89,10 @@ def main() -> None:
     reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
     check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, where_set("reward_weights", recipe))
 
-    # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process).
+    # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process, in the run folder).
     if rft_args.init_adapter:
         with PartialState().main_process_first():
-            model_name = str(merged_model(rft_args.init_adapter))
+            model_name = str(merged_model(rft_args.init_adapter, Path(training_args.output_dir) / MERGED_SFT_BASE))
     # The base's chat template (a merged base's: SFT's) with the recipe's variables, saved for evaluation
     options = training_args.chat_template_kwargs
     dataset, validation = fit_chat_template(model_name, None, dataset, validation, options=options)
@@ -144,8 +144,6 @@ def main() -> None:
     configs = (training_args, model_args, mixture, run_args, rft_args, shaping)
     save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter, claimed_at)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
-    if rft_args.init_adapter and trainer.accelerator.is_main_process and drop_merged_model(rft_args.init_adapter):
-        trainer.accelerator.print(f"removed the merged SFT base {model_name} (train/sft_base.py builds it again)")
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
     report = summary(trainer.state.log_history, trainer.reward_func_names)
     if trainer.accelerator.is_main_process:

@@ -2,10 +2,12 @@
 
     python train/sft_base.py outputs/smollm2_movie_cpu/sft
 
-RecTune builds it for the SFT->RFT stage and removes it once that stage is saved; evaluation merges the
-chain in memory and never needs it. Plain PEFT loading of an SFT->RFT adapter does
+The SFT->RFT stage builds its own copy in its run folder and removes it once the stage is saved; evaluation
+merges the chain in memory and never needs it. Plain PEFT loading of an SFT->RFT adapter does
 (``AutoPeftModelForCausalLM.from_pretrained("outputs/RUN/sft_rft")`` finds its base at ``../sft/merged``).
 """
+
+from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, run
 from rectune.training.sft_base import merged_model
@@ -15,7 +17,7 @@ def main() -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("sft", help="the SFT stage folder (a PEFT adapter)")
     args = parser.parse_args()
-    print(f"the merged SFT base: {merged_model(args.sft)}")
+    print(f"the merged SFT base: {merged_model(args.sft, Path(args.sft) / 'merged')}")
 
 
 if __name__ == "__main__":

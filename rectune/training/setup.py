@@ -24,6 +24,7 @@ from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
+from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 from rectune.training.stages import mark_finished, seal_output_dir
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ def save_stage(
             trainer.accelerator.print(f"{output_dir}: {short}; saved, not marked finished: rerun to resume")
         else:
             mark_finished(output_dir, trainer, metadata)
+        if sft_adapter and drop_merged_model(Path(output_dir) / MERGED_SFT_BASE):  # 12 GB at 3B; no file names it
+            trainer.accelerator.print(f"removed the merged SFT base {MERGED_SFT_BASE} (train/sft_base.py builds one)")
         make_shareable(output_dir, written_since_ns=claimed_at)
         if not short:
             seal_output_dir(output_dir)

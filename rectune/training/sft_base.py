@@ -1,7 +1,10 @@
-"""The merged SFT base of SFT then RFT: the base model with the SFT adapter folded in, built for the stage
-that trains on it and dropped once that stage is saved (a full copy of the base model: 517 MB for the
-embedded one, 12 GB for a 3B model in fp32). Evaluation never reads it (it merges the chain in memory);
-``train/sft_base.py`` builds it again for plain PEFT loading of an SFT→RFT adapter."""
+"""The merged SFT base of SFT then RFT: the base model with the SFT adapter folded in (a full copy of the base
+model: 517 MB for the embedded one, 12 GB for a 3B model in fp32).
+
+The stage that trains on it builds it inside its own run folder (``_merged_sft_base``: the Hub upload skips
+names starting with ``_``) and drops it once the stage is saved, so it never writes into the SFT folder, which
+another run may be reading or which may not be the user's to write. Evaluation never reads it (it merges
+the chain in memory); ``train/sft_base.py`` builds ``<SFT folder>/merged`` for plain PEFT loading."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from rectune.core.io import RecTuneError
 from rectune.core.outputs import staged_folder
 from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, load_merged
 from rectune.models.hub import check_model_available
@@ -18,18 +22,26 @@ from rectune.models.hub import check_model_available
 log = logging.getLogger(__name__)
 
 
-def merged_model(adapter_dir: str | Path) -> Path:
-    """The base model with the adapter merged in, saved once as ``<adapter_dir>/merged``.
+MERGED_SFT_BASE = "_merged_sft_base"  # in the SFT->RFT run's own folder while the stage trains
+
+
+def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
+    """The base model with the adapter merged in, saved once as ``target``; built again when the adapter changed.
 
     SFT then RFT merges the SFT adapter and trains a fresh RFT adapter on top: GRPO's
     reference policy is then the SFT model, and the RFT adapter loads onto a plain folder.
+    A ``target`` RecTune did not build (no ``merged_from.sha256``) is refused, never replaced.
     """
     from transformers import AutoTokenizer
 
-    adapter_dir = Path(adapter_dir)
+    adapter_dir, target = Path(adapter_dir), Path(target)
     base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
-    target = adapter_dir / "merged"
     source = adapter_fingerprint(adapter_dir)
+    if target.is_symlink() or (target.exists() and _recorded_source(target) is None):
+        raise RecTuneError(
+            f"{target}: is there and RecTune did not build it (it has no {MERGED_FROM}); move it away, "
+            "so the merged SFT base can be written there"
+        )
     if (target / "config.json").is_file() and _recorded_source(target) == source:
         return target
     if target.exists():
@@ -49,13 +61,13 @@ MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
 
 def _recorded_source(merged: Path) -> str | None:
     path = merged / MERGED_FROM
-    return path.read_text().strip() if path.is_file() else None
+    return path.read_bytes().decode(errors="replace").strip() if path.is_file() else None
 
 
-def drop_merged_model(adapter_dir: str | Path) -> bool:
-    """Remove ``<adapter_dir>/merged`` when :func:`merged_model` built it (it holds ``MERGED_FROM``); True when
-    removed. A folder of that name without the record is not ours and stays."""
-    target = Path(adapter_dir) / "merged"
+def drop_merged_model(target: str | Path) -> bool:
+    """Remove ``target`` when :func:`merged_model` built it (it holds ``MERGED_FROM``); True when removed.
+    A folder of that name without the record is not ours and stays."""
+    target = Path(target)
     if target.is_symlink() or not (target / MERGED_FROM).is_file():
         return False
     shutil.rmtree(target)

@@ -21,6 +21,7 @@ from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_st
 from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
+from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,16 @@ def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False) ->
 
 
 def _release_unused(folder: Path, made: list[Path]) -> None:
-    """At exit, a folder this run claimed that still holds only its own records (it stopped before training wrote
-    anything: a bad row, a template, Ctrl-C) is left as it was found, so a failed run leaves no output behind."""
+    """At exit, a folder this run claimed that still holds only its own records and merged SFT base (it stopped
+    before training wrote anything: a bad row, a template, Ctrl-C) is left as it was found, so a failed run
+    leaves no output behind."""
     try:
         names = {entry.name for entry in folder.iterdir()}
-        if not names <= {MARKER, STARTED}:
+        if not names <= {MARKER, STARTED, MERGED_SFT_BASE}:
             return
-        for name in names:
+        if MERGED_SFT_BASE in names and not drop_merged_model(folder / MERGED_SFT_BASE):  # built before it stopped
+            return
+        for name in names - {MERGED_SFT_BASE}:
             (folder / name).unlink()
         for path in made:  # the folders mkdir made, deepest first; one something else has filled since stays
             path.rmdir()

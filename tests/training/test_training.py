@@ -212,15 +212,27 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     sft = tmp_path / "sft"
     run_script("train/sft.py", sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, sft))
     chained = tmp_path / "sft_rft"
+    (sft / "merged").mkdir()  # the user's own folder of that name (say, their own merge): never replaced
+    (sft / "merged" / "notes.txt").write_text("mine")
+    before = {path: path.stat().st_mtime_ns for path in sft.rglob("*")}
     run_script(
         "train/grpo.py", grpo_recipe(tmp_path / "g2.yaml", tiny_model, train_data, chained), "--init_adapter", sft
     )
+    # the stage merged its base in its own folder and dropped it: the SFT folder (another run may read it) is as it was
+    assert {path: path.stat().st_mtime_ns for path in sft.rglob("*")} == before
+    assert not (chained / "_merged_sft_base").exists()
     config = json.loads((chained / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
     assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"]}
-    # the merged SFT base is gone once the stage is saved (a copy of the whole model); the script builds it again
-    assert not (sft / "merged").exists()
+    # plain PEFT loading needs <sft>/merged, which the script builds, but never over a folder it did not build
+    refused = run_script("train/sft_base.py", sft, check=False)
+    assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (
+        f"error: {sft / 'merged'}: is there and RecTune did not build it (it has no merged_from.sha256); "
+        "move it away, so the merged SFT base can be written there"
+    )
+    assert (sft / "merged" / "notes.txt").read_text() == "mine"
+    shutil.rmtree(sft / "merged")
     run_script("train/sft_base.py", sft)
     base = load_file(tiny_model / "model.safetensors")
     merged = load_file(sft / "merged" / "model.safetensors")
@@ -307,11 +319,12 @@ def test_data_mixture_with_weights(tmp_path, train_data):
 
 
 def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
-    """SFT→RFT starts from <sft>/merged: retraining the SFT adapter must rebuild it, an unchanged one must not."""
+    """SFT→RFT starts from its merged SFT base: retraining the SFT adapter must rebuild it, an unchanged one must
+    not, and a folder there that RecTune did not build is neither used nor replaced."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rectune.training.sft_base import merged_model
+    from rectune.training.sft_base import drop_merged_model, merged_model
 
     def save_adapter(fill: float) -> None:
         model = get_peft_model(
@@ -326,16 +339,28 @@ def test_the_merged_sft_model_follows_its_adapter(tmp_path, tiny_model):
     key = "model.layers.0.self_attn.q_proj.weight"
     base = load_file(tiny_model / "model.safetensors")[key]
     save_adapter(0.1)
-    merged = merged_model(tmp_path / "sft")
+    target = tmp_path / "run" / "_merged_sft_base"
+    merged = merged_model(tmp_path / "sft", target)
     first = load_file(merged / "model.safetensors")[key]
     stamp = (merged / "model.safetensors").stat().st_mtime_ns
-    assert merged_model(tmp_path / "sft") == merged
+    assert merged_model(tmp_path / "sft", target) == merged == target
     assert (merged / "model.safetensors").stat().st_mtime_ns == stamp  # unchanged adapter: reused
     save_adapter(0.2)  # "retrained"
-    second = load_file(merged_model(tmp_path / "sft") / "model.safetensors")[key]
+    second = load_file(merged_model(tmp_path / "sft", target) / "model.safetensors")[key]
     # delta = (alpha / r) * B @ A with every entry of A and B set: 4 * 2 * fill^2 per entry (alpha 8, r 2)
     assert torch.allclose(first - base, torch.full_like(base, 4 * 2 * 0.1**2), atol=1e-6)
     assert torch.allclose(second - base, torch.full_like(base, 4 * 2 * 0.2**2), atol=1e-6)
+    assert drop_merged_model(target) and not target.exists()
+    for planted in ("copied", "linked"):  # a model folder of the user's at that name: say, one merged by hand
+        if planted == "copied":
+            shutil.copytree(tmp_path / "sft", target)
+        else:
+            target.symlink_to(tmp_path / "sft")
+        with pytest.raises(RecTuneError, match="is there and RecTune did not build it"):
+            merged_model(tmp_path / "sft", target)
+        assert not drop_merged_model(target)
+        assert (target / "adapter_config.json").is_file()
+        shutil.rmtree(target) if planted == "copied" else target.unlink()
 
 
 @pytest.mark.parametrize(
@@ -574,12 +599,19 @@ def test_settings_trl_refuses_as_it_builds_its_trainer_are_one_line(tmp_path, ti
         "error: the trainer refuses these settings: When `padding_free=True` without packing, `max_length` is not "
         "enforced. Either enable packing"
     ), trained.stderr[-600:]
-    # what TRL does not support yet is its NotImplementedError, a traceback once the model had loaded
+    # what TRL does not support yet is its NotImplementedError, a traceback once the model had loaded; here SFT
+    # then RFT, whose merged SFT base, built in the run's folder before TRL refused, goes with the folder
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), LoraConfig(r=2)).save_pretrained(tmp_path / "a")
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path / "a")
     recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "rft", sync_ref_model=True, beta=0.1)
-    trained = run_script("train/grpo.py", recipe, check=False)
+    trained = run_script("train/grpo.py", recipe, "--init_adapter", tmp_path / "a", check=False)
     assert trained.returncode == 2 and trained.stderr.splitlines()[-1].startswith(
         "error: the trainer refuses these settings: You passed `sync_ref_model=True` while using a PEFT model"
     ), trained.stderr[-600:]
+    assert not (tmp_path / "rft").exists()
     offloading = SimpleNamespace(activation_offloading=True, use_liger_kernel=False, use_cpu=False)
     if torch.cuda.is_available():
         check_kernels(offloading, SimpleNamespace(attn_implementation=None))
