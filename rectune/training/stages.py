@@ -202,8 +202,8 @@ def check_named_checkpoint(training_args: Any, model_args: Any, model_name: str)
     weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently;
     its weights' shapes are checked against ``model_name`` (one trained on another model)."""
     named = training_args.resume_from_checkpoint
-    if not named:
-        return
+    if not named or finished_stage(training_args.output_dir) is not None:
+        return  # a finished stage is not trained again (already_finished says so), whatever it would resume from
     path = Path(named)
     problem = checkpoint_problem(path, named_by_step=False) if path.is_dir() else "no such folder"
     if problem:

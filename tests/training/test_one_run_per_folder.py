@@ -85,6 +85,10 @@ def test_a_named_checkpoint_of_another_adapter_or_cut_short_is_one_line_before_t
     resumed = run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut.parent / "first/checkpoint-1")
     assert "saved the SFT adapter" in resumed.stdout + resumed.stderr
     assert json.loads((tmp_path / "second" / "finished.json").read_text())["global_step"] == 2
+    # the finished stage is not trained again, so the checkpoint it resumed from may since have gone
+    shutil.rmtree(cut.parent / "first/checkpoint-1")
+    again = run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut.parent / "first/checkpoint-1")
+    assert "the sft stage finished at step 2; nothing to do" in again.stdout
 
 
 def test_a_resume_may_change_how_fast_it_samples_not_what_it_trains(tmp_path):
