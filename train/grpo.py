@@ -47,7 +47,7 @@ from rectune.training.setup import (
     save_stage,
     settings_the_trainer_takes,
 )
-from rectune.training.sft_base import MERGED_SFT_BASE, merged_model
+from rectune.training.sft_base import MERGED_SFT_BASE, check_sft_adapter, merged_model
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
@@ -77,6 +77,8 @@ def main() -> None:
     use_train_data(mixture, run_args.train_data, "rft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
+    if rft_args.init_adapter:
+        check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     if already_finished(training_args.output_dir):
         return

@@ -16,7 +16,7 @@ import torch
 
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import staged_folder
-from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, load_merged
+from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, check_adapters_fit, load_merged
 from rectune.models.hub import check_model_available
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,25 @@ def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
 
 
 MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
+
+
+def check_sft_adapter(adapter_dir: str | Path, model_name: str) -> None:
+    """``init_adapter`` must be an adapter of the recipe's model (``model_name``, loadable here) whose weights fit
+    it, checked before the run claims its folder: the merge builds on the adapter's own recorded base, so one of
+    another model trained that model while the card and every record named the recipe's."""
+    base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
+    if not _same_model(base, model_name):
+        raise RecTuneError(
+            f"init_adapter {adapter_dir}: is an adapter of {base}, not of this run's model_name_or_path "
+            f"{model_name}; name the model it was trained on, or an SFT adapter of this model"
+        )
+    check_adapters_fit(model_name, [*merged, str(adapter_dir)])
+
+
+def _same_model(first: str, second: str) -> bool:
+    if Path(first).is_dir() and Path(second).is_dir():
+        return Path(first).resolve() == Path(second).resolve()
+    return first == second
 
 
 def _recorded_source(merged: Path) -> str | None:

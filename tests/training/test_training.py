@@ -247,15 +247,24 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     assert "| stage | sft_rft |" in (chained / "README.md").read_text()
 
 
-def test_grpo_needs_an_sft_adapter(tmp_path, tiny_model, train_data):
-    result = run_script(
-        "train/grpo.py",
-        grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o"),
-        "--init_adapter",
-        tmp_path,
-        check=False,
+def test_grpo_needs_an_sft_adapter_of_its_model(tmp_path, tiny_model, train_data):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o")
+    result = run_script("train/grpo.py", recipe, "--init_adapter", tmp_path, check=False)
+    assert result.returncode == 2 and "not a PEFT adapter folder" in result.stderr.splitlines()[-1]
+    # an adapter of another model (the same weights, another folder): the merge built on the adapter's recorded
+    # base, so that model was trained while the card and records named the recipe's
+    other = shutil.copytree(tiny_model, tmp_path / "other_model")
+    get_peft_model(AutoModelForCausalLM.from_pretrained(other), LoraConfig(r=2)).save_pretrained(tmp_path / "sft")
+    AutoTokenizer.from_pretrained(other).save_pretrained(tmp_path / "sft")
+    result = run_script("train/grpo.py", recipe, "--init_adapter", tmp_path / "sft", check=False)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1] == (
+        f"error: init_adapter {tmp_path / 'sft'}: is an adapter of {other}, not of this run's model_name_or_path "
+        f"{tiny_model}; name the model it was trained on, or an SFT adapter of this model"
     )
-    assert "not a PEFT adapter folder" in result.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, train_data):
