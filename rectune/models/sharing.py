@@ -50,20 +50,28 @@ def make_portable(adapter_dir: str | os.PathLike, base_model: str, sft_adapter: 
     ``base_model`` is the model the run was started from (as the recipe names it); ``sft_adapter``
     the SFT adapter folder merged into it before this adapter was trained.
     """
+    if sft_adapter is None:
+        _record_base(Path(adapter_dir), portable_name(base_model))
+        return
+    chain = read_chain(Path(sft_adapter))  # its own chain's folders are relative to it, not to adapter_dir
+    merged = [Path(sft_adapter, folder) for folder in chain["merged_adapters"]]
+    record_chain(adapter_dir, chain["base_model"], [*merged, Path(sft_adapter)])
+
+
+def record_chain(adapter_dir: str | os.PathLike, base_model: str, merged: list[str | os.PathLike]) -> None:
+    """Record that ``adapter_dir`` was trained on ``base_model`` with the ``merged`` adapters folded in first
+    (oldest first): ``base_chain.json`` with their folders relative to ``adapter_dir``, and as PEFT's base the
+    last one's ``merged`` folder (what ``train/sft_base.py`` builds), so plain PEFT loading finds it."""
     adapter_dir = Path(adapter_dir)
+    folders = [os.path.relpath(Path(folder).resolve(), adapter_dir.resolve()) for folder in merged]
+    write_json(adapter_dir / CHAIN, {"base_model": portable_name(base_model), "merged_adapters": folders})
+    _record_base(adapter_dir, str(Path(folders[-1]) / "merged"))
+
+
+def _record_base(adapter_dir: Path, base: str) -> None:
     config_path = adapter_dir / "adapter_config.json"
     config = read_json(config_path)
-    if sft_adapter is None:
-        config["base_model_name_or_path"] = portable_name(base_model)
-    else:
-        sft = Path(os.path.relpath(Path(sft_adapter).resolve(), adapter_dir.resolve()))
-        # plain PEFT loading from the adapter's folder finds the merged SFT model here
-        config["base_model_name_or_path"] = str(sft / "merged")
-        chain = read_chain(Path(sft_adapter))
-        write_json(
-            adapter_dir / CHAIN,
-            {"base_model": chain["base_model"], "merged_adapters": [*chain["merged_adapters"], str(sft)]},
-        )
+    config["base_model_name_or_path"] = base
     with atomic_write(config_path) as handle:
         json.dump(config, handle, indent=2, sort_keys=True)
         handle.write("\n")

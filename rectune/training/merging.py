@@ -18,7 +18,7 @@ from rectune.models.chat_format import check_vocabulary, load_tokenizer
 from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged, peft_loading
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
-from rectune.models.sharing import make_portable
+from rectune.models.sharing import make_portable, record_chain
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
@@ -111,7 +111,9 @@ def merge_adapters(
             for item in nested.iterdir():
                 item.rename(staging / item.name)
             nested.rmdir()
-        if not merged:
+        if merged:  # adapters trained on a merged SFT base (SFT then RFT): so is the merge
+            record_chain(staging, base, merged)
+        else:
             make_portable(staging, base)
     if full_model is not None:
         merged = peft_model.merge_and_unload()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script, wandb_run, write_recipe
 
+from rectune.models.checkpoints import adapter_chain
 from rectune.models.sharing import make_portable, resolve_base
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -179,6 +180,22 @@ def test_the_embedded_model_is_recorded_by_its_hub_id(tmp_path, monkeypatch):
     recorded = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
     assert recorded == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert resolve_base(recorded) == str(embedded)  # loaded from the embedded copy where it is installed
+
+
+def test_an_adapter_on_an_sft_then_rft_adapter_elsewhere_records_the_whole_chain(tmp_path):
+    """RFT after SFT then RFT: the SFT adapter's own chain is relative to it, not to the new adapter's folder, so
+    copying it as it was named another folder (``../sft`` from ``b/c/rft`` is ``b/c/sft``)."""
+    for folder in ("a/sft", "a/sft_rft", "b/c/rft"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "m"}))
+    make_portable(tmp_path / "a/sft", "org/base")
+    make_portable(tmp_path / "a/sft_rft", "org/base", str(tmp_path / "a/sft"))
+    make_portable(tmp_path / "b/c/rft", "org/base", str(tmp_path / "a/sft_rft"))
+    chain = json.loads((tmp_path / "b/c/rft" / "base_chain.json").read_text())
+    assert chain == {"base_model": "org/base", "merged_adapters": ["../../../a/sft", "../../../a/sft_rft"]}
+    config = json.loads((tmp_path / "b/c/rft" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "../../../a/sft_rft/merged"
+    assert adapter_chain(tmp_path / "b/c/rft") == ("org/base", [str(tmp_path / "a/sft"), str(tmp_path / "a/sft_rft")])
 
 
 def test_data_folders_load_per_file_kind_with_datasets(tmp_path):

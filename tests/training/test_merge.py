@@ -1,6 +1,7 @@
 """train/merge.py: a linear merge checked numerically; the other PEFT methods run; bad inputs fail."""
 
 import json
+import os
 import re
 import shutil
 
@@ -13,6 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rectune.core.io import RecTuneError
 from rectune.models import model_folders
+from rectune.models.checkpoints import adapter_chain
+from rectune.models.sharing import make_portable
 from rectune.training.merging import merge_adapters
 
 TARGETS = ["q_proj", "v_proj"]
@@ -279,3 +282,25 @@ def test_the_svd_rank_bound_reads_each_adapters_ranks(tmp_path):
     with pytest.raises(RecTuneError, match=r"has rank at most 17 \(their ranks, 4 \+ 8 \+ 5\)"):
         _check_svd_rank(18, given)
     _check_svd_rank(10**6, [adapter("d", r="4"), adapter("e", r=True)])  # loading's to refuse
+
+
+def test_a_merge_of_sft_then_rft_adapters_keeps_their_merged_sft_base(tmp_path, tiny_model, adapters):
+    """Adapters trained on a merged SFT base merge into one trained on it too: the merge recorded only the plain
+    base (PEFT's ``../sft/merged``, relative to another folder), so evaluation dropped the SFT delta."""
+    sft, runs = adapters[0], []
+    for name, adapter in zip(("rft_a", "rft_b"), adapters[1:], strict=True):
+        runs.append(shutil.copytree(adapter, tmp_path / "run" / name))
+        make_portable(runs[-1], str(tiny_model), str(sft))
+    out, full = tmp_path / "merges" / "rft", tmp_path / "full"
+    run_script("train/merge.py", "--adapters", *runs, "--out", out, "--full-model", full)
+    to_sft = os.path.relpath(sft, out)
+    assert json.loads((out / "base_chain.json").read_text()) == {"base_model": str(tiny_model),
+                                                                  "merged_adapters": [to_sft]}  # fmt: skip
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == f"{to_sft}/merged"
+    assert adapter_chain(out) == (str(tiny_model), [str(sft)])
+    # what it evaluates as: the base, plus the SFT delta, plus the mean of the two RFT deltas
+    key = "model.layers.0.self_attn.q_proj.weight"
+    module = next(m for m in deltas(sft) if "layers.0.self_attn.q_proj" in m)
+    expected = load_file(tiny_model / "model.safetensors")[key] + deltas(sft)[module]
+    expected = expected + sum(deltas(run)[module] for run in runs) / 2
+    assert torch.allclose(load_file(full / "model.safetensors")[key], expected, atol=1e-6)
