@@ -18,6 +18,7 @@ from rectune.core.io import RecTuneError
 from rectune.core.outputs import staged_folder
 from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, check_adapters_fit, load_merged
 from rectune.models.hub import check_model_available
+from rectune.models.sharing import portable_name
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +70,14 @@ def check_sft_adapter(adapter_dir: str | Path, model_name: str) -> None:
             f"init_adapter {adapter_dir}: is an adapter of {base}, not of this run's model_name_or_path "
             f"{model_name}; name the model it was trained on, or an SFT adapter of this model"
         )
-    check_adapters_fit(model_name, [*merged, str(adapter_dir)])
+    check_adapters_fit(base, [*merged, str(adapter_dir)])  # the same model, as this machine loads it
 
 
 def _same_model(first: str, second: str) -> bool:
-    if Path(first).is_dir() and Path(second).is_dir():
-        return Path(first).resolve() == Path(second).resolve()
-    return first == second
+    """The same name as a recipe or record gives it (the embedded copy is its hub id), or the same folder."""
+    if portable_name(first) == portable_name(second):
+        return True
+    return Path(first).is_dir() and Path(second).is_dir() and Path(first).resolve() == Path(second).resolve()
 
 
 def _recorded_source(merged: Path) -> str | None:

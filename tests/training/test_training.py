@@ -267,6 +267,26 @@ def test_grpo_needs_an_sft_adapter_of_its_model(tmp_path, tiny_model, train_data
     assert not (tmp_path / "o").exists()
 
 
+def test_an_sft_adapter_of_the_embedded_model_is_of_it_by_either_name(tmp_path, tiny_model):
+    """The adapter records the embedded model by its hub id, which loads from the embedded copy: a recipe naming
+    either is that model, and it alone."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rectune.models.embedded import EMBEDDED_HUB_ID, embedded_model_path
+    from rectune.models.sharing import make_portable
+    from rectune.training.sft_base import check_sft_adapter
+
+    embedded = str(embedded_model_path())
+    model = AutoModelForCausalLM.from_pretrained(embedded)
+    get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(tmp_path / "sft")
+    make_portable(tmp_path / "sft", embedded)
+    for name in (EMBEDDED_HUB_ID, embedded):
+        check_sft_adapter(tmp_path / "sft", name)
+    with pytest.raises(RecTuneError, match=f"is an adapter of {re.escape(embedded)}, not of this run's"):
+        check_sft_adapter(tmp_path / "sft", str(tiny_model))
+
+
 def test_grpo_rejects_sft_only_keys_and_unknown_rewards(tmp_path, tiny_model, train_data):
     recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, tmp_path / "o", reward_funcs=["recal"])
     result = run_script("train/grpo.py", recipe, check=False)
