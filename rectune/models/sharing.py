@@ -82,8 +82,11 @@ def read_chain(adapter_dir: Path) -> dict:
     path = adapter_dir / CHAIN
     if path.is_file():
         chain = read_json_object(path)
-        if not isinstance(chain.get("base_model"), str) or not isinstance(chain.get("merged_adapters"), list):
+        merged = chain.get("merged_adapters")
+        if not isinstance(chain.get("base_model"), str) or not isinstance(merged, list):
             raise DataError(path, "needs 'base_model' (a string) and 'merged_adapters' (a list of folders)")
+        if not all(isinstance(folder, str) and folder.strip() for folder in merged):
+            raise DataError(path, f"field 'merged_adapters': must list folders (strings), got {merged!r}"[:300])
         return chain
     config = read_json_object(adapter_dir / "adapter_config.json")
     base = config.get("base_model_name_or_path")

@@ -87,12 +87,18 @@ def test_an_adapter_config_naming_no_base_model_is_one_line(tmp_path, adapters):
             adapter_chain(adapter)
 
 
-def test_a_base_chain_file_that_is_no_object_is_one_line(tmp_path, adapters):
-    """A list in base_chain.json (which names what a portable adapter was trained on) was an AttributeError."""
+def test_a_base_chain_file_of_another_shape_is_one_line(tmp_path, adapters):
+    """A list in base_chain.json (which names what a portable adapter was trained on) was an AttributeError, and
+    folders in it that are no strings a TypeError."""
     from rectune.models.sharing import CHAIN
 
     adapter = tmp_path / "adapter"
     shutil.copytree(adapters[0], adapter)
     (adapter / CHAIN).write_text("[]")
     with pytest.raises(DataError, match=re.escape(f"{adapter / CHAIN}: expected a JSON object, got list")):
+        adapter_chain(adapter)
+    # folders that are no strings were a TypeError as each was joined to the adapter's folder
+    (adapter / CHAIN).write_text(json.dumps({"base_model": "org/base", "merged_adapters": ["../sft", 1, None]}))
+    line = "field 'merged_adapters': must list folders (strings), got ['../sft', 1, None]"
+    with pytest.raises(DataError, match=re.escape(f"{adapter / CHAIN}: {line}")):
         adapter_chain(adapter)
