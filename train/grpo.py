@@ -80,7 +80,8 @@ def main() -> None:
     if rft_args.init_adapter:
         check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
-    if already_finished(training_args.output_dir):
+    stage = "sft_rft" if rft_args.init_adapter else "rft"
+    if already_finished(training_args.output_dir, stage):
         return
 
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
@@ -102,7 +103,6 @@ def main() -> None:
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds
 
-    stage = "sft_rft" if rft_args.init_adapter else "rft"
     metadata = run_metadata(
         stage,
         run_args,

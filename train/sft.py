@@ -76,7 +76,7 @@ def main() -> None:
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
-    if already_finished(training_args.output_dir):
+    if already_finished(training_args.output_dir, "sft"):
         return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.

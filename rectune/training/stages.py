@@ -288,11 +288,17 @@ def mark_finished(output_dir: str | os.PathLike, trainer: Any, metadata: dict) -
     write_json(Path(output_dir) / FINISHED, {**metadata, "global_step": trainer.state.global_step})
 
 
-def already_finished(output_dir: str | os.PathLike) -> bool:
-    """True (and says so) when the stage in ``output_dir`` has finished: a rerun must not train it further."""
+def already_finished(output_dir: str | os.PathLike, stage: str) -> bool:
+    """True (and says so) when the ``stage`` in ``output_dir`` has finished: a rerun must not train it further.
+    A folder holding another finished stage (GRPO given the SFT folder) is refused: nothing there is this one's."""
     done = finished_stage(output_dir)
     if done is None:
         return False
+    if done.get("stage", stage) != stage:
+        raise RecTuneError(
+            f"{output_dir}: holds a finished {done['stage']} stage, not an {stage} one; give this stage its own "
+            "output_dir"
+        )
     print(
         f"{output_dir}: the {done.get('stage', 'training')} stage finished at step {done.get('global_step')}; "
         "nothing to do (to train again, give another output_dir or remove this one)"
