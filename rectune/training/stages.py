@@ -17,7 +17,7 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
+from rectune.models.checkpoints import FINISHED, adapter_fingerprint, check_adapters_fit, finished_stage
 from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
@@ -83,17 +83,22 @@ RESUME_MAY_CHANGE = {
 }  # fmt: skip
 
 
-def check_resume(output_dir: str | os.PathLike, recipe: dict, data: list[Path], *, overwrite: bool) -> None:
+def check_resume(
+    output_dir: str | os.PathLike, recipe: dict, data: list[Path], *, overwrite: bool, sft_adapter: str | None = None
+) -> None:
     """Refuse, in one line naming the first differing key, to resume a run with another recipe or data.
 
-    The first start records ``recipe`` (the resolved recipe) and the data files' SHA-256 in ``started.json``;
-    a later run into the same folder that would resume a checkpoint must match them (``overwrite``: it
-    may differ, and the record becomes the new one), so one folder never mixes two runs.
+    The first start records ``recipe`` (the resolved recipe), the data files' SHA-256 and that of the SFT
+    adapter SFT then RFT merges in (``sft_adapter``: retrained in the same folder, its path is unchanged) in
+    ``started.json``; a later run into the same folder that would resume a checkpoint must match them
+    (``overwrite``: it may differ, and the record becomes the new one), so one folder never mixes two runs.
     """
     if int(os.environ.get("RANK", "0")) != 0:
         return
     folder = Path(output_dir)
     now = {"recipe": {k: v for k, v in recipe.items() if k not in RESUME_MAY_CHANGE}, "data": _fingerprints(data)}
+    if sft_adapter:
+        now["sft_adapter"] = adapter_fingerprint(sft_adapter)
     record = folder / STARTED
     resuming = any(checkpoint_problem(p) is None for p in folder.glob("checkpoint-*") if p.is_dir())
     if resuming and record.is_file():
@@ -133,6 +138,8 @@ def _first_difference(earlier: Any, now: dict) -> str | None:
             return f"recipe key {key!r} ({was.get(key, 'unset')!r}, now {recipe.get(key, 'unset')!r})"
     if now["data"] != earlier.get("data"):
         return "training data (a file's content or the files named)"
+    if "sft_adapter" in earlier and now.get("sft_adapter") != earlier["sft_adapter"]:  # older records lack it
+        return "SFT adapter (init_adapter was retrained or replaced since)"
     return None
 
 

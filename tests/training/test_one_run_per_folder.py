@@ -101,6 +101,17 @@ def test_a_resume_may_change_how_fast_it_samples_not_what_it_trains(tmp_path):
     check_resume(tmp_path, {**started, "compile_rollouts": True, "logging_steps": 5}, [], overwrite=False)
     with pytest.raises(RecTuneError, match=r"recipe key 'learning_rate' \(0.0001, now 0.001\)"):
         check_resume(tmp_path, {**started, "compile_rollouts": True, "learning_rate": 1e-3}, [], overwrite=False)
+    # SFT then RFT over an SFT adapter retrained in its own folder: the same path, another base under the checkpoints
+    sft, chained = tmp_path / "sft", tmp_path / "sft_rft"
+    sft.mkdir()
+    (sft / "adapter_config.json").write_text("{}")
+    save_file({"w": torch.zeros(2)}, sft / "adapter_model.safetensors")
+    shutil.copytree(checkpoint, chained / "checkpoint-1")
+    for _ in range(2):  # the first start records it; a resume over the same adapter goes on
+        check_resume(chained, started, [], overwrite=False, sft_adapter=str(sft))
+    save_file({"w": torch.ones(2)}, sft / "adapter_model.safetensors")
+    with pytest.raises(RecTuneError, match=r"another SFT adapter \(init_adapter was retrained or replaced since\)"):
+        check_resume(chained, started, [], overwrite=False, sft_adapter=str(sft))
 
 
 def test_overwrite_resumes_with_the_new_recipe_and_says_so(tmp_path, tiny_model, train_data):

@@ -25,6 +25,7 @@ from conftest import (
 from safetensors.torch import load_file, save_file
 
 from rectune.core.io import DataError, RecTuneError
+from rectune.models.checkpoints import adapter_fingerprint
 from rectune.training.finite_weights import weights_finite
 from rectune.training.setup import check_kernels, check_prompts_fit
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
@@ -227,6 +228,8 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     # the stage merged its base in its own folder and dropped it: the SFT folder (another run may read it) is as it was
     assert {path: path.stat().st_mtime_ns for path in sft.rglob("*")} == before
     assert not (chained / "_merged_sft_base").exists()
+    # what a resume checks it merges again: the SFT adapter, retrained in its folder, would be another base
+    assert json.loads((chained / "started.json").read_text())["sft_adapter"] == adapter_fingerprint(sft)
     config = json.loads((chained / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
