@@ -19,6 +19,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rectune.core.io import DataError, RecTuneError, numbered_jsonl
@@ -119,6 +120,12 @@ class Resources:
     def mentions_capped(self) -> int:
         """Completions whose parsed titles were cut to ``limits.max_mentions`` (0 when none were parsed)."""
         return self._matcher.capped if self._matcher is not None else 0
+
+    def files(self) -> list[Path]:
+        """The catalog and KG files there are, as :meth:`matcher` and :meth:`kg` would read them."""
+        given = ((self.catalog_path, "catalog.jsonl"), (self.kg_path, "kg.jsonl"))
+        paths = [Path(path) if path else Path(self.data).parent / name for path, name in given]
+        return [path for path in paths if path.is_file()]
 
     def kg(self) -> Any:
         """The :class:`~rectune.data.catalog.KnowledgeGraph` of ``kg.jsonl``."""

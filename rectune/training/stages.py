@@ -84,19 +84,28 @@ RESUME_MAY_CHANGE = {
 
 
 def check_resume(
-    output_dir: str | os.PathLike, recipe: dict, data: list[Path], *, overwrite: bool, sft_adapter: str | None = None
+    output_dir: str | os.PathLike,
+    recipe: dict,
+    data: list[Path],
+    *,
+    overwrite: bool,
+    sft_adapter: str | None = None,
+    reward_files: list[Path] | None = None,
 ) -> None:
     """Refuse, in one line naming the first differing key, to resume a run with another recipe or data.
 
-    The first start records ``recipe`` (the resolved recipe), the data files' SHA-256 and that of the SFT
-    adapter SFT then RFT merges in (``sft_adapter``: retrained in the same folder, its path is unchanged) in
-    ``started.json``; a later run into the same folder that would resume a checkpoint must match them
-    (``overwrite``: it may differ, and the record becomes the new one), so one folder never mixes two runs.
+    The first start records ``recipe`` (the resolved recipe), the data files' SHA-256 and, for GRPO, those of
+    the files its rewards read (``reward_files``: catalog and KG) and of the SFT adapter SFT then RFT merges
+    in (``sft_adapter``), each of which may be rewritten at the same path, in ``started.json``; a later run into
+    the same folder that would resume a checkpoint must match them (``overwrite``: it may differ, and the
+    record becomes the new one), so one folder never mixes two runs.
     """
     if int(os.environ.get("RANK", "0")) != 0:
         return
     folder = Path(output_dir)
     now = {"recipe": {k: v for k, v in recipe.items() if k not in RESUME_MAY_CHANGE}, "data": _fingerprints(data)}
+    if reward_files is not None:
+        now["reward_files"] = _fingerprints(reward_files)
     if sft_adapter:
         now["sft_adapter"] = adapter_fingerprint(sft_adapter)
     record = folder / STARTED
@@ -138,7 +147,10 @@ def _first_difference(earlier: Any, now: dict) -> str | None:
             return f"recipe key {key!r} ({was.get(key, 'unset')!r}, now {recipe.get(key, 'unset')!r})"
     if now["data"] != earlier.get("data"):
         return "training data (a file's content or the files named)"
-    if "sft_adapter" in earlier and now.get("sft_adapter") != earlier["sft_adapter"]:  # older records lack it
+    # records from before these were kept lack them: nothing to compare
+    if "reward_files" in earlier and now.get("reward_files") != earlier["reward_files"]:
+        return "catalog or KG for the rewards (a file's content or the files named)"
+    if "sft_adapter" in earlier and now.get("sft_adapter") != earlier["sft_adapter"]:
         return "SFT adapter (init_adapter was retrained or replaced since)"
     return None
 

@@ -112,6 +112,15 @@ def test_a_resume_may_change_how_fast_it_samples_not_what_it_trains(tmp_path):
     save_file({"w": torch.ones(2)}, sft / "adapter_model.safetensors")
     with pytest.raises(RecTuneError, match=r"another SFT adapter \(init_adapter was retrained or replaced since\)"):
         check_resume(chained, started, [], overwrite=False, sft_adapter=str(sft))
+    # GRPO over a KG rewritten in place (data_prep rerun with more triples, the rows the same): other rewards
+    kg, rewarded = tmp_path / "kg.jsonl", tmp_path / "rft"
+    kg.write_text('{"item": "Heat", "relation": "Genre", "value": "Crime"}\n')
+    shutil.copytree(checkpoint, rewarded / "checkpoint-1")
+    for _ in range(2):
+        check_resume(rewarded, started, [], overwrite=False, reward_files=[kg])
+    kg.write_text('{"item": "Heat", "relation": "Genre", "value": "Thriller"}\n')
+    with pytest.raises(RecTuneError, match=r"another catalog or KG for the rewards \(a file's content"):
+        check_resume(rewarded, started, [], overwrite=False, reward_files=[kg])
 
 
 def test_overwrite_resumes_with_the_new_recipe_and_says_so(tmp_path, tiny_model, train_data):

@@ -229,7 +229,10 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     assert {path: path.stat().st_mtime_ns for path in sft.rglob("*")} == before
     assert not (chained / "_merged_sft_base").exists()
     # what a resume checks it merges again: the SFT adapter, retrained in its folder, would be another base
-    assert json.loads((chained / "started.json").read_text())["sft_adapter"] == adapter_fingerprint(sft)
+    started = json.loads((chained / "started.json").read_text())
+    assert started["sft_adapter"] == adapter_fingerprint(sft)
+    # and the files the rewards read, which data_prep may rewrite with the rows unchanged
+    assert [entry.split()[0] for entry in started["reward_files"]] == ["catalog.jsonl", "kg.jsonl"]
     config = json.loads((chained / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
