@@ -2,7 +2,7 @@
 
     rectune prep SCRIPT [ARGS]          (SCRIPT: a data_prep/ script, e.g. demo-world or demo_world)
     rectune sft|grpo RECIPE.yaml [--flag value ...]
-    rectune merge|eval|score|compare [ARGS]
+    rectune merge|sft-base|learn-check|eval|score|compare [ARGS]
 
 Each subcommand runs the matching script (``data_prep/``, ``train/``, ``evaluate/``) with the rest
 of the command line, exactly as ``python SCRIPT ARGS`` would; ``accelerate launch`` and ``torchrun``
@@ -19,6 +19,8 @@ SCRIPTS = {
     "sft": "train/sft.py",
     "grpo": "train/grpo.py",
     "merge": "train/merge.py",
+    "sft-base": "train/sft_base.py",
+    "learn-check": "train/learn_check.py",
     "eval": "evaluate/run.py",
     "score": "evaluate/score.py",
     "compare": "evaluate/compare.py",

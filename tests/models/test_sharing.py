@@ -249,6 +249,8 @@ def test_the_rectune_command_is_a_front_door(tmp_path):
     result = subprocess.run([rectune, "sft", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0 and "\nusage: sft.py RECIPE.yaml [--flag value ...]\n" in "\n" + result.stdout
     assert "--train_data" in result.stdout and "--help-all" in result.stdout
+    result = subprocess.run([rectune, "sft-base", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.startswith("usage: sft_base.py [-h] sft")  # every train/ script
     result = subprocess.run([rectune, "score", "--data", "x"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and "required" in result.stderr
     result = subprocess.run([rectune, "nope"], capture_output=True, text=True)
