@@ -9,7 +9,6 @@ base comes from ``adapter_config.json``) and ``run`` (``outputs/<run>`` holding 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import warnings
@@ -22,11 +21,12 @@ from rectune.core.cli import out_of_memory
 from rectune.core.io import DataError, RecTuneError, read_json_object
 from rectune.models.chat_format import check_chat_template, check_vocabulary, load_tokenizer
 from rectune.models.embedded import EMBEDDED, resolve_model_name
+from rectune.models.fingerprints import adapter_fingerprint, model_fingerprint
 from rectune.models.finite_outputs import check_finite_outputs
 from rectune.models.generation import one_answer_a_prompt
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_adapter_patterns, check_weights, error_text, on_meta_device
-from rectune.models.sharing import CHAIN, read_chain, resolve_base
+from rectune.models.sharing import CHAIN, MERGED_HASHES, read_chain, resolve_base
 
 if TYPE_CHECKING:
     import torch
@@ -69,29 +69,6 @@ class Checkpoint:
         return " + ".join([base, *(f"adapter {adapter_fingerprint(a)}" for a in adapters)])
 
 
-def adapter_fingerprint(adapter_dir: str | Path) -> str:
-    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
-    names = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-    return _digest([Path(adapter_dir) / name for name in names if (Path(adapter_dir) / name).is_file()])
-
-
-def model_fingerprint(model_dir: str | Path) -> str:
-    """SHA-256 over a local model folder's files (weights, configuration, tokenizer), its card and hidden
-    files (RecTune's records) left out: changes whenever the model is rewritten."""
-    files = sorted(Path(model_dir).iterdir())
-    return _digest([p for p in files if p.is_file() and not p.name.startswith(".") and p.name != "README.md"])
-
-
-def _digest(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode())
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def adapter_chain(adapter: str | Path) -> tuple[str, list[str]]:
     """The base model an adapter folder was trained on (loadable here) and the adapters merged into it
     first, oldest first (see :mod:`rectune.models.sharing`); paths in the record are relative to the folder."""
@@ -100,10 +77,15 @@ def adapter_chain(adapter: str | Path) -> tuple[str, list[str]]:
         raise DataError(adapter, "not a PEFT adapter folder (no adapter_config.json)")
     chain = read_chain(adapter)
     merged = []
-    for relative in chain["merged_adapters"]:
+    for relative, recorded in zip(chain["merged_adapters"], chain[MERGED_HASHES], strict=True):
         folder = (adapter / relative).resolve()
         if not (folder / "adapter_config.json").is_file():
             raise DataError(adapter / CHAIN, f"the SFT adapter it builds on is missing: {folder}")
+        if recorded is not None and adapter_fingerprint(folder) != recorded:
+            raise DataError(
+                adapter / CHAIN, f"the SFT adapter it builds on, {folder}, changed since this adapter was trained on "
+                "it (retrained in its folder?): this adapter would act on another model; give it the one it knew"
+            )  # fmt: skip
         merged.append(str(folder))
     base = chain["base_model"]
     if not merged and not Path(base).is_absolute() and (adapter / base).exists():

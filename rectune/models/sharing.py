@@ -21,10 +21,12 @@ import yaml
 from rectune.core.escaping import markdown_cell, markdown_text, shell_word
 from rectune.core.io import DataError, RecTuneError, atomic_write, read_json, read_json_object, write_json
 from rectune.models.embedded import EMBEDDED, EMBEDDED_HUB_ID, embedded_model_path, is_embedded_path
+from rectune.models.fingerprints import adapter_fingerprint
 
 _CODE_UNSAFE = re.compile(r"[^\w.-]+")  # what may not reach a command line in a code block
 
 CHAIN = "base_chain.json"
+MERGED_HASHES = "merged_sha256"  # each merged adapter's fingerprint when this adapter was trained on it
 
 
 def portable_name(model: str) -> str:
@@ -64,7 +66,9 @@ def record_chain(adapter_dir: str | os.PathLike, base_model: str, merged: list[s
     last one's ``merged`` folder (what ``train/sft_base.py`` builds), so plain PEFT loading finds it."""
     adapter_dir = Path(adapter_dir)
     folders = [os.path.relpath(Path(folder).resolve(), adapter_dir.resolve()) for folder in merged]
-    write_json(adapter_dir / CHAIN, {"base_model": portable_name(base_model), "merged_adapters": folders})
+    hashes = [adapter_fingerprint(folder) for folder in merged]  # one retrained in place is another base
+    chain = {"base_model": portable_name(base_model), "merged_adapters": folders, MERGED_HASHES: hashes}
+    write_json(adapter_dir / CHAIN, chain)
     _record_base(adapter_dir, str(Path(folders[-1]) / "merged"))
 
 
@@ -87,13 +91,20 @@ def read_chain(adapter_dir: Path) -> dict:
             raise DataError(path, "needs 'base_model' (a string) and 'merged_adapters' (a list of folders)")
         if not all(isinstance(folder, str) and folder.strip() for folder in merged):
             raise DataError(path, f"field 'merged_adapters': must list folders (strings), got {merged!r}"[:300])
-        return chain
+        hashes = chain.get(MERGED_HASHES, [None] * len(merged))  # chains written before they were recorded
+        if (
+            not isinstance(hashes, list)
+            or len(hashes) != len(merged)
+            or not all(isinstance(value, str) or value is None for value in hashes)
+        ):
+            raise DataError(path, f"field '{MERGED_HASHES}': must list one SHA-256 (a string) per merged adapter")
+        return {**chain, MERGED_HASHES: hashes}
     config = read_json_object(adapter_dir / "adapter_config.json")
     base = config.get("base_model_name_or_path")
     if not isinstance(base, str) or not base.strip():
         raise DataError(adapter_dir / "adapter_config.json", "field 'base_model_name_or_path': must name the base "
                         f"model (a string), got {base!r}")  # fmt: skip
-    return {"base_model": base, "merged_adapters": []}
+    return {"base_model": base, "merged_adapters": [], MERGED_HASHES: []}
 
 
 def model_card(metadata: dict, base_model: str, wandb_url: str | None = None, *, training: bool = False) -> str:

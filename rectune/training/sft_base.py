@@ -16,7 +16,8 @@ import torch
 
 from rectune.core.io import RecTuneError
 from rectune.core.outputs import staged_folder
-from rectune.models.checkpoints import adapter_chain, adapter_fingerprint, check_adapters_fit, load_merged
+from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged
+from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.hub import check_model_available
 from rectune.models.sharing import portable_name
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, adapter_fingerprint, check_adapters_fit, finished_stage
+from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
+from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE

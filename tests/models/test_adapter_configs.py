@@ -102,3 +102,9 @@ def test_a_base_chain_file_of_another_shape_is_one_line(tmp_path, adapters):
     line = "field 'merged_adapters': must list folders (strings), got ['../sft', 1, None]"
     with pytest.raises(DataError, match=re.escape(f"{adapter / CHAIN}: {line}")):
         adapter_chain(adapter)
+    for hashes in ("abc", ["abc"], [1, 2]):  # one SHA-256 per merged adapter, or none recorded
+        (adapter / CHAIN).write_text(json.dumps({"base_model": "org/base", "merged_adapters": ["a", "b"],
+                                                 "merged_sha256": hashes}))  # fmt: skip
+        line = "field 'merged_sha256': must list one SHA-256 (a string) per merged adapter"
+        with pytest.raises(DataError, match=re.escape(f"{adapter / CHAIN}: {line}")):
+            adapter_chain(adapter)

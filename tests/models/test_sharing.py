@@ -12,7 +12,9 @@ import pytest
 import yaml
 from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script, wandb_run, write_recipe
 
+from rectune.core.io import DataError
 from rectune.models.checkpoints import adapter_chain
+from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.sharing import make_portable, resolve_base
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
@@ -58,6 +60,7 @@ def test_a_moved_run_folder_loads_every_stage_from_another_directory(tmp_path, s
     assert json.loads((shared_run / "sft_rft" / "base_chain.json").read_text()) == {
         "base_model": json.loads((shared_run / "sft" / "adapter_config.json").read_text())["base_model_name_or_path"],
         "merged_adapters": ["../sft"],
+        "merged_sha256": [adapter_fingerprint(shared_run / "sft")],
     }
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
@@ -184,7 +187,8 @@ def test_the_embedded_model_is_recorded_by_its_hub_id(tmp_path, monkeypatch):
 
 def test_an_adapter_on_an_sft_then_rft_adapter_elsewhere_records_the_whole_chain(tmp_path):
     """RFT after SFT then RFT: the SFT adapter's own chain is relative to it, not to the new adapter's folder, so
-    copying it as it was named another folder (``../sft`` from ``b/c/rft`` is ``b/c/sft``)."""
+    copying it as it was named another folder (``../sft`` from ``b/c/rft`` is ``b/c/sft``). An adapter of the
+    chain retrained in place since was loaded under adapters trained on the old one, without a word."""
     for folder in ("a/sft", "a/sft_rft", "b/c/rft"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "m"}))
@@ -192,10 +196,22 @@ def test_an_adapter_on_an_sft_then_rft_adapter_elsewhere_records_the_whole_chain
     make_portable(tmp_path / "a/sft_rft", "org/base", str(tmp_path / "a/sft"))
     make_portable(tmp_path / "b/c/rft", "org/base", str(tmp_path / "a/sft_rft"))
     chain = json.loads((tmp_path / "b/c/rft" / "base_chain.json").read_text())
-    assert chain == {"base_model": "org/base", "merged_adapters": ["../../../a/sft", "../../../a/sft_rft"]}
+    assert chain == {
+        "base_model": "org/base",
+        "merged_adapters": ["../../../a/sft", "../../../a/sft_rft"],
+        "merged_sha256": [adapter_fingerprint(tmp_path / "a/sft"), adapter_fingerprint(tmp_path / "a/sft_rft")],
+    }
     config = json.loads((tmp_path / "b/c/rft" / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../../../a/sft_rft/merged"
     assert adapter_chain(tmp_path / "b/c/rft") == ("org/base", [str(tmp_path / "a/sft"), str(tmp_path / "a/sft_rft")])
+    # the SFT adapter retrained in its folder: the same path, another model under the adapters trained on it
+    (tmp_path / "a/sft" / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "org/base", "r": 8}))
+    for adapter in ("a/sft_rft", "b/c/rft"):
+        with pytest.raises(DataError, match=f"the SFT adapter it builds on, {tmp_path / 'a/sft'}, changed since this"):
+            adapter_chain(tmp_path / adapter)
+    del chain["merged_sha256"]  # a chain recorded before the hashes were: nothing to compare
+    (tmp_path / "b/c/rft" / "base_chain.json").write_text(json.dumps(chain))
+    assert adapter_chain(tmp_path / "b/c/rft")[1] == [str(tmp_path / "a/sft"), str(tmp_path / "a/sft_rft")]
 
 
 def test_data_folders_load_per_file_kind_with_datasets(tmp_path):

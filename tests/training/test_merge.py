@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from rectune.core.io import RecTuneError
 from rectune.models import model_folders
 from rectune.models.checkpoints import adapter_chain
+from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.sharing import make_portable
 from rectune.training.merging import merge_adapters
 
@@ -294,8 +295,11 @@ def test_a_merge_of_sft_then_rft_adapters_keeps_their_merged_sft_base(tmp_path, 
     out, full = tmp_path / "merges" / "rft", tmp_path / "full"
     run_script("train/merge.py", "--adapters", *runs, "--out", out, "--full-model", full)
     to_sft = os.path.relpath(sft, out)
-    assert json.loads((out / "base_chain.json").read_text()) == {"base_model": str(tiny_model),
-                                                                  "merged_adapters": [to_sft]}  # fmt: skip
+    assert json.loads((out / "base_chain.json").read_text()) == {
+        "base_model": str(tiny_model),
+        "merged_adapters": [to_sft],
+        "merged_sha256": [adapter_fingerprint(sft)],
+    }
     assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == f"{to_sft}/merged"
     assert adapter_chain(out) == (str(tiny_model), [str(sft)])
     # what it evaluates as: the base, plus the SFT delta, plus the mean of the two RFT deltas

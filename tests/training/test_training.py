@@ -25,7 +25,7 @@ from conftest import (
 from safetensors.torch import load_file, save_file
 
 from rectune.core.io import DataError, RecTuneError
-from rectune.models.checkpoints import adapter_fingerprint
+from rectune.models.fingerprints import adapter_fingerprint
 from rectune.training.finite_weights import weights_finite
 from rectune.training.setup import check_kernels, check_prompts_fit
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
@@ -236,7 +236,8 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     config = json.loads((chained / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
-    assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"]}
+    assert chain == {"base_model": str(tiny_model), "merged_adapters": ["../sft"],
+                     "merged_sha256": [adapter_fingerprint(sft)]}  # fmt: skip
     # plain PEFT loading needs <sft>/merged, which the script builds, but never over a folder it did not build
     refused = run_script("train/sft_base.py", sft, check=False)
     assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (

@@ -1,0 +1,30 @@
+"""What decides a model's outputs, as hashes of its files: a rerun, a resume or a cached evaluation compares
+these, not paths, since a folder may be rewritten in place (an adapter retrained, a merge saved again)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def adapter_fingerprint(adapter_dir: str | Path) -> str:
+    """SHA-256 over the adapter's config and weights: changes whenever the adapter is retrained."""
+    names = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+    return _digest([Path(adapter_dir) / name for name in names if (Path(adapter_dir) / name).is_file()])
+
+
+def model_fingerprint(model_dir: str | Path) -> str:
+    """SHA-256 over a local model folder's files (weights, configuration, tokenizer), its card and hidden
+    files (RecTune's records) left out: changes whenever the model is rewritten."""
+    files = sorted(Path(model_dir).iterdir())
+    return _digest([p for p in files if p.is_file() and not p.name.startswith(".") and p.name != "README.md"])
+
+
+def _digest(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
