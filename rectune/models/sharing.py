@@ -3,9 +3,11 @@
 An adapter folder records its base in ``adapter_config.json`` (PEFT's ``base_model_name_or_path``)
 and, when it was trained on a merged SFT model (SFT then RFT), the chain in ``base_chain.json``:
 
-    {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "merged_adapters": ["../sft"]}
+    {"base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "merged_adapters": ["../sft"],
+     "merged_sha256": ["3f1c..."]}
 
-``merged_adapters`` are relative to the adapter folder, so a copied run folder keeps working. The
+``merged_adapters`` are relative to the adapter folder, so a copied run folder keeps working;
+``merged_sha256`` holds each one's fingerprint, so one retrained in its folder since is refused. The
 embedded model is recorded by its hub id; RecTune loads it from the embedded copy when present.
 """
 
