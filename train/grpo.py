@@ -76,9 +76,9 @@ def main() -> None:
     check_generation_kwargs(training_args, configured_vocabulary(model_name), where_set("generation_kwargs", recipe))
     use_train_data(mixture, run_args.train_data, "rft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
-    check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
     if rft_args.init_adapter:
         check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
+    check_named_checkpoint(training_args, model_args, model_name, rft_args.init_adapter)  # whole, this adapter
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     if already_finished(training_args.output_dir, stage):

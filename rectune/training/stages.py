@@ -17,7 +17,7 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, check_adapters_fit, finished_stage
+from rectune.models.checkpoints import FINISHED, adapter_chain, check_adapters_fit, finished_stage
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
@@ -216,11 +216,14 @@ ADAPTER_KEYS = {
 }  # fmt: skip
 
 
-def check_named_checkpoint(training_args: Any, model_args: Any, model_name: str) -> None:
+def check_named_checkpoint(
+    training_args: Any, model_args: Any, model_name: str, sft_adapter: str | None = None
+) -> None:
     """A ``resume_from_checkpoint`` given by name must be a complete checkpoint of the adapter this run builds,
     checked before the run claims its folder: one of another rank or other modules was a traceback as its
     weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently;
-    its weights' shapes are checked against ``model_name`` (one trained on another model)."""
+    its weights' shapes are checked against ``model_name`` (one trained on another model), and it must have been
+    trained over the SFT adapter this run merges in (``sft_adapter``), or over none when this run merges none."""
     named = training_args.resume_from_checkpoint
     if not named or finished_stage(training_args.output_dir) is not None:
         return  # a finished stage is not trained again (already_finished says so), whatever it would resume from
@@ -243,6 +246,16 @@ def check_named_checkpoint(training_args: Any, model_args: Any, model_name: str)
                 "resume with the settings it was trained with"
             )
     check_adapters_fit(model_name, [named])
+    theirs, ours = adapter_chain(path)[1], [*adapter_chain(sft_adapter)[1], sft_adapter] if sft_adapter else []
+    if list(map(adapter_fingerprint, theirs)) != list(map(adapter_fingerprint, ours)):
+        raise RecTuneError(
+            f"resume_from_checkpoint {named}: it was trained over {_over(theirs)}, this run trains over "
+            f"{_over(ours)}; resume from a checkpoint of this stage"
+        )
+
+
+def _over(merged: list[str]) -> str:
+    return "SFT adapter " + ", ".join(map(str, merged)) if merged else "the base model alone"
 
 
 def checkpoint_problem(checkpoint: Path, named_by_step: bool = True) -> str | None:

@@ -14,6 +14,7 @@ from test_hostile import one_line
 
 from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import Checkpoint
+from rectune.models.sharing import make_portable
 from rectune.training.stages import check_resume
 
 
@@ -53,7 +54,8 @@ def test_a_named_checkpoint_of_another_adapter_or_cut_short_is_one_line_before_t
     tmp_path, tiny_model, train_data
 ):
     """resume_from_checkpoint naming another run's checkpoint: another rank was PEFT's state-dict traceback, other
-    target modules the optimizer's, another lora_alpha trained on silently with the adapter scaled otherwise."""
+    target modules the optimizer's, another lora_alpha trained on silently with the adapter scaled otherwise, and
+    one trained over another SFT adapter (or none) went on over this run's base, silently."""
     first = tmp_path / "first"
     run_script("train/sft.py", two_step_recipe(tmp_path, tiny_model, train_data / "train_sft.jsonl", first))
     named = first / "checkpoint-1"
@@ -81,6 +83,13 @@ def test_a_named_checkpoint_of_another_adapter_or_cut_short_is_one_line_before_t
     save_file(tensors, wider / "adapter_model.safetensors")
     one_line(run_script("train/sft.py", recipe, "--resume_from_checkpoint", wider, check=False),
              "adapter_model.safetensors: ", "[4, 64]")  # fmt: skip
+    assert not (tmp_path / "second").exists()
+    chained = tmp_path / "chained"  # a checkpoint of an SFT then RFT run over the first run's adapter
+    shutil.copytree(named, chained)
+    make_portable(chained, str(tiny_model), str(first))
+    one_line(run_script("train/sft.py", recipe, "--resume_from_checkpoint", chained, check=False),
+             f"resume_from_checkpoint {chained}: it was trained over SFT adapter {first}, this run trains over "
+             "the base model alone; resume from a checkpoint of this stage")  # fmt: skip
     assert not (tmp_path / "second").exists()
     resumed = run_script("train/sft.py", recipe, "--resume_from_checkpoint", cut.parent / "first/checkpoint-1")
     assert "saved the SFT adapter" in resumed.stdout + resumed.stderr
