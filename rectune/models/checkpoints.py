@@ -84,7 +84,7 @@ def adapter_chain(adapter: str | Path) -> tuple[str, list[str]]:
         if recorded is not None and adapter_fingerprint(folder) != recorded:
             raise DataError(
                 adapter / CHAIN, f"the SFT adapter it builds on, {folder}, changed since this adapter was trained on "
-                "it (retrained in its folder?): this adapter would act on another model; give it the one it knew"
+                "it (retrained in its folder?), so it would act on another model; put back the one it was trained on"
             )  # fmt: skip
         merged.append(str(folder))
     base = chain["base_model"]
