@@ -10,6 +10,7 @@ merges the chain in memory and never needs it. Plain PEFT loading of an SFT->RFT
 from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, run
+from rectune.core.outputs import lock_output
 from rectune.training.sft_base import merged_model
 
 
@@ -17,7 +18,10 @@ def main() -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("sft", help="the SFT stage folder (a PEFT adapter)")
     args = parser.parse_args()
-    print(f"the merged SFT base: {merged_model(args.sft, Path(args.sft) / 'merged')}")
+    target = Path(args.sft) / "merged"
+    if Path(args.sft).is_dir():
+        lock_output(target)  # one process builds it at a time: a second would swap its copy in under the first
+    print(f"the merged SFT base: {merged_model(args.sft, target)}")
 
 
 if __name__ == "__main__":

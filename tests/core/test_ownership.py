@@ -238,6 +238,11 @@ def test_training_eval_and_merge_stop_while_another_process_owns_their_output(
     refused(result, f"in use by process {process.pid}")
     assert not merged.exists()
 
+    sft_base = shutil.copytree(adapters[0], tmp_path / "adapter") / "merged"
+    process = holder(sft_base)
+    refused(run_script("train/sft_base.py", sft_base.parent, check=False), f"in use by process {process.pid}")
+    assert not sft_base.exists()
+
 
 # --- a full disk ------------------------------------------------------------------------------
 
