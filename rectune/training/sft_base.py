@@ -39,12 +39,13 @@ def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
     adapter_dir, target = Path(adapter_dir), Path(target)
     base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
     source = adapter_fingerprint(adapter_dir)
-    if target.is_symlink() or (target.exists() and _recorded_source(target) is None):
+    recorded = None if target.is_symlink() else _recorded_source(target)
+    if target.is_symlink() or (target.exists() and recorded is None):
         raise RecTuneError(
             f"{target}: is there and RecTune did not build it (it has no {MERGED_FROM}); move it away, "
             "so the merged SFT base can be written there"
         )
-    if (target / "config.json").is_file() and _recorded_source(target) == source:
+    if (target / "config.json").is_file() and recorded == source:
         return target
     if target.exists():
         log.info("%s was merged from an earlier version of the adapter: merging again", target)
