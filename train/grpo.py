@@ -87,7 +87,7 @@ def main() -> None:
     # Data and rewards: prompts plus labels; catalog and KG resolve and check the recommendations.
     benchmark, resources = rft_resources(files[0], rft_args.catalog, rft_args.kg)
     check_resume(training_args.output_dir, resolved_recipe(ARGUMENTS), files, overwrite=run_args.overwrite,
-                 sft_adapter=rft_args.init_adapter, reward_files=resources.files())  # fmt: skip
+                 sft_adapter=rft_args.init_adapter, reward_files=resources.files(), base_model=model_name)  # fmt: skip
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "rft")
     reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)

@@ -80,7 +80,8 @@ def main() -> None:
         return
 
     # Data: the recipe's mixture of prepared train_sft.jsonl files, as prompt/completion pairs.
-    check_resume(training_args.output_dir, resolved_recipe(ARGUMENTS), files, overwrite=run_args.overwrite)
+    check_resume(training_args.output_dir, resolved_recipe(ARGUMENTS), files, overwrite=run_args.overwrite,
+                 base_model=model_name)  # fmt: skip
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "sft")
 

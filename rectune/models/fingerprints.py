@@ -16,8 +16,27 @@ def adapter_fingerprint(adapter_dir: str | Path) -> str:
 def model_fingerprint(model_dir: str | Path) -> str:
     """SHA-256 over a local model folder's files (weights, configuration, tokenizer), its card and hidden
     files (RecTune's records) left out: changes whenever the model is rewritten."""
+    return _digest(_model_files(model_dir))
+
+
+def model_record(model_dir: str | Path, earlier: object = None) -> dict:
+    """``{"files": ["NAME SIZE MTIME_NS", ...], "sha256": model_fingerprint}`` of a local model folder.
+
+    ``earlier``'s hash is reused when every file's size and modification time match it, so a resume does not
+    read a 3B model's 6 GB again; a copy elsewhere (new times, the same bytes) is hashed and matches.
+    """
+    files = []
+    for path in _model_files(model_dir):
+        stat = path.stat()
+        files.append(f"{path.name} {stat.st_size} {stat.st_mtime_ns}")
+    if isinstance(earlier, dict) and earlier.get("files") == files and isinstance(earlier.get("sha256"), str):
+        return {"files": files, "sha256": earlier["sha256"]}
+    return {"files": files, "sha256": model_fingerprint(model_dir)}
+
+
+def _model_files(model_dir: str | Path) -> list[Path]:
     files = sorted(Path(model_dir).iterdir())
-    return _digest([p for p in files if p.is_file() and not p.name.startswith(".") and p.name != "README.md"])
+    return [p for p in files if p.is_file() and not p.name.startswith(".") and p.name != "README.md"]
 
 
 def _digest(paths: list[Path]) -> str:

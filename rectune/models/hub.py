@@ -49,3 +49,18 @@ def check_model_available(name: str, variant: str | None = None) -> None:
             f"{name}: not a model folder here and not in the Hugging Face cache, and the Hub cannot be reached "
             f"({reason})"
         ) from None
+
+
+def local_model_folder(name: str) -> Path | None:
+    """The folder ``from_pretrained`` reads ``name`` from here: itself, or its Hugging Face cache snapshot
+    (a newer revision downloaded since is another snapshot); None for a model only the Hub holds."""
+    if Path(name).is_dir():
+        return Path(name)
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except HFValidationError:
+        return None
+    return Path(found).parent if isinstance(found, str) else None

@@ -18,7 +18,8 @@ from typing import Any
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, adapter_chain, check_adapters_fit, finished_stage
-from rectune.models.fingerprints import adapter_fingerprint
+from rectune.models.fingerprints import adapter_fingerprint, model_record
+from rectune.models.hub import local_model_folder
 from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
@@ -92,12 +93,14 @@ def check_resume(
     overwrite: bool,
     sft_adapter: str | None = None,
     reward_files: list[Path] | None = None,
+    base_model: str | None = None,
 ) -> None:
     """Refuse, in one line naming the first differing key, to resume a run with another recipe or data.
 
     The first start records ``recipe`` (the resolved recipe), the data files' SHA-256 and, for GRPO, those of
     the files its rewards read (``reward_files``: catalog and KG) and of the SFT adapter SFT then RFT merges
-    in (``sft_adapter``), each of which may be rewritten at the same path, in ``started.json``; a later run into
+    in (``sft_adapter``), and the base model's files where they are local (``base_model``: a folder, or a Hub id's
+    cached snapshot), each of which may be rewritten at the same path, in ``started.json``; a later run into
     the same folder that would resume a checkpoint must match them (``overwrite``: it may differ, and the
     record becomes the new one), so one folder never mixes two runs.
     """
@@ -111,8 +114,11 @@ def check_resume(
         now["sft_adapter"] = adapter_fingerprint(sft_adapter)
     record = folder / STARTED
     resuming = any(checkpoint_problem(p) is None for p in folder.glob("checkpoint-*") if p.is_dir())
+    earlier = read_json(record) if resuming and record.is_file() else None
+    model_folder = local_model_folder(base_model) if base_model else None
+    if model_folder is not None:
+        now["base_model"] = model_record(model_folder, earlier.get("base_model") if isinstance(earlier, dict) else None)
     if resuming and record.is_file():
-        earlier = read_json(record)
         difference = _first_difference(earlier, now)
         if difference and not overwrite:
             raise RecTuneError(
@@ -153,6 +159,9 @@ def _first_difference(earlier: Any, now: dict) -> str | None:
         return "catalog or KG for the rewards (a file's content or the files named)"
     if "sft_adapter" in earlier and now.get("sft_adapter") != earlier["sft_adapter"]:
         return "SFT adapter (init_adapter was retrained or replaced since)"
+    base, was = now.get("base_model"), earlier.get("base_model")
+    if isinstance(was, dict) and (base or {}).get("sha256") != was.get("sha256"):
+        return "base model (its files were rewritten since, or are no longer here)"
     return None
 
 

@@ -42,3 +42,34 @@ def test_an_unknown_model_is_one_line_for_evaluation_and_training(tmp_path, movi
     one_line(run_with(env, ROOT / "train/sft.py", recipe), UNKNOWN, words)
     assert time.monotonic() - start < 60  # seconds each, not a minute of retries
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sft.yaml"]  # no report or run folder left behind
+
+
+def test_a_cached_hub_model_is_read_from_its_snapshot_and_fingerprinted_by_its_files(tmp_path, monkeypatch):
+    """A resume compares the base model's files: a Hub id's are the cached snapshot's, the one `refs/main` names."""
+    import huggingface_hub.constants
+
+    from rectune.models.fingerprints import model_fingerprint, model_record
+    from rectune.models.hub import local_model_folder
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub/models--org--tiny"
+    for commit in ("a" * 40, "b" * 40):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(f'{{"revision": "{commit[0]}"}}')
+    (repo / "refs").mkdir()
+    (repo / "refs/main").write_text("b" * 40)
+    assert local_model_folder("org/tiny") == repo / "snapshots" / ("b" * 40)
+    assert local_model_folder("org/elsewhere") is None and local_model_folder("not an id!") is None
+    assert local_model_folder(str(tmp_path)) == tmp_path
+
+    folder = repo / "snapshots" / ("b" * 40)
+    (folder / "README.md").write_text("a card")  # the card and hidden files are not the model
+    (folder / ".lock").write_text("")
+    record = model_record(folder)
+    size, mtime = 17, (folder / "config.json").stat().st_mtime_ns
+    assert record == {"files": [f"config.json {size} {mtime}"], "sha256": model_fingerprint(folder)}
+    # files of the same sizes and times: the earlier hash is taken as it is, the 6 GB of a 3B model not read again
+    assert model_record(folder, {**record, "sha256": "earlier"})["sha256"] == "earlier"
+    os.utime(folder / "config.json", ns=(mtime, mtime + 1))  # the same bytes, touched: hashed again, the same
+    assert model_record(folder, {**record, "sha256": "earlier"})["sha256"] == record["sha256"]
+    assert model_record(folder, ["not", "a", "record"])["sha256"] == record["sha256"]

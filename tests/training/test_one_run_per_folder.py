@@ -26,10 +26,11 @@ def two_step_recipe(tmp_path, tiny_model, data_file, out, **extra):
     )  # fmt: skip
 
 
-def test_a_resume_with_another_recipe_or_data_is_refused(tmp_path, tiny_model, train_data):
-    out, data = tmp_path / "run", tmp_path / "data"
+def test_a_resume_with_another_recipe_data_or_base_model_is_refused(tmp_path, tiny_model, train_data):
+    out, data, model = tmp_path / "run", tmp_path / "data", tmp_path / "model"
     shutil.copytree(train_data, data)
-    recipe = two_step_recipe(tmp_path, tiny_model, data / "train_sft.jsonl", out)  # a view of train.jsonl
+    shutil.copytree(tiny_model, model)
+    recipe = two_step_recipe(tmp_path, model, data / "train_sft.jsonl", out)  # a view of train.jsonl
     assert run_script("train/sft.py", recipe, fault="saved:checkpoint-1", check=False).returncode == KILLED
     assert json.loads((out / "started.json").read_text())["recipe"]["learning_rate"] == 1e-4
 
@@ -44,6 +45,14 @@ def test_a_resume_with_another_recipe_or_data_is_refused(tmp_path, tiny_model, t
     (data / "train.jsonl").write_text(rows.splitlines(keepends=True)[0])
     one_line(run_script("train/sft.py", recipe, check=False), "training data")
     (data / "train.jsonl").write_text(rows)
+
+    # the base model's folder rewritten in place (another model saved there): the same path, other weights
+    weights = model / "model.safetensors"
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-4] + bytes(4))
+    one_line(run_script("train/sft.py", recipe, check=False), "another base model (its files were rewritten")
+    assert not (out / "checkpoint-2").exists()
+    weights.write_bytes(original)  # the same bytes again, with a new time: hashed again, and the same model
 
     # the same recipe and data: resumes and finishes; recipe.yaml names the one recipe the run had
     assert run_script("train/sft.py", recipe, check=False).returncode == 0

@@ -25,7 +25,7 @@ from conftest import (
 from safetensors.torch import load_file, save_file
 
 from rectune.core.io import DataError, RecTuneError
-from rectune.models.fingerprints import adapter_fingerprint
+from rectune.models.fingerprints import adapter_fingerprint, model_fingerprint
 from rectune.training.finite_weights import weights_finite
 from rectune.training.setup import check_kernels, check_prompts_fit
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
@@ -233,6 +233,7 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     assert started["sft_adapter"] == adapter_fingerprint(sft)
     # and the files the rewards read, which data_prep may rewrite with the rows unchanged
     assert [entry.split()[0] for entry in started["reward_files"]] == ["catalog.jsonl", "kg.jsonl"]
+    assert started["base_model"]["sha256"] == model_fingerprint(tiny_model)  # and the base, rewritable in place too
     config = json.loads((chained / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "../sft/merged"  # relative to the adapter: the run folder can move
     chain = json.loads((chained / "base_chain.json").read_text())
