@@ -48,6 +48,7 @@ from rectune.benchmarks import benchmark_of, load_rows
 from rectune.core.cli import ArgumentParser, fraction, non_negative_int, positive, positive_int, run, seed
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
 from rectune.data.completions import add_limit_arguments, limits
@@ -155,6 +156,9 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    given = [("--data", args.data), ("--model", args.model), ("--catalog", args.catalog), ("--kg", args.kg),
+             ("--batch-output", args.batch_output)]  # fmt: skip
+    refuse_outputs_over_inputs([("--out", args.out)], given)  # the report replaces files of its own names there
     lock_output(args.out)  # one run at a time per report folder, before any model is loaded
     logged = None if args.no_wandb else logged_scores(args.out)
     batch = args.backend == "openai-batch"
@@ -239,6 +243,9 @@ def main() -> None:
         generate_batches = partial(generate_endpoint, endpoint, settings=settings, desc=Path(args.out).name)
     else:
         checkpoint = resolve_checkpoint(args.model, args.stage)
+        parts = [("the base model", checkpoint.base_model), ("the adapter", checkpoint.adapter)]
+        parts += [("a merged adapter", folder) for folder in checkpoint.merged]  # the SFT base under an RFT adapter
+        refuse_outputs_over_inputs([("--out", args.out)], parts)
     settings.chat_template_kwargs = template_options(args.chat_template_kwargs, checkpoint)
     if baseline is None and args.backend == "vllm":
         generate_batches = partial(generate_vllm, checkpoint, settings=settings)

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, file_name, percent, positive_int, run
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.data.prompt_options import prompt_variant
@@ -52,6 +53,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     variant = prompt_variant(args.data, None, args.k)  # as data_prep asked (fixed K, one boxed pick)
+    given = [("--data", args.data), ("--predictions", args.predictions), ("--catalog", args.catalog), ("--kg", args.kg)]
+    refuse_outputs_over_inputs([("--out", args.out)], given)  # --overwrite replaces --out, never what it scores
     with file_outputs([Path(args.out)], overwrite=args.overwrite):
         report = score_files(
             args.data,

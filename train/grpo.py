@@ -79,7 +79,9 @@ def main() -> None:
     if rft_args.init_adapter:
         check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
     check_named_checkpoint(training_args, model_args, model_name, rft_args.init_adapter)  # whole, this adapter
-    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite)  # ours alone, or refused
+    reads = [("model_name_or_path", model_name), *(("the training data's folder", file.parent) for file in files),
+             ("init_adapter", rft_args.init_adapter), ("catalog", rft_args.catalog), ("kg", rft_args.kg)]  # fmt: skip
+    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     if already_finished(training_args.output_dir, stage):
         return

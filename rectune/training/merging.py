@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from rectune.core.io import DataError, RecTuneError, read_json
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import claim_output, output_set
 from rectune.models.chat_format import check_vocabulary, load_tokenizer
 from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged, peft_loading
@@ -54,7 +55,8 @@ def merge_adapters(
     if not all(math.isfinite(w) for w in weights) or not any(weights):
         raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
     out = Path(out)
-    _refuse_inputs_as_outputs({"--out": out, "--full-model": full_model}, adapters)
+    outputs = {"--out": out, "--full-model": full_model}
+    _refuse_inputs_as_outputs(outputs, [("an adapter", adapter) for adapter in adapters])
     claim_output(out, ADAPTER_KIND, overwrite=overwrite)
     if full_model is not None:
         claim_output(full_model, MODEL_KIND, overwrite=overwrite)
@@ -65,7 +67,7 @@ def merge_adapters(
         names = ", ".join(sorted(" + ".join([b, *m]) for b, m in chains))
         raise DataError(adapters[0], f"the adapters have different base models: {names}")
     base, merged = chains.pop()
-    _refuse_inputs_as_outputs({"--full-model": full_model}, [base, *merged])
+    _refuse_inputs_as_outputs(outputs, [("their base model", base), *(("an adapter under them", m) for m in merged)])
     for adapter in adapters:
         check_weights(adapter)
         check_mergeable(adapter)
@@ -174,15 +176,10 @@ def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
         )
 
 
-def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[str]) -> None:
-    """One line where an output folder is one of the merge's inputs, or both outputs are one folder: an earlier
-    merge given as an adapter and as ``--out`` was replaced by the merge it went into, without a word."""
+def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[tuple[str, str]]) -> None:
+    """One line where an output folder is one of the merge's inputs or holds one, or both outputs are one folder:
+    an earlier merge given as an adapter and as ``--out`` was replaced by the merge it went into, without a word."""
     given = {flag: Path(path).resolve() for flag, path in outputs.items() if path is not None}
     if len(set(given.values())) < len(given):
         raise RecTuneError("--out and --full-model name the same folder; give two folders")
-    for flag, folder in given.items():
-        for source in inputs:
-            if Path(source).resolve() == folder:
-                raise RecTuneError(
-                    f"{flag} {outputs[flag]}: is one of the merge's inputs ({source}); give another folder"
-                )
+    refuse_outputs_over_inputs(outputs.items(), inputs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, adapter_chain, check_adapters_fit, finished_stage
 from rectune.models.fingerprints import adapter_fingerprint, model_record
@@ -31,13 +32,14 @@ log = logging.getLogger(__name__)
 TRAINING_KIND = "training run"
 
 
-def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False) -> int:
+def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False, reads: list = ()) -> int:
     """Claim ``output_dir`` for the whole run (main process) and return when, in ``time.time_ns()``.
 
-    It must be new, empty or a RecTune training folder (its marker), so a run never writes into (or
-    changes the modes of) a folder of the user's; ``overwrite`` trains into any folder. A second run into
-    it stops at once, instead of both writing checkpoints that a resume would then mix.
+    It must be new, empty or a RecTune training folder (its marker), so a run never writes into a folder of the
+    user's; ``overwrite`` trains into any folder but one that is or holds an input it ``reads`` (``(flag, path)``).
+    A second run into it stops at once, instead of both writing checkpoints that a resume would then mix.
     """
+    refuse_outputs_over_inputs([("output_dir", output_dir)], reads)
     claimed_at = time.time_ns()
     if int(os.environ.get("RANK", "0")) == 0:
         folder = claim_output(output_dir, TRAINING_KIND, overwrite=overwrite)
@@ -80,8 +82,7 @@ STARTED = "started.json"  # the recipe and data a run started with, kept for the
 # may differ on resume (a static cache and a compiled decoding step draw from the same distribution)
 RESUME_MAY_CHANGE = {
     "output_dir", "report_to", "logging_steps", "wandb_project", "wandb_tags", "recipe_name", "push_to_hub",
-    "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint", "profile_steps",
-    "compile_rollouts",
+    "hub_model_id", "hub_strategy", "hub_private_repo", "resume_from_checkpoint", "profile_steps", "compile_rollouts",
 }  # fmt: skip
 
 

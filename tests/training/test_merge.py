@@ -194,11 +194,14 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path, tiny_model, ad
     before = {path.name: path.read_bytes() for path in first.iterdir()}
     with pytest.raises(RecTuneError) as caught:
         merge_adapters([str(first), str(adapters[2])], first)
-    assert str(caught.value) == f"--out {first}: is one of the merge's inputs ({first}); give another folder"
+    assert str(caught.value) == (
+        f"--out {first}: is an adapter {first}, which this run reads, and would be replaced (--overwrite or not); "
+        "give another output"
+    )
     assert {path.name: path.read_bytes() for path in first.iterdir()} == before
     with pytest.raises(RecTuneError, match="^--out and --full-model name the same folder; give two folders$"):
         merge_adapters(adapters[:2], tmp_path / "n", full_model=tmp_path / "n/")
-    with pytest.raises(RecTuneError, match=re.escape(f"--full-model {tiny_model}: is one of the merge's inputs")):
+    with pytest.raises(RecTuneError, match=re.escape(f"--full-model {tiny_model}: is their base model {tiny_model}")):
         merge_adapters(adapters[:2], tmp_path / "n", full_model=tiny_model, overwrite=True)  # the adapters' base
     assert not (tmp_path / "n").exists()
 

@@ -1,0 +1,34 @@
+"""The inputs a run reads are never among what it replaces.
+
+``--overwrite`` means "replace my earlier output". An output folder that is, or holds, one of the run's own
+inputs would lose it: data_prep builds ``--out`` whole and swaps it in, so ``--out`` holding ``--src`` deleted
+the release it had just read; evaluation's ``--out`` naming the model's folder replaced its ``config.json``
+with the report's; a merge's ``--out`` holding an adapter removed it. Each is refused, ``--overwrite`` or not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from rectune.core.io import RecTuneError
+
+Named = tuple[str, "str | os.PathLike | None"]  # (flag, path) of an input or an output
+
+
+def refuse_outputs_over_inputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
+    """One line where an output is an input, or a folder holding one. Inputs not here (a Hub id, a baseline's
+    name, a file not yet written) are left out: nothing of theirs can be replaced."""
+    found = [(flag, path, Path(path).resolve()) for flag, path in inputs if path is not None and Path(path).exists()]
+    for out_flag, out in outputs:
+        if out is None:
+            continue
+        target = Path(out).resolve()
+        for in_flag, path, resolved in found:
+            if resolved == target or target in resolved.parents:
+                what = "is" if resolved == target else "holds"
+                raise RecTuneError(
+                    f"{out_flag} {out}: {what} {in_flag} {path}, which this run reads, and would be replaced "
+                    "(--overwrite or not); give another output"
+                )
