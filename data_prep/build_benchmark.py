@@ -118,9 +118,7 @@ def make_rewriter(args: argparse.Namespace):
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    sources = [("--movielens", args.movielens), ("--kg", args.kg), ("--ratings", args.ratings), ("--users", args.users),
-               ("--rewrite-model", args.rewrite_model)]  # fmt: skip
-    out = claim_output(args.out, KIND, overwrite=args.overwrite, reads=sources)  # refused, busy or a source: no work
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     if args.movielens:  # sampled in the rating store: only the sampled users' ratings are read out
         items, histories, times, info, users = movielens_source(Path(args.movielens), args.max_users, args.seed)
         anchors = tuple(args.anchor_relations or MOVIELENS_ANCHORS)

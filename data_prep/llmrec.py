@@ -27,7 +27,7 @@ from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.catalog import catalog_rows
 from rectune.data.rating_store import RatingStore
-from rectune.data.ratings import WHOLE_STARS, add_source_arguments, merged_ids, source_items, source_paths
+from rectune.data.ratings import WHOLE_STARS, add_source_arguments, merged_ids, source_items
 from rectune.models.sharing import write_dataset_card
 
 log = logging.getLogger(__name__)
@@ -68,8 +68,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    # refused, busy or holding the source: stop before any work
-    out = claim_output(args.out, KIND, overwrite=args.overwrite, reads=source_paths(args))
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     settings = build.BuildSettings(
         args.min_interactions, args.history, args.num_candidates, args.sequential_candidates, args.max_review_words
     )

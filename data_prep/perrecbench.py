@@ -37,7 +37,7 @@ from rectune.core.cli import (
 from rectune.core.io import RecTuneError, write_json, write_jsonl
 from rectune.core.outputs import claim_output, output_set
 from rectune.data.rating_store import RatingStore
-from rectune.data.ratings import add_source_arguments, merged_ids, source_items, source_paths
+from rectune.data.ratings import add_source_arguments, merged_ids, source_items
 from rectune.models.sharing import write_dataset_card
 
 KIND = "perrecbench data"
@@ -77,8 +77,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    # refused, busy or holding the source: stop before any work
-    out = claim_output(args.out, KIND, overwrite=args.overwrite, reads=source_paths(args))
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     settings = groups.GroupSettings(
         args.window_days, args.min_history, args.min_gap, args.max_group_size, args.close_gap, args.k,
         not args.no_profile, not args.any_history,

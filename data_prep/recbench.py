@@ -19,7 +19,6 @@ import logging
 
 from rectune.benchmarks.recbench import BENCHMARK
 from rectune.benchmarks.recbench.grounding import ORDERS, attach_candidates, retriever_recall
-from rectune.benchmarks.recbench.records import domain_folder
 from rectune.benchmarks.recbench.release import read_release, split_rows, stats
 from rectune.benchmarks.recbench.rerec import NEGATIVES, PROTOCOL, attach_rerec_candidates
 from rectune.benchmarks.recbench.rows import TASKS
@@ -111,8 +110,7 @@ def main() -> None:
     if args.rerec_negatives < 1:
         raise RecTuneError(f"--rerec-negatives {args.rerec_negatives}: give at least 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    reads = [("--src", domain_folder(args.src, args.domain)), ("--kg", args.kg)]  # the release's folder read
-    out = claim_output(args.out, KIND, overwrite=args.overwrite, reads=reads)  # refused or busy: stop before any work
+    out = claim_output(args.out, KIND, overwrite=args.overwrite)  # refused or busy: stop before any work
     release = read_release(args.src, args.domain, history_len=args.history, extra_kg=args.kg)
     rows = [r for r in release.rows if args.tasks is None or r.task in args.tasks]
     if not rows:

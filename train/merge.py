@@ -16,7 +16,7 @@ from rectune.training.merging import METHODS, merge_adapters
 def main() -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("--adapters", nargs="+", required=True, help="PEFT adapter folders with the same base model")
-    add_output_arguments(parser, "folder for the merged adapter")
+    add_output_arguments(parser, "folder for the merged adapter", also="full_model")
     parser.add_argument("--weights", nargs="+", type=finite, default=None, help="one per adapter (default: equal)")
     parser.add_argument("--method", choices=list(METHODS), default="linear")
     parser.add_argument("--density", type=share, default=None, help="ties/dare_ties: share of each delta kept")

@@ -17,11 +17,12 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 
 USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
 _OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR}
@@ -212,6 +213,20 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(allow_abbrev=False, **kwargs)
 
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, then an output folder (:func:`add_output_arguments`) checked against every other path given:
+        a folder built whole and swapped in must not be, hold or lie in what the run reads."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        outputs = getattr(self, "rectune_outputs", ())
+        if outputs:
+            given = [(a.option_strings[0], value) for a in self._actions if a.option_strings and a.dest not in outputs
+                     for value in _strings(getattr(parsed, a.dest, None))]  # fmt: skip
+            flag = {a.dest: a.option_strings[0] for a in self._actions}
+            refuse_outputs_over_inputs([(flag[dest], getattr(parsed, dest, None)) for dest in outputs], given)
+        return parsed, extra
+
     def error(self, message: str) -> None:
         unknown = [w for w in message.removeprefix("unrecognized arguments: ").split() if w.startswith("--")]
         if message.startswith("unrecognized arguments") and unknown:
@@ -222,14 +237,23 @@ class ArgumentParser(argparse.ArgumentParser):
         super().error(message)
 
 
-def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder") -> None:
-    """``--out`` and ``--overwrite``: a folder RecTune builds whole and swaps in (see docs/guarantees.md)."""
+def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder", also: str | None = None) -> None:
+    """``--out`` and ``--overwrite``: a folder RecTune builds whole and swaps in (see docs/guarantees.md). Every
+    other path the command line names is read, so ``--out`` (and ``also``, another output flag's dest) may not
+    be one, hold one or lie in one, ``--overwrite`` or not."""
+    parser.rectune_outputs = ("out", also) if also else ("out",)
     parser.add_argument("--out", required=True, help=help)
     parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace --out even if it holds files RecTune did not write there (default: refuse)",
     )
+
+
+def _strings(value: object) -> list[str]:
+    """The strings of an option's value (one, or a list of them): the candidates for paths it names."""
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if isinstance(v, str)]
 
 
 def build_summary(out: str | os.PathLike) -> str:

@@ -1,9 +1,10 @@
 """The inputs a run reads are never among what it replaces.
 
-``--overwrite`` means "replace my earlier output". An output folder that is, or holds, one of the run's own
-inputs would lose it: data_prep builds ``--out`` whole and swaps it in, so ``--out`` holding ``--src`` deleted
-the release it had just read; evaluation's ``--out`` naming the model's folder replaced its ``config.json``
-with the report's; a merge's ``--out`` holding an adapter removed it. Each is refused, ``--overwrite`` or not.
+``--overwrite`` means "replace my earlier output". An output that is one of the run's own inputs, holds one or
+lies in one would lose it: data_prep builds ``--out`` whole and swaps it in, so ``--out`` holding the release
+deleted the release it had just read; evaluation's ``--out`` naming the model's folder replaced its
+``config.json`` with the report's; a merge's ``--out`` holding an adapter removed it. Each is refused,
+``--overwrite`` or not.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ Named = tuple[str, "str | os.PathLike | None"]  # (flag, path) of an input or an
 
 
 def refuse_outputs_over_inputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
-    """One line where an output is an input, or a folder holding one. Inputs not here (a Hub id, a baseline's
+    """One line where an output is an input, holds one or lies in one. Inputs not here (a Hub id, a baseline's
     name, a file not yet written) are left out: nothing of theirs can be replaced."""
     found = [(flag, path, Path(path).resolve()) for flag, path in inputs if path is not None and Path(path).exists()]
     for out_flag, out in outputs:
@@ -26,9 +27,9 @@ def refuse_outputs_over_inputs(outputs: Iterable[Named], inputs: Iterable[Named]
             continue
         target = Path(out).resolve()
         for in_flag, path, resolved in found:
-            if resolved == target or target in resolved.parents:
-                what = "is" if resolved == target else "holds"
+            if resolved == target or target in resolved.parents or resolved in target.parents:
+                what = "is" if resolved == target else "holds" if target in resolved.parents else "lies in"
                 raise RecTuneError(
-                    f"{out_flag} {out}: {what} {in_flag} {path}, which this run reads, and would be replaced "
-                    "(--overwrite or not); give another output"
+                    f"{out_flag} {out}: {what} {in_flag} {path}, which this run reads; give an output apart from "
+                    "the inputs (--overwrite replaces an earlier output, never an input)"
                 )

@@ -15,11 +15,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from rectune.core.io import TEMP_TAG, UMASK, RecTuneError, fault_point, write_json
-from rectune.core.kept_inputs import Named, refuse_outputs_over_inputs
 from rectune.core.locks import hold_output_lock, output_lock
 
 
@@ -66,13 +65,11 @@ def disk_full(err: BaseException) -> bool:
 MARKER = ".rectune.json"  # names the kind of output a folder is and the entries RecTune wrote into it
 
 
-def claim_output(target: str | os.PathLike, kind: str, *, overwrite: bool, reads: Iterable[Named] = ()) -> Path:
-    """Own ``target`` for the rest of this process and check it may receive a ``kind`` output, and that it is
-    none of the inputs the run ``reads`` (``(flag, path)``) nor holds one.
+def claim_output(target: str | os.PathLike, kind: str, *, overwrite: bool) -> Path:
+    """Own ``target`` for the rest of this process and check it may receive a ``kind`` output.
 
     Scripts call this first, so a refused or busy folder stops them before any work is done.
     """
-    refuse_outputs_over_inputs([("--out", target)], reads)
     target = lock_output(target)
     check_output_folder(target, kind, overwrite=overwrite)
     return target

@@ -304,8 +304,3 @@ def add_source_arguments(parser: argparse.ArgumentParser, example_domain: str) -
     parser.add_argument("--items", default=None, help="item metadata / movies.dat (titles; else items go by id)")
     parser.add_argument("--domain", required=True, help=f"name of the category, e.g. {example_domain}")
     add_output_arguments(parser)
-
-
-def source_paths(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """The files :func:`add_source_arguments`' flags name, for ``claim_output(..., reads=)``."""
-    return [("--reviews", args.reviews), ("--items", args.items)]

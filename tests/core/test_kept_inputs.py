@@ -13,19 +13,23 @@ from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 
 
-def test_an_output_that_is_or_holds_an_input_is_one_line(tmp_path):
+def test_an_output_that_is_holds_or_lies_in_an_input_is_one_line(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data/rows.jsonl").write_text("{}\n")
-    inputs = [("--model", "org/hub-id"), ("--kg", None), ("--data", tmp_path / "data/rows.jsonl")]
-    for out, what in ((tmp_path / "data/rows.jsonl", "is"), (tmp_path / "data", "holds"), (tmp_path, "holds")):
+    inputs = [("--model", "org/hub-id"), ("--kg", None), ("--data", tmp_path / "data/rows.jsonl"),
+              ("--src", tmp_path / "data")]  # fmt: skip
+    for out, what in (
+        (tmp_path / "data/rows.jsonl", "is --data"), (tmp_path / "data", "holds --data"), (tmp_path, "holds --data"),
+        (tmp_path / "data/report", "lies in --src"),
+    ):  # fmt: skip
         with pytest.raises(RecTuneError) as caught:
             refuse_outputs_over_inputs([("--out", out)], inputs)
         assert str(caught.value) == (
-            f"--out {out}: {what} --data {tmp_path / 'data/rows.jsonl'}, which this run reads, and would be "
-            "replaced (--overwrite or not); give another output"
+            f"--out {out}: {what} {inputs[2 if 'data' in what else 3][1]}, which this run reads; give an output "
+            "apart from the inputs (--overwrite replaces an earlier output, never an input)"
         )
-    # beside or inside an input, or an input that is no path here (a Hub id, a flag not given): nothing of it goes
-    for out in (tmp_path / "report", tmp_path / "data/report", tmp_path / "org/hub-id", tmp_path / "dat"):
+    # beside an input, or where an input is no path here (a Hub id, a flag not given): nothing of it goes
+    for out in (tmp_path / "report", tmp_path / "org/hub-id", tmp_path / "dat"):
         refuse_outputs_over_inputs([("--out", out)], inputs)
     refuse_outputs_over_inputs([("--out", None)], inputs)
 
@@ -34,13 +38,18 @@ def test_data_prep_keeps_the_release_it_reads(tmp_path):
     release = tmp_path / "recbench"
     shutil.copytree(RELEASE, release)
     before = snapshot(release)
-    for out in (release, release / "data", release / "data/movie"):  # the folder of the domain it reads, or above
+    for out, what in ((release, "is"), (tmp_path, "holds"), (release / "data", "lies in")):
         result = run_script("data_prep/recbench.py", "--src", release, "--domain", "movie", "--out", out,
                             "--overwrite", check=False)  # fmt: skip
-        one_line(result, f"--out {out}: ", f"--src {release / 'data/movie'}, which this run reads")
+        one_line(result, f"--out {out}: {what} --src {release}, which this run reads")
         assert snapshot(release) == before and sorted(p.name for p in release.iterdir()) == ["data"]
-    run_script("data_prep/recbench.py", "--src", release, "--domain", "movie", "--out", release / "data/movie/ours")
-    assert (release / "data/movie/ours/test.jsonl").is_file()  # a new folder inside it replaces nothing it reads
+    # the same for each data_prep script and every path it is given: the ratings another one reads
+    ratings = release / "data/movie/ratings.dat"
+    result = run_script("data_prep/perrecbench.py", "--reviews", ratings, "--domain", "movies", "--out",
+                        release / "data/movie", "--overwrite", check=False)  # fmt: skip
+    one_line(result, f"--out {release / 'data/movie'}: holds --reviews {ratings}")
+    assert snapshot(release) == before
+    run_script("data_prep/recbench.py", "--src", release, "--domain", "movie", "--out", tmp_path / "prepared")
 
 
 def test_evaluation_and_scoring_keep_the_model_and_answers_they_read(tmp_path, tiny_model, movie_data):
@@ -77,7 +86,11 @@ def test_a_merge_keeps_the_adapters_and_training_its_data(tmp_path, tiny_model, 
     before = snapshot(runs)
     result = run_script("train/merge.py", "--adapters", runs / adapters[0].name, runs / adapters[1].name,
                         "--out", runs, "--overwrite", check=False)  # fmt: skip
-    one_line(result, f"--out {runs}: holds an adapter {runs / adapters[0].name}")
+    one_line(result, f"--out {runs}: holds --adapters {runs / adapters[0].name}")
+    full = runs / adapters[0].name / "full"
+    result = run_script("train/merge.py", "--adapters", runs / adapters[0].name, runs / adapters[1].name, "--out",
+                        tmp_path / "m", "--full-model", full, "--overwrite", check=False)  # fmt: skip
+    one_line(result, f"--full-model {full}: lies in --adapters {runs / adapters[0].name}")
     assert snapshot(runs) == before
 
     data = tmp_path / "data"

@@ -195,8 +195,8 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path, tiny_model, ad
     with pytest.raises(RecTuneError) as caught:
         merge_adapters([str(first), str(adapters[2])], first)
     assert str(caught.value) == (
-        f"--out {first}: is an adapter {first}, which this run reads, and would be replaced (--overwrite or not); "
-        "give another output"
+        f"--out {first}: is an adapter {first}, which this run reads; give an output apart from the inputs "
+        "(--overwrite replaces an earlier output, never an input)"
     )
     assert {path.name: path.read_bytes() for path in first.iterdir()} == before
     with pytest.raises(RecTuneError, match="^--out and --full-model name the same folder; give two folders$"):
