@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
 from rectune.models.chat_format import fitted, render_prompts
-from rectune.models.model_folders import learned_positions
+from rectune.models.model_folders import context_positions
 
 
 @dataclass
@@ -78,14 +78,15 @@ def generate(
 
 
 def check_positions(model, lengths: list[int], max_new_tokens: int) -> None:
-    """Stop in one line, before the first batch, when prompts and their answers would pass the model's learned
-    position table (GPT-2's 1,024): the batch reaching past it was an IndexError mid-run."""
-    limit = learned_positions(model)
+    """Stop in one line, before the first batch, when prompts and their answers would pass the model's positions
+    (:func:`context_positions`): past GPT-2's learned 1,024 the batch was an IndexError mid-run, and a megabyte
+    prompt to a rotary model ran out of memory, blamed on the batch size."""
+    limit, kind = context_positions(model) or (None, "")
     over = [n for n in lengths if limit is not None and n + max_new_tokens > limit]
     if over:
         raise RecTuneError(
             f"{getattr(model, 'name_or_path', 'the model')}: {len(over)} of {len(lengths)} prompts with their "
-            f"{max_new_tokens} new tokens pass its {limit} learned positions (the longest prompt has {max(over)} "
+            f"{max_new_tokens} new tokens pass its {limit} {kind} (the longest prompt has {max(over)} "
             "tokens); lower --max-new-tokens, shorten the prompts, or use a model with a longer context"
         )
 

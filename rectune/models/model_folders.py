@@ -218,6 +218,29 @@ def learned_positions(model: Any) -> int | None:
     return limit if any(limit <= table.num_embeddings <= limit + 2 for table in tables) else None
 
 
+LEARNED = "learned positions"
+
+
+def context_positions(model: Any) -> tuple[int, str] | None:
+    """How many positions a model's prompts and answers may take, and what sets them: a learned table's
+    (:func:`learned_positions`), else the configured context, ``max_position_embeddings`` times a rope scaling
+    ``factor`` above 1 (generous where the configuration counts the scaling in already). Rotary models run on
+    past it, but a prompt far past it is no benchmark's (a release's megabyte query) and ran out of memory
+    asking terabytes for its attention, blamed on the batch size. None where the configuration says nothing."""
+    learned = learned_positions(model)
+    if learned is not None:
+        return learned, LEARNED
+    config = model.config.get_text_config()
+    limit = getattr(config, "max_position_embeddings", None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        return None
+    scaling = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+    factor = scaling.get("factor") if isinstance(scaling, dict) else None
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 1 < factor < 1e6:
+        return int(limit * factor), f"context positions (max_position_embeddings {limit} x rope factor {factor})"
+    return limit, "context positions (max_position_embeddings)"
+
+
 def _check_tensors(
     folder: Path, config_file: Path, model: Any, headers: dict[Path, dict], holder: str, variant: str | None
 ) -> None:

@@ -19,7 +19,7 @@ from rectune.core.io import RecTuneError, atomic_write, write_json
 from rectune.core.outputs import make_shareable
 from rectune.models.chat_format import load_tokenizer, render_chat
 from rectune.models.checkpoints import wandb_run_record
-from rectune.models.model_folders import check_adapter_patterns, error_text, learned_positions, on_meta_device
+from rectune.models.model_folders import LEARNED, check_adapter_patterns, context_positions, error_text, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 from rectune.training.arguments import RunArguments
@@ -198,12 +198,12 @@ def settings_the_trainer_takes() -> Iterator[None]:
         raise RecTuneError(f"the model cannot be loaded as asked: {' '.join(str(err).split())[:600]}") from None
 
 
-def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> int | None:
+def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> tuple[int, str] | None:
     """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks:
     LoRA target modules none of its modules match (PEFT's traceback), or SFT's ``max_length`` past its learned
     position table (GPT-2's 1,024: the first longer sequence was an IndexError mid-run). Checked on the model
     built on the meta device, PEFT's adapter too: shapes, no memory; not for a model whose own Python the
-    command line trusts, which TRL alone builds. Returns the learned positions, for :func:`check_prompts_fit`."""
+    command line trusts, which TRL alone builds. Returns its positions (``context_positions``), for GRPO's prompts."""
     from peft.utils.error import NoMatchingPeftModuleError
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
     from trl import get_peft_config
@@ -214,7 +214,8 @@ def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> in
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:  # a local folder's is checked before: a hub id's here
         raise RecTuneError(f"{model_name}: its model_type {config.model_type!r} names no causal language model")
     model = on_meta_device(config)
-    limit, max_length = learned_positions(model), getattr(training_args, "max_length", None)  # GRPO has none
+    positions, max_length = context_positions(model), getattr(training_args, "max_length", None)  # GRPO has none
+    limit = positions[0] if positions and positions[1] == LEARNED else None  # a rotary model's SFT may run past
     if max_length is not None and limit is not None and max_length > limit:
         raise RecTuneError(
             f"recipe key 'max_length': {max_length} passes the {limit} learned positions of {model_name}; give "
@@ -235,16 +236,15 @@ def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> in
         ) from None
     except ValueError as err:  # PEFT's word on LoRA settings this model cannot take
         raise RecTuneError(f"the recipe's LoRA settings on {model_name}: {error_text(err)}") from None
-    return limit
+    return positions
 
 
 def check_prompts_fit(
-    model_name: str, positions: int | None, completion_length: int | None, *datasets: Any, options: dict | None = None
+    model_name: str, positions: tuple | None, completion_length: int | None, *datasets: Any, options: dict | None = None
 ) -> None:
-    """Stop in one line, before the first step, where GRPO's prompts (with the template's variables ``options``)
-    with ``completion_length`` new tokens
-    would pass the model's ``positions`` learned positions (GPT-2's 1,024): the rollout reaching past them was an
-    IndexError. TRL has no prompt limit to check instead, so the prompts are tokenized, for such models only."""
+    """Stop in one line, before the first step, where GRPO's prompts (with the template's variables ``options``) with
+    ``completion_length`` new tokens would pass the model's ``positions`` (``(number, what sets them)``): past GPT-2's
+    learned 1,024 the rollout was an IndexError, and a megabyte prompt ran out of memory. TRL has no prompt limit."""
     if positions is None:
         return
     tokenizer = load_tokenizer(model_name)
@@ -255,11 +255,11 @@ def check_prompts_fit(
                       add_special_tokens=False)["input_ids"])
         for data in datasets if data is not None for prompt in data["prompt"]
     ]  # fmt: skip
-    over = [n for n in lengths if n + new_tokens > positions]
+    over = [n for n in lengths if n + new_tokens > positions[0]]
     if over:
         raise RecTuneError(
             f"recipe key 'max_completion_length': {len(over)} of {len(lengths)} prompts with their {new_tokens} new "
-            f"tokens pass the {positions} learned positions of {model_name} (the longest prompt has {max(over)} "
+            f"tokens pass the {positions[0]} {positions[1]} of {model_name} (the longest prompt has {max(over)} "
             "tokens); lower max_completion_length, shorten the prompts, or use a model with a longer context"
         )
 

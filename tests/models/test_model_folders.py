@@ -13,6 +13,7 @@ import torch
 from conftest import gpt2_model, run_script
 from peft import LoraConfig, PromptTuningConfig, TaskType, get_peft_model
 from safetensors.torch import load_file, save_file
+from test_hostile import one_line
 from transformers import (
     AutoModelForCausalLM,
     EsmConfig,
@@ -27,7 +28,7 @@ from rectune.core.io import DataError, RecTuneError
 from rectune.models import model_folders
 from rectune.models.checkpoints import check_adapters_fit, load_merged
 from rectune.models.finite_outputs import check_finite_outputs
-from rectune.models.model_folders import check_model_folder, learned_positions, on_meta_device
+from rectune.models.model_folders import check_model_folder, context_positions, learned_positions, on_meta_device
 from rectune.training.views import fit_chat_template
 
 
@@ -204,9 +205,10 @@ def test_a_tokenizer_with_ids_past_the_models_embeddings_is_one_line(tmp_path, t
     assert fit_chat_template(str(tiny_model), None, None) == (None,)
 
 
-def test_prompts_past_a_learned_position_table_are_one_line_before_the_first_batch(tmp_path, tiny_model, movie_data):
+def test_prompts_past_the_models_positions_are_one_line_before_the_first_batch(tmp_path, tiny_model, movie_data):
     # GPT-2's positions are a table of n_positions rows: the batch reaching past it was an IndexError mid-run.
-    # Rotary positions run on past max_position_embeddings (rope scaling extends them): nothing to say there
+    # Rotary positions run on past max_position_embeddings, but a release's megabyte query ran out of memory (2 TB
+    # for its attention), blamed on the batch size: the configured context, rope scaling's factor counted, bounds them
     gpt2 = gpt2_model(tmp_path / "gpt2", tiny_model, positions=64)
     args = ("--data", movie_data / "test.jsonl", "--max-new-tokens", "8", "--limit", "2", "--no-wandb")
     evaluated = run_script("evaluate/run.py", "--model", gpt2, "--out", tmp_path / "e", *args, check=False)
@@ -223,6 +225,20 @@ def test_prompts_past_a_learned_position_table_are_one_line_before_the_first_bat
     assert learned_positions(on_meta_device(opt)) == 48  # its table has 50 rows: 2 offset
     llama = LlamaConfig(**{**json.loads((tiny_model / "config.json").read_text()), "max_position_embeddings": 64})
     assert learned_positions(on_meta_device(llama)) is None
+    assert context_positions(on_meta_device(llama)) == (64, "context positions (max_position_embeddings)")
+    assert context_positions(on_meta_device(opt)) == (48, "learned positions")
+    llama.rope_parameters = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}
+    assert context_positions(on_meta_device(llama)) == (
+        256,
+        "context positions (max_position_embeddings 64 x rope factor 4.0)",
+    )
+    short = tmp_path / "short"  # the fixture's rotary model told it has 64 positions
+    shutil.copytree(tiny_model, short)
+    (short / "config.json").write_text(json.dumps({**json.loads((tiny_model / "config.json").read_text()),
+                                                   "max_position_embeddings": 64}))  # fmt: skip
+    evaluated = run_script("evaluate/run.py", "--model", short, "--out", tmp_path / "r", *args, check=False)
+    one_line(evaluated, f"{short}: 2 of 2 prompts with their 8 new tokens pass its 64 context positions "
+             "(max_position_embeddings) (the longest prompt has ")  # fmt: skip
 
 
 def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_path, monkeypatch, tiny_model):

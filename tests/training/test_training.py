@@ -23,6 +23,7 @@ from conftest import (
     write_recipe,
 )
 from safetensors.torch import load_file, save_file
+from test_hostile import one_line
 
 from rectune.core.io import DataError, RecTuneError
 from rectune.models.fingerprints import adapter_fingerprint, model_fingerprint
@@ -491,10 +492,22 @@ def test_grpo_prompts_past_a_learned_position_table_stop_before_the_first_step(t
     )
     assert not (tmp_path / "rft").exists()  # checked once the run held the folder it made: gone again
     prompts = Dataset.from_list(view_examples(train_data / "train_rft.jsonl"))
-    check_prompts_fit(str(gpt2), 169, 8, prompts, None)  # 161 + 8 fill the table exactly
-    with pytest.raises(RecTuneError, match=re.escape("1 of 9 prompts with their 9 new tokens pass the 169")):
-        check_prompts_fit(str(gpt2), 169, 9, None, prompts)
-    check_prompts_fit(str(gpt2), None, 10**6, prompts)  # rotary positions: nothing to check
+    check_prompts_fit(str(gpt2), (169, "learned positions"), 8, prompts, None)  # 161 + 8 fill the table exactly
+    with pytest.raises(RecTuneError, match=re.escape("1 of 9 prompts with their 9 new tokens pass the 169 learned")):
+        check_prompts_fit(str(gpt2), (169, "learned positions"), 9, None, prompts)
+    check_prompts_fit(str(gpt2), None, 10**6, prompts)  # a configuration that names no positions: nothing to check
+    # a rotary model's context: a release's megabyte prompt ran out of memory in the first rollout, blamed on the batch
+    short = tmp_path / "short"
+    shutil.copytree(tiny_model, short)
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 128}))
+    recipe = one_step_grpo_recipe(tmp_path / "s.yaml", short, train_data / "train_rft.jsonl", tmp_path / "rft")
+    one_line(
+        run_script("train/grpo.py", recipe, check=False),
+        "recipe key 'max_completion_length': ",
+        "prompts with their 8 new tokens pass the 128 context positions (max_position_embeddings) of ",
+    )
+    assert not (tmp_path / "rft").exists()
 
 
 def test_a_run_whose_weights_stop_being_finite_stops_before_saving_them(tmp_path, tiny_model, train_data):
