@@ -22,7 +22,7 @@ from pathlib import Path
 from rectune.benchmarks import Resources, get_benchmark, load_rows
 from rectune.core.escaping import markdown_text
 from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, read_json, write_json, write_jsonl
-from rectune.core.outputs import claim_output, write_marker
+from rectune.core.outputs import MARKER, claim_output, write_marker
 from rectune.data.completions import DEFAULT_LIMITS, CompletionLimits
 from rectune.evaluation.answer_files import (
     Answers,
@@ -104,10 +104,16 @@ def evaluate_checkpoint(
             answered = ", ".join(answered_tasks)
             raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
     selection = selection_record(tasks, limit, sample, settings.seed)
+    made = not out.exists()
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
     failed: dict[str, str] = {}
     if answers is None:
-        predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
+        try:
+            predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
+        except BaseException:
+            if made:
+                _drop_unused(out)
+            raise
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
         check_failures(failed, len(rows), "requests", as_empty=score_failures_as_empty)
     else:
@@ -295,6 +301,20 @@ def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
             )
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, REPORT_KIND, REPORT_ENTRIES, hashed=[])
+
+
+def _drop_unused(out: Path) -> None:
+    """A report folder this run made that holds no prediction yet (it stopped before its first batch was written:
+    prompts past the model's positions, say) is removed again, so a run that failed leaves no folder."""
+    try:
+        names, predictions = {entry.name for entry in out.iterdir()}, out / "predictions.jsonl"
+        answered = predictions.is_file() and predictions.stat().st_size > 0
+        if names <= {MARKER, "config.json", predictions.name} and not answered:
+            for name in names:
+                (out / name).unlink()
+            out.rmdir()
+    except OSError:
+        return  # written or removed meanwhile: what is there stays
 
 
 def seal_report_folder(out: Path) -> None:
