@@ -33,10 +33,16 @@ ANY_HUB_KERNEL = "allow_all_kernels"
 # Uploads of the model, the run's logs or GRPO's prompts and completions under the user's own login, public
 # unless the account's default is private
 UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id", "log_completions_hub_repo")
+# Where such an upload goes and who may see it: a recipe's `hub_model_id: some-org/name` sent an upload the
+# command line asked for into any organisation the user may write to, and `hub_private_repo: false` made it public
+# where the account's default is private. A bare name (the user's own namespace), as open-r1's recipes give, is kept
+UPLOAD_PLACES = ("hub_model_id", "trackio_static_space_id")
+PUBLIC = "hub_private_repo"
 # GRPO's vLLM server receives every prompt and, after each step, the policy's weights
 SERVERS = ("vllm_server_host", "vllm_server_base_url")
 LOOPBACK = {"localhost", "0.0.0.0", "::1", "::"}
-LEFT_OUT_OF_SAVED_RECIPES = (*COMMAND_LINE_ONLY, *UPLOADS)  # rerunning recipe.yaml uploads only when asked again
+# rerunning recipe.yaml uploads only when asked again, and where the command line says
+LEFT_OUT_OF_SAVED_RECIPES = (*COMMAND_LINE_ONLY, *UPLOADS, *UPLOAD_PLACES, PUBLIC)
 
 
 def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
@@ -48,6 +54,9 @@ def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
             recipe, f"key {key!r}: a recipe cannot upload to the Hub under your login (public unless your "
             f"account's default is private); give --{key} on the command line"
         )  # fmt: skip
+    if (key in UPLOAD_PLACES and isinstance(value, str) and "/" in value) or (key == PUBLIC and value is False):
+        what = "make your uploads public" if key == PUBLIC else f"send your uploads to {value.split('/')[0]!r}"
+        raise DataError(recipe, f"key {key!r}: a recipe cannot {what}; give --{key} on the command line")
     host = _remote_host(value) if key in SERVERS and isinstance(value, str) else None
     if host:
         raise DataError(

@@ -151,15 +151,33 @@ def test_a_recipe_cannot_upload_under_your_login(tmp_path, key, value):
         parse_recipe(GRPO, [str(recipe)])
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [("hub_model_id", "acme/leak", "send your uploads to 'acme'"),
+     ("hub_private_repo", False, "make your uploads public"),
+     ("trackio_static_space_id", "acme/board", "send your uploads to 'acme'")],
+)  # fmt: skip
+def test_a_recipe_cannot_say_where_an_upload_goes_or_make_it_public(tmp_path, key, value, words):
+    """--push_to_hub typed by the user, and a stranger's recipe chose the organisation or made the repository public."""
+    recipe = write_recipe(tmp_path / "up.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), **{key: value})
+    with pytest.raises(DataError, match=rf"up.yaml: key '{key}': a recipe cannot {words}; give --{key} on the command"):
+        parse_recipe(GRPO, [str(recipe)])
+    # typed, each is the user's: kept for this run, left out of recipe.yaml (rerunning it uploads only when asked)
+    args = ["--model_name_or_path", "m", "--output_dir", str(tmp_path / "o"), f"--{key}", str(value).lower()]
+    assert getattr(parse_recipe(GRPO, args)[0], key) == value
+    assert key not in resolved_recipe(GRPO, args)
+
+
 def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_recipe(tmp_path):
     out = str(tmp_path / "o")
-    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=out, hub_model_id="me/run")
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=out, hub_model_id="run")
     quiet = write_recipe(tmp_path / "quiet.yaml", model_name_or_path="m", output_dir=out, push_to_hub=False)
     assert parse_recipe(SFT, [str(quiet)])[0].push_to_hub is False  # saying no is no upload
     args = [str(recipe), "--push_to_hub", "true"]
     assert parse_recipe(SFT, args)[0].push_to_hub is True
     # recipe.yaml reproduces the training; rerunning it uploads only when asked again
-    assert resolved_recipe(SFT, args) == {"model_name_or_path": "m", "output_dir": out, "hub_model_id": "me/run"}
+    assert resolved_recipe(SFT, args) == {"model_name_or_path": "m", "output_dir": out}
+    assert parse_recipe(SFT, args)[0].hub_model_id == "run"  # a bare name: the user's own namespace
 
 
 def test_a_recipe_cannot_configure_deepspeed(tmp_path):
