@@ -60,7 +60,14 @@ from rectune.training.stages import (
     train,
 )
 from rectune.training.tracking import init_tracking, run_metadata
-from rectune.training.views import data_files, eval_examples, fit_chat_template, load_examples, use_train_data
+from rectune.training.views import (
+    data_files,
+    eval_examples,
+    fit_chat_template,
+    load_examples,
+    read_files,
+    use_train_data,
+)
 
 ARGUMENTS = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
 
@@ -79,7 +86,7 @@ def main() -> None:
     if rft_args.init_adapter:
         check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
     check_named_checkpoint(training_args, model_args, model_name, rft_args.init_adapter)  # whole, this adapter
-    reads = [("model_name_or_path", model_name), *(("the training data's folder", file.parent) for file in files),
+    reads = [("model_name_or_path", model_name), *read_files(files),
              ("init_adapter", rft_args.init_adapter), ("catalog", rft_args.catalog), ("kg", rft_args.kg)]  # fmt: skip
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     stage = "sft_rft" if rft_args.init_adapter else "rft"

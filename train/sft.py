@@ -57,6 +57,7 @@ from rectune.training.views import (
     eval_examples,
     fit_chat_template,
     load_examples,
+    read_files,
     use_train_data,
 )
 
@@ -75,7 +76,7 @@ def main() -> None:
     use_train_data(mixture, run_args.train_data, "sft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
-    reads = [("model_name_or_path", model_name), *(("the training data's folder", file.parent) for file in files)]
+    reads = [("model_name_or_path", model_name), *read_files(files)]
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     if already_finished(training_args.output_dir, "sft"):
         return

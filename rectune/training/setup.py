@@ -199,15 +199,17 @@ def settings_the_trainer_takes() -> Iterator[None]:
 
 
 def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> tuple[int, str] | None:
-    """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks:
-    LoRA target modules none of its modules match (PEFT's traceback), or SFT's ``max_length`` past its learned
-    position table (GPT-2's 1,024: the first longer sequence was an IndexError mid-run). Checked on the model
-    built on the meta device, PEFT's adapter too: shapes, no memory; not for a model whose own Python the
-    command line trusts, which TRL alone builds. Returns its positions (``context_positions``), for GRPO's prompts."""
+    """Stop in one line, before the run claims its folder, where the recipe asks of the model what it lacks: no
+    LoRA adapter (every stage saves, chains and merges one: a full model trained, then failed as it saved), LoRA
+    target modules none of its modules match (PEFT's traceback), SFT's ``max_length`` past its learned positions
+    (GPT-2's 1,024: an IndexError mid-run). On the model built on the meta device, PEFT's adapter too; not for a
+    model whose own Python the command line trusts. Returns its positions (``context_positions``), for GRPO."""
     from peft.utils.error import NoMatchingPeftModuleError
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
     from trl import get_peft_config
 
+    if not model_args.use_peft:
+        raise RecTuneError("recipe key 'use_peft': not true; RecTune trains LoRA adapters: set use_peft: true")
     if training_args.trust_remote_code or (training_args.model_init_kwargs or {}).get("trust_remote_code"):
         return None
     config = AutoConfig.from_pretrained(model_name)

@@ -111,6 +111,11 @@ def view_source(path: Path) -> tuple[Path, str, str | None] | None:
     return (rows, match[2], None if match[3] in (None, "mix") else match[3]) if rows.is_file() else None
 
 
+def read_files(files: list[Path]) -> list[tuple[str, Path]]:
+    """``("training data", file)`` for each file a run reads: a view's canonical rows, else the file named."""
+    return [("training data", (view_source(path) or (path,))[0]) for path in files]
+
+
 def view_examples(path: Path) -> list[dict]:
     """The examples of the view ``path`` (see the module docstring), in the rows' order; RFT labels are
     computed over the whole split, so a group's labels see all its rows."""

@@ -97,9 +97,12 @@ def test_a_merge_keeps_the_adapters_and_training_its_data(tmp_path, tiny_model, 
     shutil.copytree(train_data, data)
     before = snapshot(data)
     recipe = write_recipe(
-        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(data), max_steps=1,
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(data), max_steps=1, use_peft=True,
         report_to=["none"], datasets=[{"path": "json", "data_files": str(data / "train_sft.jsonl")}],
     )  # fmt: skip
     result = run_script("train/sft.py", recipe, "--overwrite", check=False)
-    one_line(result, f"output_dir {data}: is the training data's folder {data}")
+    one_line(result, f"output_dir {data}: holds training data {data / 'train.jsonl'}, which this run reads")
     assert snapshot(data) == before
+    # a run folder inside the data's folder replaces nothing the run reads (a data file in the current folder)
+    run_script("train/sft.py", recipe, "--output_dir", data / "run")
+    assert (data / "run/finished.json").is_file()

@@ -219,7 +219,7 @@ def test_training_eval_and_merge_stop_while_another_process_owns_their_output(
 ):
     sft = tmp_path / "run" / "sft"
     recipe = write_recipe(
-        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(sft), max_steps=1,
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(sft), max_steps=1, use_peft=True,
         report_to=["none"], datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
     )  # fmt: skip
     process = holder(sft)

@@ -47,7 +47,7 @@ def test_a_recipe_cannot_trust_remote_code(tmp_path, tiny_model, train_data):
     # typed by the user, it is announced, and the folder's code does run (what the recipe was refused)
     typed = write_recipe(
         tmp_path / "typed.yaml", model_name_or_path=str(model), output_dir=str(tmp_path / "typed_run"), max_steps=1,
-        report_to=["none"], datasets=data,
+        report_to=["none"], datasets=data, use_peft=True,
     )  # fmt: skip
     result = run_script("train/sft.py", typed, "--trust_remote_code", "true", check=False)
     assert "trust_remote_code (command line): the model folder's own Python will run" in result.stderr

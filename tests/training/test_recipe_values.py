@@ -411,3 +411,16 @@ def test_a_flag_spelled_with_dashes_is_recorded_in_the_resolved_recipe(tmp_path,
     monkeypatch.setattr("sys.argv", ["grpo.py", *args, "--reward-weights", "1"])
     assert (where_set("reward_weights", recipe), where_set("learning_rate", recipe)) == ("command line",) * 2
     assert where_set("max_steps", recipe) == str(recipe) and where_set("max_steps", None) == "command line"
+
+
+def test_a_recipe_without_a_lora_adapter_is_one_line_before_the_run_claims_its_folder(tmp_path, tiny_model, train_data):
+    """TRL trains the whole model without `use_peft`: it trained, then failed as it saved (`adapter_config.json:
+    file not found`), since every stage saves, chains and merges a LoRA adapter."""
+    with pytest.raises(RecTuneError, match=r"^recipe key 'use_peft': not true; RecTune trains LoRA adapters: set "):
+        check_model_fits(str(tiny_model), ModelConfig(), TRAINING)
+    recipe = write_recipe(
+        tmp_path / "full.yaml", model_name_or_path=str(tiny_model), output_dir=str(tmp_path / "run"), max_steps=1,
+        report_to=["none"], datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    one_line(run_script("train/sft.py", recipe, check=False), "recipe key 'use_peft': not true")
+    assert not (tmp_path / "run").exists()
