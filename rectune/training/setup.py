@@ -251,12 +251,12 @@ def check_prompts_fit(
         return
     tokenizer = load_tokenizer(model_name)
     new_tokens = completion_length or 0
-    lengths = [  # as TRL tokenizes them: a chat template writes its own special tokens, a plain prompt gets them
-        len(tokenizer(prompt, add_special_tokens=True)["input_ids"]) if isinstance(prompt, str) else
-        len(tokenizer(render_chat(tokenizer, prompt, model_name, add_generation_prompt=True, **(options or {})),
-                      add_special_tokens=False)["input_ids"])
-        for data in datasets if data is not None for prompt in data["prompt"]
-    ]  # fmt: skip
+    # as TRL tokenizes them, in batches: only a plain prompt gets special tokens (a chat template writes its own)
+    prompts = [prompt for data in datasets if data is not None for prompt in data["prompt"]]
+    chats = [render_chat(tokenizer, prompt, model_name, add_generation_prompt=True, **(options or {}))
+             for prompt in prompts if not isinstance(prompt, str)]  # fmt: skip
+    lengths = [len(ids) for texts, special in (([p for p in prompts if isinstance(p, str)], True), (chats, False))
+               if texts for ids in tokenizer(texts, add_special_tokens=special)["input_ids"]]  # fmt: skip
     over = [n for n in lengths if n + new_tokens > positions[0]]
     if over:
         raise RecTuneError(
