@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, file_name, positive_int, run, seed
 from rectune.core.escaping import markdown_cell
+from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
     OUTPUT_SUFFIXES,
@@ -51,6 +52,9 @@ def main() -> None:
     args = parser.parse_args()
     # `reports/*` also matches this script's own .md/.csv/.png outputs: skip files that are not JSON
     reports = [r for r in args.reports if not (Path(r).is_file() and not r.endswith(".json"))]
+    paths = output_paths(args.out, OUTPUT_SUFFIXES)  # none inside a report folder it reads, --overwrite or not
+    folders = [Path(r).parent if Path(r).name == "report.json" else r for r in reports]
+    refuse_outputs_over_inputs([("--out", path) for path in paths], [("a report", folder) for folder in folders])
     loaded = load_reports(reports, by_difficulty=args.by_difficulty)
     rows = comparison_rows(loaded, args.baseline, args.bootstrap_samples, args.seed)
     specs = metric_specs(loaded)
@@ -58,7 +62,6 @@ def main() -> None:
     changes = f"Answers that differ from {args.baseline}'s: {'; '.join(changed)}." if changed else ""
     note = " ".join(part for part in (other_queries_note(loaded), changes) if part)
     print(markdown(rows, specs) + (f"\n\n{markdown_cell(note)}" if note else ""))
-    paths = output_paths(args.out, OUTPUT_SUFFIXES)
     with file_outputs(paths, overwrite=args.overwrite):
         write_outputs(rows, specs, paths, note)
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -416,6 +416,13 @@ def test_compare(tmp_path):
     assert again.stdout.count("| overall |") == 2
     result = run_script("evaluate/compare.py", tmp_path / "nothing", "--out", prefix, check=False)
     assert "no report here" in result.stderr
+    # tables written into a report folder it reads replaced that report's own report.md, --overwrite or not
+    for given in (b, b / "report.json"):
+        result = run_script("evaluate/compare.py", a, given, "--out", b / "report", "--overwrite", check=False)
+        assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(
+            f"error: --out {b / 'report.md'}: lies in a report {b}, which this run reads"
+        ), result.stderr[-400:]
+    assert sorted(p.name for p in b.iterdir()) == ["report.json"]
 
 
 @pytest.mark.integration  # wandb starts its own service process
