@@ -111,7 +111,10 @@ def test_score_never_replaces_a_file_it_did_not_write(tmp_path, movie_data):
     rows = [json.loads(line) for line in test_set.decode().splitlines()]
     predictions.write_text("".join(json.dumps({"id": r["id"], "completion": "Heat"}) + "\n" for r in rows))
     score = ("evaluate/score.py", "--data", data / "test.jsonl", "--predictions", predictions)
-    refused(run_script(*score, "--out", data / "test.jsonl", check=False), "RecTune did not write it")
+    train_set = (data / "train.jsonl").read_bytes()
+    refused(run_script(*score, "--out", data / "train.jsonl", check=False), "RecTune did not write it")
+    assert (data / "train.jsonl").read_bytes() == train_set
+    refused(run_script(*score, "--out", data / "test.jsonl", "--overwrite", check=False), "is --data")  # it reads
     assert (data / "test.jsonl").read_bytes() == test_set
     run_script(*score, "--out", tmp_path / "report.json")
     run_script(*score, "--out", tmp_path / "report.json")  # its own report: replaced

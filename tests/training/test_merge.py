@@ -156,7 +156,9 @@ def test_bad_inputs(tmp_path, adapters):
         "train/merge.py", "--adapters", *adapters, "--weights", "0.5", "0.5", "--out", tmp_path / "m", check=False
     )
     assert "2 weights for 3 adapters" in result.stderr
-    result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path, "--out", tmp_path / "m", check=False)
+    (tmp_path / "plain").mkdir()
+    result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path / "plain", "--out", tmp_path / "m",
+                        check=False)  # fmt: skip
     assert "not a PEFT adapter folder" in result.stderr
     other = tmp_path / "other"
     other.mkdir()

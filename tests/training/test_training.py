@@ -221,11 +221,13 @@ def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
         "train/grpo.py", grpo_recipe(tmp_path / "g2.yaml", tiny_model, train_data, chained), "--init_adapter", sft
     )
     # the SFT folder given as GRPO's own: "finished, nothing to do" said of the SFT stage, and no RFT trained
+    refused = run_script("train/grpo.py", grpo_recipe(tmp_path / "g3.yaml", tiny_model, train_data, sft), check=False)
+    assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (
+        f"error: {sft}: holds a finished sft stage, not an rft one; give this stage its own output_dir"
+    )
     refused = run_script("train/grpo.py", grpo_recipe(tmp_path / "g3.yaml", tiny_model, train_data, sft),
                          "--init_adapter", sft, check=False)  # fmt: skip
-    assert refused.returncode == 2 and refused.stderr.splitlines()[-1] == (
-        f"error: {sft}: holds a finished sft stage, not an sft_rft one; give this stage its own output_dir"
-    )
+    one_line(refused, f"output_dir {sft}: is init_adapter {sft}, which this run reads")
     # the stage merged its base in its own folder and dropped it: the SFT folder (another run may read it) is as it was
     assert {path: path.stat().st_mtime_ns for path in sft.rglob("*")} == before
     assert not (chained / "_merged_sft_base").exists()
