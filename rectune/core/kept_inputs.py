@@ -21,11 +21,11 @@ Named = tuple[str, "str | os.PathLike | None"]  # (flag, path) of an input or an
 def refuse_outputs_over_inputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
     """One line where an output is an input, holds one or lies in one. Inputs not here (a Hub id, a baseline's
     name, a file not yet written) are left out: nothing of theirs can be replaced."""
-    found = [(flag, path, Path(path).resolve()) for flag, path in inputs if path is not None and Path(path).exists()]
+    found = [(flag, path, _real(path)) for flag, path in inputs if path is not None and Path(path).exists()]
     for out_flag, out in outputs:
         if out is None:
             continue
-        target = Path(out).resolve()
+        target = _real(out)
         for in_flag, path, resolved in found:
             if resolved == target or target in resolved.parents or resolved in target.parents:
                 what = "is" if resolved == target else "holds" if target in resolved.parents else "lies in"
@@ -33,3 +33,9 @@ def refuse_outputs_over_inputs(outputs: Iterable[Named], inputs: Iterable[Named]
                     f"{out_flag} {out}: {what} {in_flag} {path}, which this run reads; give an output apart from "
                     "the inputs (--overwrite replaces an earlier output, never an input)"
                 )
+
+
+def _real(path: str | os.PathLike) -> Path:
+    """The path with its links followed; a link loop stays as it is (``Path.resolve`` raised on one, a traceback
+    before the output check that names the link)."""
+    return Path(os.path.realpath(path))

@@ -104,11 +104,15 @@ def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False,
 def check_output_path(target: Path) -> None:
     """Refuse, in one line, an output path that can never be swapped in whole."""
     if target.is_symlink():
-        raise RecTuneError(f"{target}: is a symbolic link; give the folder itself ({target.resolve()}) or another one")
+        real = os.path.realpath(target)  # Path.resolve raised on a link to itself: a traceback instead of this line
+        raise RecTuneError(f"{target}: is a symbolic link; give the folder itself ({real}) or another one")
     absolute = Path(os.path.abspath(target))
     if absolute == Path.cwd() or absolute in Path.cwd().parents or absolute.parent == absolute:
         raise RecTuneError(f"{target}: is the current folder or holds it; name a folder inside it instead")
     for folder in absolute.parents:
+        if folder.is_symlink() and not folder.exists():  # mkdir raised FileExistsError there: a traceback
+            raise RecTuneError(f"{target}: {folder} is a symbolic link to nothing (or to itself), so nothing can be "
+                               "written under it")  # fmt: skip
         if folder.exists():
             if not folder.is_dir():
                 raise RecTuneError(f"{target}: {folder} is a file, so nothing can be written under it")

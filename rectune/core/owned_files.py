@@ -24,6 +24,8 @@ MANIFEST = ".rectune-files.json"
 def file_outputs(paths: list[Path], *, overwrite: bool) -> Iterator[None]:
     """Check ``paths`` may be written, hold their folders while the block writes them, then record them."""
     folders = sorted({path.parent for path in paths})
+    for path in paths:
+        check_output_path(path)  # before the locks make the folders (mkdir under a link to nothing was a traceback)
     with contextlib.ExitStack() as stack:
         for folder in folders:
             stack.enter_context(output_lock(folder / MANIFEST))

@@ -179,7 +179,7 @@ def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
 def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[tuple[str, str]]) -> None:
     """One line where an output folder is one of the merge's inputs or holds one, or both outputs are one folder:
     an earlier merge given as an adapter and as ``--out`` was replaced by the merge it went into, without a word."""
-    given = {flag: Path(path).resolve() for flag, path in outputs.items() if path is not None}
+    given = {flag: os.path.realpath(path) for flag, path in outputs.items() if path is not None}  # a link loop too
     if len(set(given.values())) < len(given):
         raise RecTuneError("--out and --full-model name the same folder; give two folders")
     refuse_outputs_over_inputs(outputs.items(), inputs)

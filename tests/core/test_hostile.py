@@ -359,6 +359,28 @@ def test_a_file_edited_in_a_prepared_folder_is_refused_by_its_content(tmp_path):
     assert prepare(out).returncode == 0  # rewritten and recorded afresh
 
 
+def test_an_output_at_or_under_a_link_to_nothing_or_to_itself_is_one_line(tmp_path, movie_data):
+    """Path.resolve raised on a link to itself, and mkdir under a link to nothing raised FileExistsError: tracebacks
+    in data_prep, evaluation, score.py and compare.py alike."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    report = tmp_path / "report"
+    report.mkdir()
+    summary = {"n": 1, "precision": 0.5, "recall": 0.5, "cmr": None, "ftr": 0.0}
+    (report / "report.json").write_text(json.dumps({"overall": summary, "by_task": {}}))
+    one_line(prepare(tmp_path / "loop"), "loop: is a symbolic link; give the folder itself")
+    merged = run_script("train/merge.py", "--adapters", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "loop",
+                        check=False)  # fmt: skip
+    one_line(merged, "loop: is a symbolic link; give the folder itself")
+    for link in ("loop", "gone"):
+        words = f"{tmp_path / link} is a symbolic link to nothing (or to itself), so nothing can be written under it"
+        one_line(prepare(tmp_path / link / "data"), words)
+        score = ("--data", movie_data / "test.jsonl", "--predictions", movie_data / "test.jsonl")
+        one_line(run_script("evaluate/score.py", *score, "--out", tmp_path / link / "r.json", check=False), words)
+        one_line(run_script("evaluate/compare.py", report, "--out", tmp_path / link / "c", check=False), words)
+    assert not (tmp_path / "nowhere").exists()
+
+
 # --- locks that cannot be tricked --------------------------------------------------------------
 
 

@@ -32,6 +32,9 @@ def test_an_output_that_is_holds_or_lies_in_an_input_is_one_line(tmp_path):
     for out in (tmp_path / "report", tmp_path / "org/hub-id", tmp_path / "dat"):
         refuse_outputs_over_inputs([("--out", out)], inputs)
     refuse_outputs_over_inputs([("--out", None)], inputs)
+    (tmp_path / "loop").symlink_to("loop")  # a link to itself: left to the output checks that name links
+    refuse_outputs_over_inputs([("--out", tmp_path / "loop"), ("--out", tmp_path / "loop/x")], inputs)
+    refuse_outputs_over_inputs([("--out", tmp_path / "report")], [("--kg", tmp_path / "loop")])
 
 
 def test_data_prep_keeps_the_release_it_reads(tmp_path):
