@@ -105,14 +105,15 @@ def evaluate_checkpoint(
             raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
     selection = selection_record(tasks, limit, sample, settings.seed)
     made = not out.exists()
+    found_empty = made or (out.is_dir() and not any(out.iterdir()))  # left as found if no answer is written
     config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
     failed: dict[str, str] = {}
     if answers is None:
         try:
             predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
         except BaseException:
-            if made:
-                _drop_unused(out)
+            if found_empty:
+                _drop_unused(out, made)
             raise
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
         check_failures(failed, len(rows), "requests", as_empty=score_failures_as_empty)
@@ -303,16 +304,17 @@ def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
     write_marker(out, REPORT_KIND, REPORT_ENTRIES, hashed=[])
 
 
-def _drop_unused(out: Path) -> None:
-    """A report folder this run made that holds no prediction yet (it stopped before its first batch was written:
-    prompts past the model's positions, say) is removed again, so a run that failed leaves no folder."""
+def _drop_unused(out: Path, made: bool) -> None:
+    """A report folder this run found empty or made that holds no prediction yet (it stopped before its first batch
+    was written: prompts past the model's positions, say) is left as it was found: a folder it made is removed."""
     try:
         names, predictions = {entry.name for entry in out.iterdir()}, out / "predictions.jsonl"
         answered = predictions.is_file() and predictions.stat().st_size > 0
         if names <= {MARKER, "config.json", predictions.name} and not answered:
             for name in names:
                 (out / name).unlink()
-            out.rmdir()
+            if made:
+                out.rmdir()
     except OSError:
         return  # written or removed meanwhile: what is there stays
 

@@ -240,6 +240,10 @@ def test_prompts_past_the_models_positions_are_one_line_before_the_first_batch(t
     one_line(evaluated, f"{short}: 2 of 2 prompts with their 8 new tokens pass its 64 context positions "
              "(max_position_embeddings) (the longest prompt has ")  # fmt: skip
     assert not (tmp_path / "r").exists() and not (tmp_path / "e").exists()  # no report folder left with no answer
+    (tmp_path / "empty").mkdir()  # an empty folder of the user's is left empty
+    evaluated = run_script("evaluate/run.py", "--model", short, "--out", tmp_path / "empty", *args, check=False)
+    one_line(evaluated, "pass its 64 context positions")
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_path, monkeypatch, tiny_model):
