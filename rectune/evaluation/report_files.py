@@ -19,11 +19,16 @@ def load_reports(paths: list[str | os.PathLike], *, by_difficulty: bool = False)
     baseline's its checkpoint (``baseline:bm25``). ``by_difficulty``: each report split into its
     difficulty tiers (:func:`split_by_difficulty`)."""
     reports: dict[str, dict] = {}
+    given: dict[str, str | os.PathLike] = {}  # each report file once: twice, it was a row compared with itself
     for raw in paths:
         path = Path(raw)
         file = path / "report.json" if path.is_dir() else path
         if not file.is_file():
             raise DataError(file, "no report here (run evaluate/run.py or evaluate/score.py first)")
+        real = os.path.realpath(file)
+        if real in given:
+            raise DataError(file, f"given twice ({given[real]} and {raw}); name each report once")
+        given[real] = raw
         report = read_json(file)
         problem = report_problem(report)
         if problem:

@@ -70,6 +70,20 @@ def test_load_reports_names_the_file_and_the_fault(tmp_path):
         load_reports([tmp_path / "run"])
 
 
+def test_a_report_given_twice_is_one_line_not_a_row_compared_with_itself(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_text(json.dumps(report()))
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    for twice in ([tmp_path / "run", tmp_path / "run"], [tmp_path / "run", tmp_path / "link/report.json"]):
+        with pytest.raises(DataError) as caught:
+            load_reports(twice)
+        assert str(caught.value) == (
+            f"{twice[1] if twice[1].name == 'report.json' else twice[1] / 'report.json'}: given twice ({twice[0]} and "
+            f"{twice[1]}); name each report once"
+        )
+    assert list(load_reports([tmp_path / "run"])) == ["run"]
+
+
 def tiers(**changes):
     records = [{**r, "difficulty": d} for r, d in zip(report()["per_query"], ("easy", "hard"), strict=True)]
     by_tier = {"explicit": {"easy": {"n": 1, "recall": 1.0}, "hard": {"n": 1, "recall": 0.0}}}
