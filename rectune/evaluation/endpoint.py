@@ -54,6 +54,20 @@ class Endpoint:
     counter: TryCounter = field(default_factory=TryCounter, repr=False, compare=False)
     verbose: bool = False  # log every HTTP request (credentials in URLs hidden)
 
+    def __post_init__(self) -> None:
+        """An address the client cannot send to is one line now: `localhost:8000/v1` (no scheme) failed every
+        request as unreachable and said "rerun to resume"; `http://[::1` and a port past 65535 were tracebacks."""
+        try:
+            parts = urlsplit(self.base_url)
+            _ = parts.port  # reading it checks it: a port that is no number, or past 65535, raises
+        except ValueError as err:  # the URL is not echoed: it may hold credentials
+            raise RecTuneError(f"--base-url: not a URL ({err})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise RecTuneError(
+                f"--base-url {redact_url(self.base_url)}: give an http:// or https:// address with a host, "
+                "e.g. http://127.0.0.1:8000/v1"
+            )
+
     def describe(self) -> str:
         return f"{self.model} at {redact_url(self.base_url)}"
 

@@ -274,6 +274,25 @@ def test_a_remote_endpoint_needs_a_key(monkeypatch):
         list(generate_endpoint(Endpoint("https://api.example.com/v1", "m"), [PROMPT], GenerationSettings()))
 
 
+@pytest.mark.parametrize(
+    ("url", "line"),
+    [("localhost:8000/v1", "--base-url localhost:8000/v1: give an http:// or https:// address with a host, e.g. "
+                           "http://127.0.0.1:8000/v1"),  # no scheme: every request failed as unreachable
+     ("file:///etc/passwd", "--base-url file:///etc/passwd: give an http:// or https:// address with a host, e.g. "
+                            "http://127.0.0.1:8000/v1"),
+     ("http://[::1/v1", "--base-url: not a URL (Invalid IPv6 URL)"),  # a ValueError traceback
+     ("http://me:hunter22@host:99999/v1", "--base-url: not a URL (Port out of range 0-65535)")],  # the key unsaid
+)  # fmt: skip
+def test_an_address_the_client_cannot_send_to_is_one_line(url, line):
+    with pytest.raises(RecTuneError) as caught:
+        Endpoint(url, "m")
+    assert str(caught.value) == line
+    assert (
+        Endpoint("https://api.example.com:8443/v1?key=x", "m").describe()
+        == "m at https://api.example.com:8443/v1?key=***"
+    )
+
+
 def test_the_builder_rewrites_queries_through_an_endpoint(scripted, tmp_path, monkeypatch):
     """--rewrite-model with --base-url: every condition query is sent; an answer keeping the names is used."""
     from test_builder import HISTORIES, ITEMS, USERS
