@@ -221,9 +221,9 @@ class ArgumentParser(argparse.ArgumentParser):
         parsed, extra = super().parse_known_args(args, namespace)
         outputs = getattr(self, "rectune_outputs", ())
         if outputs:
-            given = [(a.option_strings[0], value) for a in self._actions if a.option_strings and a.dest not in outputs
-                     for value in _strings(getattr(parsed, a.dest, None))]  # fmt: skip
-            flag = {a.dest: a.option_strings[0] for a in self._actions}
+            flag = {a.dest: (a.option_strings or [a.dest])[0] for a in self._actions}  # a positional: its name
+            given = [(flag[dest], value) for dest in flag if dest not in outputs
+                     for value in _strings(getattr(parsed, dest, None))]  # fmt: skip
             refuse_outputs_over_inputs([(flag[dest], getattr(parsed, dest, None)) for dest in outputs], given)
         return parsed, extra
 

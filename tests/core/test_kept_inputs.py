@@ -109,3 +109,15 @@ def test_a_merge_keeps_the_adapters_and_training_its_data(tmp_path, tiny_model, 
     # a run folder inside the data's folder replaces nothing the run reads (a data file in the current folder)
     run_script("train/sft.py", recipe, "--output_dir", data / "run")
     assert (data / "run/finished.json").is_file()
+
+
+def test_the_command_line_check_names_positional_inputs_too(tmp_path):
+    """A script with a positional path and add_output_arguments: its name was an IndexError in the check."""
+    from rectune.core.cli import ArgumentParser, add_output_arguments
+
+    parser = ArgumentParser()
+    parser.add_argument("src")
+    add_output_arguments(parser)
+    with pytest.raises(RecTuneError, match=rf"^--out {tmp_path / 'x'}: lies in src {tmp_path}, which this run reads"):
+        parser.parse_args([str(tmp_path), "--out", str(tmp_path / "x")])
+    assert parser.parse_args([str(tmp_path / "x"), "--out", str(tmp_path / "y")]).out == str(tmp_path / "y")
