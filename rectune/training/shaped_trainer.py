@@ -18,6 +18,7 @@ from trl.trainer.utils import RepeatSampler, nanstd
 
 from rectune.benchmarks import Benchmark, Resources
 from rectune.core.io import RecTuneError, read_json, write_json
+from rectune.training.completion_table import EscapedCompletionTable
 from rectune.training.rollouts import RecTuneGRPOTrainer
 from rectune.training.shaping import (
     OVERLENGTH,
@@ -60,8 +61,9 @@ class CurriculumSampler(RepeatSampler):
         return kept // self.batch_size * self.batch_size * self.mini_repeat_count * self.repeat_count
 
 
-class ShapedGRPOTrainer(RecTuneGRPOTrainer):
-    """:class:`RecTuneGRPOTrainer` plus the options of :class:`ShapingArguments` (no change when both are off)."""
+class ShapedGRPOTrainer(EscapedCompletionTable, RecTuneGRPOTrainer):
+    """:class:`RecTuneGRPOTrainer` plus the options of :class:`ShapingArguments` (no change when both are off), its
+    table of completions escaped for the terminal."""
 
     def __init__(
         self,
