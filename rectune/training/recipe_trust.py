@@ -2,10 +2,10 @@
 
 A recipe cannot run code (a model folder's own Python, an attention kernel from any Hub repository, a
 reward imported from outside RecTune), send the user's model, prompts or logs elsewhere (uploads to the
-Hub under the user's login, a vLLM server on another machine), make the run write outside its own folder
-(DeepSpeed's flops profiler and monitors write to the paths its config names, overwriting what is there)
-or let it write into folders RecTune did not make. Typed on the command line, each works, and settings
-that run foreign code are announced in one line.
+Hub under the user's login, a vLLM server on another machine, a tracking service other than W&B), make
+the run write outside its own folder (DeepSpeed's flops profiler and monitors write to the paths its config
+names, overwriting what is there) or let it write into folders RecTune did not make. Typed on the command
+line, each works, and settings that run foreign code are announced in one line.
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ UPLOADS = ("push_to_hub", "trackio_space_id", "trackio_bucket_id", "log_completi
 # where the account's default is private. A bare name (the user's own namespace), as open-r1's recipes give, is kept
 UPLOAD_PLACES = ("hub_model_id", "trackio_static_space_id")
 PUBLIC = "hub_private_repo"
+# Where a recipe may report the run's logs: W&B (RecTune's own tracking), TensorBoard (into the run's folder) and
+# Trackio (on this machine; its Space and bucket uploads are refused above). transformers' others report to a
+# service under the user's login (Comet, Neptune, ClearML, SwanLab, AzureML, DagsHub, Flyte, Kubeflow), ask a web
+# service where the machine is (CodeCarbon) or write where the process happens to run (MLflow's ./mlruns,
+# DVCLive's ./dvclive and its git experiments); "all" names every one installed
+RECIPE_REPORTS = ("wandb", "tensorboard", "trackio", "none")
+REPORTS = "report_to"
 # GRPO's vLLM server receives every prompt and, after each step, the policy's weights
 SERVERS = ("vllm_server_host", "vllm_server_base_url")
 LOOPBACK = {"localhost", "0.0.0.0", "::1", "::"}
@@ -57,6 +64,8 @@ def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
     if (key in UPLOAD_PLACES and isinstance(value, str) and "/" in value) or (key == PUBLIC and value is False):
         what = "make your uploads public" if key == PUBLIC else f"send your uploads to {value.split('/')[0]!r}"
         raise DataError(recipe, f"key {key!r}: a recipe cannot {what}; give --{key} on the command line")
+    if key == REPORTS:
+        _refuse_reports(recipe, value)
     host = _remote_host(value) if key in SERVERS and isinstance(value, str) else None
     if host:
         raise DataError(
@@ -64,6 +73,15 @@ def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
             f"give --{key} on the command line"
         )  # fmt: skip
     _refuse_code(recipe, key, value)
+
+
+def _refuse_reports(recipe: Path, value: Any) -> None:
+    for name in value if isinstance(value, list) else [value]:
+        if isinstance(name, str) and name not in RECIPE_REPORTS:
+            raise DataError(
+                recipe, f"key {REPORTS!r}: a recipe cannot report the run to {name!r} (a recipe reports to "
+                f"{', '.join(RECIPE_REPORTS)}); give --{REPORTS} on the command line"
+            )  # fmt: skip
 
 
 def _remote_host(address: str) -> str | None:

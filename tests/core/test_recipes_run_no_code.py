@@ -168,6 +168,32 @@ def test_a_recipe_cannot_say_where_an_upload_goes_or_make_it_public(tmp_path, ke
     assert key not in resolved_recipe(GRPO, args)
 
 
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [("comet_ml", "comet_ml"), (["wandb", "neptune"], "neptune"), ("mlflow", "mlflow"), (["dvclive"], "dvclive"),
+     ("all", "all")],  # every integration installed
+)  # fmt: skip
+def test_a_recipe_reports_only_to_wandb_tensorboard_or_trackio(tmp_path, value, refused):
+    """Comet, Neptune and the like log under the user's login; MLflow and DVCLive write where the run is started."""
+    out = str(tmp_path / "o")
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=out, report_to=value)
+    with pytest.raises(
+        DataError,
+        match=rf"r.yaml: key 'report_to': a recipe cannot report the run to '{refused}' "
+        r"\(a recipe reports to wandb, tensorboard, trackio, none\); give --report_to",
+    ):
+        parse_recipe(GRPO, [str(recipe)])
+    kept = write_recipe(tmp_path / "k.yaml", model_name_or_path="m", output_dir=out, report_to=["wandb"])
+    assert parse_recipe(GRPO, [str(kept)])[0].report_to == ["wandb"]
+    typed = [
+        str(kept),
+        "--report_to",
+        "comet_ml",
+    ]  # the user's own choice: past the recipe's rule, to the install check
+    with pytest.raises(RecTuneError, match=r"command line: --report_to: comet_ml is not installed here"):
+        parse_recipe(GRPO, typed)
+
+
 def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_recipe(tmp_path):
     out = str(tmp_path / "o")
     recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=out, hub_model_id="run")
