@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -104,23 +106,17 @@ def evaluate_checkpoint(
             answered = ", ".join(answered_tasks)
             raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
     selection = selection_record(tasks, limit, sample, settings.seed)
-    made = not out.exists()
-    found_empty = made or (out.is_dir() and not any(out.iterdir()))  # left as found if no answer is written
-    config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
-    failed: dict[str, str] = {}
-    if answers is None:
-        try:
+    with _left_as_found_until_answered(out):
+        config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
+        if answers is None:
             predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
-        except BaseException:
-            if found_empty:
-                _drop_unused(out, made)
-            raise
+        else:  # an answer file that misses a query, or holds failures, is refused before anything is written
+            predictions, failed = record_answers(
+                rows, data_rows, answers, out / "predictions.jsonl", score_failures_as_empty
+            )
+    if answers is None:
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
         check_failures(failed, len(rows), "requests", as_empty=score_failures_as_empty)
-    else:
-        predictions, failed = record_answers(
-            rows, data_rows, answers, out / "predictions.jsonl", score_failures_as_empty
-        )
     resources = Resources(
         data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
     )
@@ -234,16 +230,17 @@ def write_batch_file(
     out = Path(out)
     _, rows = selected_rows(load_rows(data), data, tasks, limit, sample, settings.seed)
     selection = selection_record(tasks, limit, sample, settings.seed)
-    start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
-    benchmark = get_benchmark(rows[0].benchmark if rows else None)
-    requests = [
-        batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)
-        for row in rows
-    ]
-    if settings.do_sample:
-        for request in requests:
-            request["body"].update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
-    write_batch_requests(out / "batch_requests.jsonl", requests)
+    with _left_as_found_until_answered(out):
+        start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
+        benchmark = get_benchmark(rows[0].benchmark if rows else None)
+        requests = [
+            batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)
+            for row in rows
+        ]
+        if settings.do_sample:
+            for request in requests:
+                request["body"].update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
+        write_batch_requests(out / "batch_requests.jsonl", requests)
     seal_report_folder(out)
     return out / "batch_requests.jsonl"
 
@@ -304,9 +301,21 @@ def claim_report_folder(out: Path, key: dict, overwrite: bool) -> None:
     write_marker(out, REPORT_KIND, REPORT_ENTRIES, hashed=[])
 
 
+@contextmanager
+def _left_as_found_until_answered(out: Path) -> Iterator[None]:
+    """A report folder this run finds empty or makes is left as it was found if the run stops before an answer is
+    written (prompts past the model's positions, an answer file that misses a query): one it made is removed."""
+    made = not out.exists()
+    found_empty = made or (out.is_dir() and not any(out.iterdir()))
+    try:
+        yield
+    except BaseException:
+        if found_empty:
+            _drop_unused(out, made)
+        raise
+
+
 def _drop_unused(out: Path, made: bool) -> None:
-    """A report folder this run found empty or made that holds no prediction yet (it stopped before its first batch
-    was written: prompts past the model's positions, say) is left as it was found: a folder it made is removed."""
     try:
         names, predictions = {entry.name for entry in out.iterdir()}, out / "predictions.jsonl"
         answered = predictions.is_file() and predictions.stat().st_size > 0

@@ -58,6 +58,20 @@ def test_http_errors_in_a_batch_output_stop_the_run_unless_scored_as_empty(tmp_p
     assert json.loads(scored.read_text())["failed_requests"] == 3
 
 
+def test_a_refused_batch_output_leaves_a_fresh_or_empty_report_folder_as_it_was(tmp_path, movie_data):
+    # scored into another folder than the requests': a new one is removed again, an empty one of yours stays empty
+    base, ids = batch_requests(tmp_path / "requests", movie_data)
+    failing = batch_output(tmp_path / "failing.jsonl", ids, refused=ids[:1])
+    missing = batch_output(tmp_path / "missing.jsonl", ids[1:])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for output, words in ((failing, "answers failed"), (missing, f"{ids[0]}")):
+        for out in (tmp_path / "fresh", empty):
+            command = [*base[:-3], "--out", out, "--no-wandb", "--batch-output", output]
+            one_line(run_script(*command, check=False), words)
+            assert not (tmp_path / "fresh").exists() and list(empty.iterdir()) == []  # config.json was left
+
+
 def test_odd_batch_lines_are_one_line_or_a_counted_failure(tmp_path):
     path = tmp_path / "output.jsonl"
     lines = {
