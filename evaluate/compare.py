@@ -17,7 +17,7 @@ its own rows and intervals.
 from pathlib import Path
 
 from rectune.core.cli import ArgumentParser, file_name, positive_int, run, seed
-from rectune.core.escaping import markdown_cell
+from rectune.core.escaping import markdown_cell, terminal_text
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.owned_files import file_outputs, output_paths
 from rectune.evaluation.compare import (
@@ -61,7 +61,8 @@ def main() -> None:
     changed = changed_answers(reports, args.baseline) if args.baseline else []
     changes = f"Answers that differ from {args.baseline}'s: {'; '.join(changed)}." if changed else ""
     note = " ".join(part for part in (other_queries_note(loaded), changes) if part)
-    print(markdown(rows, specs) + (f"\n\n{markdown_cell(note)}" if note else ""))
+    # a colleague's report names its checkpoint and tasks: a bidirectional override there reached the terminal
+    print(terminal_text(markdown(rows, specs) + (f"\n\n{markdown_cell(note)}" if note else "")))
     with file_outputs(paths, overwrite=args.overwrite):
         write_outputs(rows, specs, paths, note)
     print("wrote " + ", ".join(str(p) for p in paths))

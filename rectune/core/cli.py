@@ -17,6 +17,7 @@ import resource
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def run(main: Callable[[], object]) -> None:
     on-disk rating store are removed as on any other failure."""
     signal.signal(signal.SIGTERM, _terminated)
     logging.setLogRecordFactory(_TerminalRecord)
+    warnings.showwarning = _terminal_warning
     try:
         main()
     except RecTuneError as err:
@@ -107,6 +109,15 @@ class _TerminalRecord(logging.LogRecord):
 
     def getMessage(self) -> str:  # noqa: N802 (logging's name)
         return terminal_text(super().getMessage())
+
+
+_show_warning = warnings.showwarning
+
+
+def _terminal_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python's warnings, with their message safe to print: they quote strangers too (matplotlib names the glyphs
+    a chart's label lacks, an escape character among them)."""
+    _show_warning(terminal_text(message), category, filename, lineno, file, line)
 
 
 def fraction(text: str) -> float:

@@ -16,7 +16,7 @@ import re
 import shlex
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # C0 and C1 controls, DEL, line breaks
 # every C0 and C1 control but tab and newline, DEL, Unicode's line breaks, bidirectional controls, lone surrogates
 _NOT_FOR_TERMINALS = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -31,7 +31,8 @@ def csv_cell(value: object) -> object:
 
 
 def markdown_text(value: object) -> str:
-    """One line of Markdown with no HTML, no code spans and no line breaks (control characters become spaces)."""
+    """One line of Markdown with no HTML, no code spans and no line breaks (control characters, C1's too, such as
+    the one-byte CSI ``\x9b``, become spaces)."""
     return html.escape(_LINE_BREAKS.sub(" ", str(value)), quote=False).replace("`", "\\`")
 
 

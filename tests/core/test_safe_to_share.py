@@ -47,6 +47,7 @@ def test_escaping_rules():
     ]  # fmt: skip
     assert markdown_cell("a|b <img src=x onerror=alert(1)>") == "a\\|b &lt;img src=x onerror=alert(1)&gt;"
     assert markdown_text("run\n# Owned\n```") == "run # Owned \\`\\`\\`"
+    assert markdown_text("a\x9b2J\x85b") == "a 2J b"  # C1 controls: a one-byte CSI, a next line
     assert shell_word("x; rm -rf ~") == "'x; rm -rf ~'"
 
 
@@ -64,6 +65,23 @@ def test_compare_escapes_names(tmp_path):
     assert "<img" not in table and "&lt;img src=x onerror=alert(1)&gt;" in table
     assert "=cmd\\|' -C calc'!A0" in table
     assert all(line.count("|") - line.count("\\|") == 8 for line in table.splitlines() if line.startswith("| "))
+
+
+def test_compare_prints_a_colleagues_names_escaped(tmp_path):
+    """A report's checkpoint is named by whoever wrote it: a bidirectional override or a one-byte CSI (C1) in it
+    reached the terminal, which Markdown's escaping (C0 controls become spaces) let through."""
+    summary = {"n": 1, "precision": 0.5, "recall": 0.5, "cmr": None, "ftr": 0.0}
+    for name, checkpoint in (("a", "mine"), ("b", "evil\u202eabc\x9b2J\x1b]52;c;aGk=\x07")):
+        (tmp_path / name).mkdir()
+        report = {"overall": summary, "by_task": {}, "config": {"kind": "baseline", "checkpoint": checkpoint}}
+        (tmp_path / name / "report.json").write_text(json.dumps(report))
+    prefix = tmp_path / "comparison"
+    result = run_script("evaluate/compare.py", tmp_path / "a", tmp_path / "b", "--out", prefix)
+    assert "| evil\\u202eabc 2J ]52;c;aGk=  |" in result.stdout and result.stdout.isascii()
+    # matplotlib's warnings name the glyphs the chart's labels lack: the escape character among them
+    assert "UserWarning: Glyph 27 (\\x1b) missing" in result.stderr and "\x1b" not in result.stderr
+    table = prefix.with_suffix(".md").read_text()
+    assert "| evil\u202eabc 2J ]52;c;aGk=  |" in table  # the file keeps the name, less its controls
 
 
 def test_model_card_fields_cannot_inject():
