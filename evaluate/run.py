@@ -45,7 +45,16 @@ from functools import partial
 from pathlib import Path
 
 from rectune.benchmarks import benchmark_of, load_rows
-from rectune.core.cli import ArgumentParser, fraction, non_negative_int, positive, positive_int, run, seed
+from rectune.core.cli import (
+    ArgumentParser,
+    fraction,
+    list_length,
+    non_negative_int,
+    positive,
+    positive_int,
+    run,
+    seed,
+)
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
@@ -88,7 +97,7 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help="put the user's history in the prompt (default: as the training files)",
     )
-    parser.add_argument("--k", type=positive_int, default=None, help="fixed-K prompt variant (paper Appendix F)")
+    parser.add_argument("--k", type=list_length, default=None, help="fixed-K prompt variant (paper Appendix F)")
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument(
         "--max-new-tokens",

@@ -15,7 +15,7 @@ Each completion is scored on its answer: <think> blocks removed, then capped (--
 import argparse
 from pathlib import Path
 
-from rectune.core.cli import ArgumentParser, file_name, percent, positive_int, run
+from rectune.core.cli import ArgumentParser, file_name, list_length, percent, run
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.owned_files import file_outputs
 from rectune.data.completions import add_limit_arguments, limits
@@ -32,7 +32,7 @@ def parse_args() -> argparse.Namespace:
         "--metrics", choices=["default", "official"], default="default", help="official: the authors' evaluator"
     )
     parser.add_argument(
-        "--k", type=positive_int, default=None, help="fixed K the answers were asked for (default: as data_prep)"
+        "--k", type=list_length, default=None, help="fixed K the answers were asked for (default: as data_prep)"
     )
     parser.add_argument("--out", type=file_name, required=True, help="JSON report to write")
     parser.add_argument("--overwrite", action="store_true", help="replace --out even if RecTune did not write it")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rectune.core.cli import K_MAX
 from rectune.core.io import DataError, read_json_object
 
 # option -> its type; a null option is as good as absent. Other keys are kept as they are (a later version's).
@@ -42,6 +43,8 @@ def recorded_prompt(data_file: str | os.PathLike) -> dict:
         if wrong:
             what = {bool: "true or false", int: "a whole number of at least 1", str: "a string"}[kind]
             raise DataError(stats, f"field 'prompt.{key}': must be {what}, got {str(value)[:60]!r}")
+        if key == "k" and value > K_MAX:
+            raise DataError(stats, f"field 'prompt.k': a list of at most {K_MAX} items, got {str(value)[:60]}")
         if key in WORDS and value not in WORDS[key]:
             known = " or ".join(repr(word) for word in WORDS[key])
             raise DataError(stats, f"field 'prompt.{key}': {value[:60]!r} is none this RecTune knows ({known}); "

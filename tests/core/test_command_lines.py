@@ -49,6 +49,8 @@ def test_entry_scripts_refuse_prefixes_in_one_line(tmp_path, script, args, sugge
         ("train/grpo.py", ["--config"], 2, "error: --config needs a recipe file (RECIPE.yaml)"),
         ("evaluate/run.py", ["--data", "d.jsonl", "--out", "r", "--k", "0"], 2,
          "argument --k: expected a number of at least 1, got 0"),
+        ("evaluate/score.py", ["--data", "d.jsonl", "--predictions", "p", "--out", "s", "--k", "1001"], 2,
+         "argument --k: expected a list of at most 1000 items, got 1001"),
         ("evaluate/run.py", ["--data", "missing.jsonl", "--out", "r", "--model", "m"], 2,
          "error: missing.jsonl: file not found"),
         ("evaluate/score.py", ["--data", "missing.jsonl", "--predictions", "p.jsonl", "--out", "s.json"], 2,
