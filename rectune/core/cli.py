@@ -26,7 +26,8 @@ from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 
 USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
-_OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR}
+_OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR,
+                   errno.ENAMETOOLONG}  # fmt: skip
 
 
 def run(main: Callable[[], object]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rectune.core.io import TEMP_TAG, UMASK, RecTuneError, fault_point, write_json
 from rectune.core.locks import hold_output_lock, output_lock
+from rectune.core.output_paths import check_output_path
 
 
 @contextlib.contextmanager
@@ -99,24 +100,6 @@ def output_set(target: str | os.PathLike, kind: str, *, overwrite: bool = False,
         with staged_folder(target, replace=True) as staging:
             yield staging
             write_marker(staging, kind, [entry.name for entry in staging.iterdir()], digest=digest)
-
-
-def check_output_path(target: Path) -> None:
-    """Refuse, in one line, an output path that can never be swapped in whole."""
-    if target.is_symlink():
-        real = os.path.realpath(target)  # Path.resolve raised on a link to itself: a traceback instead of this line
-        raise RecTuneError(f"{target}: is a symbolic link; give the folder itself ({real}) or another one")
-    absolute = Path(os.path.abspath(target))
-    if absolute == Path.cwd() or absolute in Path.cwd().parents or absolute.parent == absolute:
-        raise RecTuneError(f"{target}: is the current folder or holds it; name a folder inside it instead")
-    for folder in absolute.parents:
-        if folder.is_symlink() and not folder.exists():  # mkdir raised FileExistsError there: a traceback
-            raise RecTuneError(f"{target}: {folder} is a symbolic link to nothing (or to itself), so nothing can be "
-                               "written under it")  # fmt: skip
-        if folder.exists():
-            if not folder.is_dir():
-                raise RecTuneError(f"{target}: {folder} is a file, so nothing can be written under it")
-            break
 
 
 def check_output_folder(target: Path, kind: str, *, overwrite: bool) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from rectune.core.io import RecTuneError, write_json
 from rectune.core.locks import output_lock
-from rectune.core.outputs import check_output_path, sha256_of
+from rectune.core.output_paths import check_output_path
+from rectune.core.outputs import sha256_of
 
 MANIFEST = ".rectune-files.json"
 

@@ -381,6 +381,24 @@ def test_an_output_at_or_under_a_link_to_nothing_or_to_itself_is_one_line(tmp_pa
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_an_output_name_too_long_for_its_lock_and_temporary_files_is_one_line(tmp_path, movie_data):
+    """A name of 250 bytes fits the file system, its `.NAME.lock` and `.NAME.rectune-PID-….tmp` do not: the kernel's
+    "File name too long" was a traceback as the lock was made; a longer folder on the way was made, then left."""
+    report = tmp_path / "report"
+    report.mkdir()
+    summary = {"n": 1, "precision": 0.5, "recall": 0.5, "cmr": None, "ftr": 0.0}
+    (report / "report.json").write_text(json.dumps({"overall": summary, "by_task": {}}))
+    name, words = "a" * 250, "a name of 250 bytes; the lock and temporary files RecTune writes beside it"
+    one_line(prepare(tmp_path / name), words)
+    score = ("--data", movie_data / "test.jsonl", "--predictions", movie_data / "test.jsonl")
+    one_line(run_script("evaluate/score.py", *score, "--out", tmp_path / name, check=False), words)
+    one_line(run_script("evaluate/compare.py", report, "--out", tmp_path / ("c" * 196), check=False),
+             "a name of 199 bytes")  # its tables' names: the prefix and ".png"  # fmt: skip
+    one_line(prepare(tmp_path / "x" / ("b" * 300) / "data"), "a folder name of 300 bytes; at most 255 here")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["report"]  # nothing made on the way
+    assert prepare(tmp_path / ("d" * 198)).returncode == 0  # the longest name that leaves room for them
+
+
 # --- locks that cannot be tricked --------------------------------------------------------------
 
 
