@@ -230,6 +230,19 @@ def file_name(text: str) -> str:
     return text
 
 
+def check_utf8_arguments(args: Sequence[str]) -> None:
+    """Refuse, in one line, a command-line argument whose bytes are no UTF-8 (a folder copied from a Latin-1
+    system: Linux takes any bytes in a name). Python hands such bytes on as lone surrogates, which every JSON
+    record, report and card RecTune writes the path into refuses to encode: a traceback after the work was done."""
+    for arg in args:
+        if isinstance(arg, str) and any("\udc80" <= char <= "\udcff" for char in arg):
+            raise RecTuneError(
+                f"{os.fsencode(arg).decode('utf-8', 'backslashreplace')}: holds bytes that are no UTF-8; RecTune "
+                "writes the paths it is given into "
+                "its records (JSON, Markdown): rename it"
+            )
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse as every entry script uses it: no prefix matching (``--baselin`` is not ``--baseline``), a
     raw description (the scripts' docstrings keep their line breaks), and an unknown flag answered with
@@ -242,8 +255,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        """argparse's, then an output folder (:func:`add_output_arguments`) checked against every other path given:
-        a folder built whole and swapped in must not be, hold or lie in what the run reads."""
+        """argparse's, its arguments UTF-8 (:func:`check_utf8_arguments`), then an output folder
+        (:func:`add_output_arguments`) checked against every other path given: a folder built whole and swapped in
+        must not be, hold or lie in what the run reads."""
+        check_utf8_arguments(sys.argv[1:] if args is None else args)
         parsed, extra = super().parse_known_args(args, namespace)
         outputs = getattr(self, "rectune_outputs", ())
         if outputs:

@@ -152,19 +152,52 @@ def read_json_object(path: str | os.PathLike) -> dict:
     return value
 
 
+# JSON's \\uD800-\\uDFFF escapes, one half of a UTF-16 pair each: a pair makes one character, a lone half none
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
 def parse_json(text: str | bytes, path: str | os.PathLike, line: int | None = None) -> Any:
     """``json.loads``, with every failure a :class:`DataError` naming the file and line.
 
-    Python's parser recurses per nesting level: a line of 100,000 ``[`` is malformed input, not a crash.
+    Python's parser recurses per nesting level: a line of 100,000 ``[`` is malformed input, not a crash. A lone
+    half of a UTF-16 pair (``"\\udcff"``: a review's emoji cut in two) is no character, and no UTF-8 file can hold
+    it: every record RecTune writes from it failed to encode, a traceback with the report half written. It is read
+    as U+FFFD, as a UTF-8 decoder reads a broken byte.
     """
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise DataError(path, f"malformed JSON: {err.msg}", line=line or err.lineno) from None
     except RecursionError:
         raise DataError(path, "malformed JSON: nested too deeply", line=line) from None
     except ValueError as err:  # an integer past Python's digit limit
         raise DataError(path, f"malformed JSON: {err}", line=line) from None
+    searched = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    return whole_characters(value) if SURROGATE_ESCAPE.search(searched) else value
+
+
+def whole_characters(value: Any) -> Any:
+    """``value`` (JSON's strings, lists and objects) with each lone surrogate read as U+FFFD; pairs are characters
+    already. Iterative: JSON nested just within the parser's limit."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub(REPLACEMENT, value)
+    root = [value]
+    pending = [(root, 0)]
+    while pending:
+        holder, key = pending.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            holder[key] = LONE_SURROGATE.sub(REPLACEMENT, item)
+        elif isinstance(item, list):
+            pending.extend((item, index) for index in range(len(item)))
+        elif isinstance(item, dict):
+            renamed = {LONE_SURROGATE.sub(REPLACEMENT, name): entry for name, entry in item.items()}
+            item.clear()
+            item.update(renamed)
+            pending.extend((item, name) for name in item)
+    return root[0]
 
 
 def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[tuple[int, dict]]:

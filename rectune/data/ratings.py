@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rectune.core.cli import add_output_arguments
-from rectune.core.io import CONTROL, DataError
+from rectune.core.io import CONTROL, DataError, whole_characters
 from rectune.data import movielens
 from rectune.data.titles import CatalogItem
 
@@ -54,7 +54,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
             raise DataError(path, f"malformed JSON: {err}", line=line_no) from None
         if not isinstance(record, dict):
             raise DataError(path, f"expected a JSON object, got {type(record).__name__}", line=line_no)
-        yield line_no, record
+        yield line_no, whole_characters(record) if "\\" in line else record  # an emoji's half: U+FFFD
 
 
 MAX_LITERAL_CHARS = 1 << 20  # Amazon 2014 metadata lines run to tens of kilobytes

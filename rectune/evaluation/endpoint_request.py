@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any
 
+from rectune.core.io import whole_characters
+
 MAX_ANSWER_BYTES = 1 << 20  # a 2,000-token completion is ~10 KB; a body far larger is not an answer
 
 
@@ -168,7 +170,7 @@ def read_body(http_response: Any, deadline: float) -> bytes:
 def parse_completion(raw: bytes, latency: float) -> tuple[str, dict]:
     """The answer text and what the server reported, from a chat-completion body; else :class:`UnusableAnswer`."""
     try:
-        response = json.loads(raw.decode("utf-8"))
+        response = whole_characters(json.loads(raw.decode("utf-8")))  # a lone "\\udcff" would fail every write
     except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: also a number past the digit limit
         start = raw[:40].decode("utf-8", "replace").strip()
         raise UnusableAnswer(f"not JSON (starts {' '.join(start.split())!r})") from None

@@ -4,6 +4,7 @@ these, not paths, since a folder may be rewritten in place (an adapter retrained
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 
@@ -28,7 +29,8 @@ def model_record(model_dir: str | Path, earlier: object = None) -> dict:
     files = []
     for path in _model_files(model_dir):
         stat = path.stat()
-        files.append(f"{path.name} {stat.st_size} {stat.st_mtime_ns}")
+        name = os.fsencode(path.name).decode("utf-8", "backslashreplace")  # a name of no UTF-8: started.json holds it
+        files.append(f"{name} {stat.st_size} {stat.st_mtime_ns}")
     if isinstance(earlier, dict) and earlier.get("files") == files and isinstance(earlier.get("sha256"), str):
         return {"files": files, "sha256": earlier["sha256"]}
     return {"files": files, "sha256": model_fingerprint(model_dir)}
@@ -42,7 +44,7 @@ def _model_files(model_dir: str | Path) -> list[Path]:
 def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(path.name.encode())
+        digest.update(os.fsencode(path.name))  # the same bytes as .encode() for a UTF-8 name; any name else
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)

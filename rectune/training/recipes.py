@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 
 import yaml
 
-from rectune.core.cli import run
-from rectune.core.io import DataError, RecTuneError, require_file
+from rectune.core.cli import check_utf8_arguments, run
+from rectune.core.io import LONE_SURROGATE, DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.model_init_kwargs import check_model_init, keep_dtype_given
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
@@ -44,6 +44,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     from trl import TrlParser
 
     args = list(sys.argv[1:] if argv is None else argv)
+    check_utf8_arguments(args)
     if "-h" in args or "--help" in args:
         print(short_help(dataclass_types))
         sys.exit(0)
@@ -208,6 +209,8 @@ def read_recipe(recipe: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         raise DataError(recipe, f"malformed YAML: {err}") from None
     except (ValueError, RecursionError) as err:  # a number past Python's digit limit; nesting past its stack
+        if isinstance(err, DataError):  # a refusal of the checks above, which names its line
+            raise
         raise DataError(recipe, f"malformed YAML: {str(err)[:200] or 'nested too deeply'}") from None
     if not isinstance(config, dict):
         raise DataError(recipe, "a recipe must be a YAML mapping of argument names to values")
@@ -296,12 +299,14 @@ def _refuse_argument(message: str, recipe: Path | None, given: frozenset[str]) -
 def _refuse_aliases_and_repeated_keys(recipe: Path, text: str) -> None:
     """Refuse a YAML alias (``*name``): a few lines can expand into gigabytes (the "billion laughs"), and recipes
     need none. Refuse a key given twice in one mapping: YAML keeps the last without a word, so a value added at
-    the bottom of a long recipe would quietly replace the one above it."""
+    the bottom of a long recipe would quietly replace the one above it. Refuse half a UTF-16 pair (``"\\uDCFF"``)."""
     open_nodes: list[list] = []  # per open collection: [a mapping's keys seen (key: line) or None, next is a key]
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent):
             raise DataError(recipe, f"YAML alias *{event.anchor}: write the value out instead", line)
+        if isinstance(event, yaml.ScalarEvent) and LONE_SURROGATE.search(event.value):
+            raise DataError(recipe, f"{ascii(event.value)[:80]}: holds half of a UTF-16 pair, no character", line)
         if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             open_nodes.pop()
         elif not isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):

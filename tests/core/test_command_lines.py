@@ -1,5 +1,6 @@
 """Entry scripts' command lines: no prefix matching, and an unknown flag answered with the closest one."""
 
+import os
 import subprocess
 import sys
 
@@ -71,3 +72,24 @@ def test_help_and_bad_input_answer_before_trl_and_torch_load(tmp_path, script, a
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert said in result.stdout + result.stderr, result.stdout[-1000:] + result.stderr[-2000:]
     assert result.stdout.splitlines()[-1] == f"exit {code} False False"
+
+
+def test_a_path_whose_bytes_are_no_utf8_is_one_line_before_anything_is_written(tmp_path):
+    """Linux takes any bytes in a name (a folder from a Latin-1 system); Python hands them on as lone surrogates,
+    which no JSON record, report or card could encode: a traceback after the work, the report half written."""
+    folder = tmp_path / os.fsdecode(b"caf\xe9")
+    folder.mkdir()
+    (folder / "test.jsonl").write_text("{}\n")
+    result = run_script("evaluate/score.py", "--data", folder / "test.jsonl", "--predictions", folder / "test.jsonl",
+                        "--out", tmp_path / "s.json", check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stderr.splitlines()[-1] == (
+        f"error: {tmp_path}/caf\\xe9/test.jsonl: holds bytes that are no UTF-8; RecTune writes the paths it is given "
+        "into its records (JSON, Markdown): rename it"
+    )
+    recipe = tmp_path / "r.yaml"  # a recipe's YAML may escape half a UTF-16 pair, as JSON may
+    recipe.write_text('model_name_or_path: m\noutput_dir: "runs/caf\\uDCE9"\n')
+    trained = run_script("train/sft.py", recipe, check=False)
+    assert trained.returncode == 2 and trained.stderr.splitlines()[-1] == (
+        f"error: {recipe}:2: 'runs/caf\\udce9': holds half of a UTF-16 pair, no character"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["caf\udce9", "r.yaml"]

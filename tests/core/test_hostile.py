@@ -146,6 +146,17 @@ def test_content_parts_are_read_as_mistrals_reasoning_models_send_them(raw):
     assert (answer, record["reasoning"], endpoint.requests) == ("Heat [SEP] Casino", "They like Mann.", 1)
 
 
+def test_half_a_character_in_an_answer_is_read_as_the_replacement_character(raw, tmp_path, movie_data):
+    """JSON may escape half a UTF-16 pair ("\\udcff", "\\ud83d" cut from its emoji): no character, so writing the
+    answer to predictions.jsonl failed to encode it, a traceback with the report folder half written."""
+    body = json.dumps({"choices": [{"message": {"content": "Heat\udcff [SEP] Casino \ud83d"}}]})  # escaped
+    endpoint = raw(lambda handler, n: send(handler, body.encode()))
+    result = evaluate(tmp_path / "r", movie_data, endpoint.url)
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = [json.loads(line)["completion"] for line in (tmp_path / "r" / "predictions.jsonl").open()]
+    assert set(answers) == {"Heat\ufffd [SEP] Casino \ufffd"}
+
+
 def test_the_evaluation_script_turns_a_malformed_answer_into_one_line(raw, tmp_path, movie_data):
     endpoint = raw(lambda handler, n: send(handler, b"<html>502 Bad Gateway</html>", "text/html"))
     result = evaluate(tmp_path / "r", movie_data, endpoint.url, "--max-retries", "1")

@@ -2,13 +2,21 @@ import json
 import os
 
 import pytest
-from conftest import read_jsonl
+from conftest import read_jsonl, run_script
 
 import rectune.core.io as rectune_io
 from rectune.benchmarks import load_rows
 from rectune.benchmarks.recbench.rows import RecBenchRow
 from rectune.core.cli import run
-from rectune.core.io import DataError, RecTuneError, atomic_write, numbered_jsonl, write_json, write_jsonl
+from rectune.core.io import (
+    DataError,
+    RecTuneError,
+    atomic_write,
+    numbered_jsonl,
+    parse_json,
+    write_json,
+    write_jsonl,
+)
 from rectune.core.outputs import check_output_folder, output_set
 
 GOOD = {
@@ -139,6 +147,23 @@ def test_invalid_utf8_names_the_line(tmp_path):
     path.write_bytes(json.dumps(GOOD).encode() + b'\n{"id": "caf\xe9"}\n')
     with pytest.raises(DataError, match=r"t.jsonl:2: not UTF-8 text \(byte 12 of the line\)"):
         load_rows(path)
+
+
+def test_half_a_utf16_pair_is_read_as_the_replacement_character(tmp_path, movie_data, train_data):
+    """A review's emoji cut in two ("\\ud83d") is no character: every record written from it failed to encode."""
+    pair, half = "\\ud83d\\ude00", "\\udcff"  # JSON's escapes: a whole emoji, then a lone half
+    text = f'{{"a{half}": ["x{half}", {{"k": "{pair} ok {half}"}}], "n": 1}}'
+    assert parse_json(text, "f") == {"a\ufffd": ["x\ufffd", {"k": "\U0001f600 ok \ufffd"}], "n": 1}
+    assert parse_json(text.encode(), "f")["a\ufffd"][0] == "x\ufffd" and parse_json('"\\\\udcff"', "f") == "\\udcff"
+    rows = (movie_data / "test.jsonl").read_text().splitlines()
+    data = tmp_path / "test.jsonl"  # a query holding one, evaluated: the report is written whole
+    data.write_text("\n".join([rows[0].replace('in it.",', f'in it.{half}",'), *rows[1:]]) + "\n")
+    for name in ("catalog.jsonl", "kg.jsonl", "stats.json"):
+        (tmp_path / name).write_bytes((movie_data / name).read_bytes())
+    (tmp_path / "train.jsonl").write_bytes((train_data / "train.jsonl").read_bytes())  # what popularity counts
+    result = run_script("evaluate/run.py", "--model", "baseline:popularity", "--data", data, "--out", tmp_path / "r",
+                        "--no-wandb")  # fmt: skip
+    assert result.returncode == 0 and "in it.\ufffd" in (tmp_path / "r" / "details.jsonl").read_text()
 
 
 def test_files_are_created_readable_by_others(tmp_path):

@@ -73,3 +73,5 @@ def test_a_cached_hub_model_is_read_from_its_snapshot_and_fingerprinted_by_its_f
     os.utime(folder / "config.json", ns=(mtime, mtime + 1))  # the same bytes, touched: hashed again, the same
     assert model_record(folder, {**record, "sha256": "earlier"})["sha256"] == record["sha256"]
     assert model_record(folder, ["not", "a", "record"])["sha256"] == record["sha256"]
+    (folder / os.fsdecode(b"notes-caf\xe9.txt")).write_text("")  # a name of no UTF-8, written as its bytes read
+    assert model_record(folder)["files"][1].startswith("notes-caf\\xe9.txt 0 ")
