@@ -369,9 +369,9 @@ def test_report_to_names_an_installed_integration(tmp_path):
     from transformers.integrations.integration_utils import get_available_reporting_integrations
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("model_name_or_path: m\nreport_to: [nope]\n")
-    with pytest.raises(RecTuneError, match=r"r.yaml: key 'report_to': 'nope' is none of transformers' \(azure_ml, "):
-        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path)])
+    recipe.write_text("model_name_or_path: m\nreport_to: [wandb]\n")  # a recipe names W&B, TensorBoard or Trackio
+    with pytest.raises(RecTuneError, match=r"command line: --report_to: 'nope' is none of transformers' \(azure_ml, "):
+        parse_recipe(SFT, [str(recipe), "--output_dir", str(tmp_path), "--report_to", "nope"])
     installed = get_available_reporting_integrations()
     for missing in [n for n in ("mlflow", "comet_ml", "clearml", "neptune", "swanlab") if n not in installed][:2]:
         with pytest.raises(RecTuneError) as caught:
