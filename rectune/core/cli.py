@@ -238,8 +238,7 @@ def check_utf8_arguments(args: Sequence[str]) -> None:
         if isinstance(arg, str) and any("\udc80" <= char <= "\udcff" for char in arg):
             raise RecTuneError(
                 f"{os.fsencode(arg).decode('utf-8', 'backslashreplace')}: holds bytes that are no UTF-8; RecTune "
-                "writes the paths it is given into "
-                "its records (JSON, Markdown): rename it"
+                "writes the paths it is given into its records (JSON, Markdown): rename it"
             )
 
 
