@@ -34,6 +34,7 @@ from rectune.training.model_init_kwargs import quantization_config, set_model_in
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe, where_set
+from rectune.training.resumable import check_named_checkpoint
 from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.setup import (
     announce_setup,
@@ -51,7 +52,6 @@ from rectune.training.sft_base import MERGED_SFT_BASE, check_sft_adapter, merged
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.stages import (
     already_finished,
-    check_named_checkpoint,
     check_resume,
     checkpoints_like_the_stage,
     fault_callbacks,

@@ -26,6 +26,7 @@ from rectune.training.finite_weights import FiniteWeights
 from rectune.training.model_init_kwargs import quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
+from rectune.training.resumable import check_named_checkpoint
 from rectune.training.setup import (
     announce_setup,
     card_while_training,
@@ -41,7 +42,6 @@ from rectune.training.setup import (
 )
 from rectune.training.stages import (
     already_finished,
-    check_named_checkpoint,
     check_resume,
     checkpoints_like_the_stage,
     fault_callbacks,

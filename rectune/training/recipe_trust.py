@@ -24,10 +24,9 @@ COMMAND_LINE_ONLY = {
     "deepspeed": "a recipe cannot configure DeepSpeed, whose config writes files at paths it names (the flops "
     "profiler's output_file, monitors' output_path, NVMe offload); launch with an accelerate_configs/zero*.yaml "
     "or pass --deepspeed",
-    # DeepSpeed resumes from a checkpoint's global_step*/ states through Python's pickle (torch.load with
-    # weights_only=False), which runs whatever code they hold; transformers' own resume reads weights only
-    "resume_from_checkpoint": "a recipe cannot choose a checkpoint to resume from (under DeepSpeed its states load "
-    "through pickle, which runs code they hold); pass --resume_from_checkpoint",
+    # a run resumed carries on from another folder's weights, optimizer state and step: the user's choice
+    "resume_from_checkpoint": "a recipe cannot choose a checkpoint to resume from (the run would go on from the "
+    "weights and step of any folder it names); pass --resume_from_checkpoint",
 }
 RUNS_CODE = "trust_remote_code"
 OWN_PACKAGE = "rectune."  # RecTune's own rewards import nothing foreign
@@ -124,9 +123,6 @@ def announce_code(parsed: tuple[Any, ...]) -> None:
             lines[RUNS_CODE] = "trust_remote_code (command line): the model folder's own Python will run"
         if init.get(ANY_HUB_KERNEL):
             lines[ANY_HUB_KERNEL] = "allow_all_kernels (command line): attention kernels load from any Hub repository"
-        named = getattr(config, "resume_from_checkpoint", None)
-        if isinstance(named, str) and any(Path(named).glob("global_step*")):
-            lines[named] = f"resume_from_checkpoint (command line): under DeepSpeed {named}'s pickled states will load"
         for name in getattr(config, "reward_funcs", None) or []:
             if "." in name and not name.startswith(OWN_PACKAGE):
                 lines[name] = f"reward {name} (command line): importing its module"

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rectune.core.io import RecTuneError, fault_point, read_json, read_json_object, write_json
+from rectune.core.io import RecTuneError, fault_point, read_json, write_json
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
-from rectune.models.checkpoints import FINISHED, adapter_chain, check_adapters_fit, finished_stage
+from rectune.models.checkpoints import FINISHED, finished_stage
 from rectune.models.fingerprints import adapter_fingerprint, model_record
 from rectune.models.hub import local_model_folder
-from rectune.models.model_folders import safetensors_problem
 from rectune.models.sharing import make_portable
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
+from rectune.training.resumable import check_pickled_states, checkpoint_problem, checkpoint_step, states_read_as_data
 from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 
 log = logging.getLogger(__name__)
@@ -175,11 +175,12 @@ def last_checkpoint(training_args: Any) -> str | None:
     if training_args.resume_from_checkpoint:
         return training_args.resume_from_checkpoint
     output_dir = Path(training_args.output_dir)
-    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and _step(p).isdigit()]
-    for checkpoint in sorted(found, key=lambda p: int(_step(p)), reverse=True):
+    found = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and checkpoint_step(p).isdigit()]
+    for checkpoint in sorted(found, key=lambda p: int(checkpoint_step(p)), reverse=True):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
             log.info("resuming from %s", checkpoint)
+            check_pickled_states(checkpoint)  # a copied run folder's DeepSpeed states: data, or one line
             return str(checkpoint)
         log.warning("skipping %s: %s (interrupted while saving)", checkpoint, problem)
     return None
@@ -191,105 +192,29 @@ def train(trainer: Any, checkpoint: str | None) -> None:
     A run killed while saving its final result left a checkpoint that already holds the last step;
     transformers would resume from it and train one step more, so its weights are loaded instead.
     """
-    if checkpoint is not None and _holds_the_last_step(trainer.args, Path(checkpoint)):
-        from transformers import TrainerState
+    with states_read_as_data():  # DeepSpeed's resume unpickles its states: weights only, whatever it asks
+        if checkpoint is not None and _holds_the_last_step(trainer.args, Path(checkpoint)):
+            from transformers import TrainerState
 
-        log.info("%s holds the last step: loading it, nothing left to train", checkpoint)
-        trainer._load_from_checkpoint(checkpoint)
-        trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
-        return
-    try:
-        trainer.train(resume_from_checkpoint=checkpoint)
-    except Exception as err:
-        if disk_full(err):  # safetensors and torch report it in their own errors
-            raise RecTuneError(
-                f"{trainer.args.output_dir}: no space left on the device while saving a checkpoint; free some and "
-                "rerun: it resumes from the last complete checkpoint"
-            ) from None
-        raise
+            log.info("%s holds the last step: loading it, nothing left to train", checkpoint)
+            trainer._load_from_checkpoint(checkpoint)
+            trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+            return
+        try:
+            trainer.train(resume_from_checkpoint=checkpoint)
+        except Exception as err:
+            if disk_full(err):  # safetensors and torch report it in their own errors
+                raise RecTuneError(
+                    f"{trainer.args.output_dir}: no space left on the device while saving a checkpoint; free some "
+                    "and rerun: it resumes from the last complete checkpoint"
+                ) from None
+            raise
 
 
 def _holds_the_last_step(training_args: Any, checkpoint: Path) -> bool:
     state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
     last = training_args.max_steps if training_args.max_steps > 0 else state.get("max_steps", 0)
     return 0 < last <= state["global_step"]
-
-
-def _step(checkpoint: Path) -> str:
-    return checkpoint.name.removeprefix("checkpoint-")
-
-
-# what an adapter's checkpoint records of its shape and scale -> the ModelConfig key that sets it
-ADAPTER_KEYS = {
-    "r": "lora_r", "lora_alpha": "lora_alpha", "target_modules": "lora_target_modules", "use_dora": "use_dora",
-    "use_rslora": "use_rslora", "modules_to_save": "lora_modules_to_save",
-}  # fmt: skip
-
-
-def check_named_checkpoint(
-    training_args: Any, model_args: Any, model_name: str, sft_adapter: str | None = None
-) -> None:
-    """A ``resume_from_checkpoint`` given by name must be a complete checkpoint of the adapter this run builds,
-    checked before the run claims its folder: one of another rank or other modules was a traceback as its
-    weights or optimizer state loaded, and one of another ``lora_alpha`` trained on, scaled otherwise, silently;
-    its weights' shapes are checked against ``model_name`` (one trained on another model), and it must have been
-    trained over the SFT adapter this run merges in (``sft_adapter``), or over none when this run merges none."""
-    named = training_args.resume_from_checkpoint
-    if not named or finished_stage(training_args.output_dir) is not None:
-        return  # a finished stage is not trained again (already_finished says so), whatever it would resume from
-    path = Path(named)
-    problem = checkpoint_problem(path, named_by_step=False) if path.is_dir() else "no such folder"
-    if problem:
-        raise RecTuneError(f"resume_from_checkpoint {named}: {problem}")
-    if not (path / "adapter_config.json").is_file() or not model_args.use_peft:
-        return  # the trainer's own loading says what does not fit a full model's checkpoint
-    saved = read_json_object(path / "adapter_config.json")
-    for key, setting in ADAPTER_KEYS.items():
-        theirs, ours = saved.get(key), getattr(model_args, setting)
-        if key in ("target_modules", "modules_to_save") and isinstance(theirs, list) and isinstance(ours, list):
-            theirs, ours = sorted(theirs), sorted(ours)
-        elif key in ("target_modules", "modules_to_save"):
-            continue  # a pattern or all-linear: PEFT resolves it against the model; its loading then says
-        if theirs != ours:
-            raise RecTuneError(
-                f"resume_from_checkpoint {named}: its adapter has {key} {theirs!r}, this run's {setting} is {ours!r}; "
-                "resume with the settings it was trained with"
-            )
-    check_adapters_fit(model_name, [named])
-    theirs, ours = adapter_chain(path)[1], [*adapter_chain(sft_adapter)[1], sft_adapter] if sft_adapter else []
-    if list(map(adapter_fingerprint, theirs)) != list(map(adapter_fingerprint, ours)):
-        raise RecTuneError(
-            f"resume_from_checkpoint {named}: it was trained over {_over(theirs)}, this run trains over "
-            f"{_over(ours)}; resume from a checkpoint of this stage"
-        )
-
-
-def _over(merged: list[str]) -> str:
-    return "SFT adapter " + ", ".join(map(str, merged)) if merged else "the base model alone"
-
-
-def checkpoint_problem(checkpoint: Path, named_by_step: bool = True) -> str | None:
-    """Why ``checkpoint`` cannot be resumed from, or None when it is complete (``named_by_step``: its folder's
-    name gives the step, as the checkpoints a run finds in its own folder do)."""
-    state_path = checkpoint / "trainer_state.json"
-    if not state_path.is_file():
-        return "no trainer_state.json"
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError):
-        return "trainer_state.json is cut short or malformed"
-    step = state.get("global_step") if isinstance(state, dict) else None
-    if not isinstance(step, int) or isinstance(step, bool) or (named_by_step and str(step) != _step(checkpoint)):
-        return "trainer_state.json does not match the folder's step"
-    weights = sorted(checkpoint.glob("*.safetensors"))
-    if not weights and (any(checkpoint.glob("global_step*")) or any(checkpoint.glob("*.index.json"))):
-        return None  # DeepSpeed's and sharded checkpoints: their own loaders check them
-    if not weights:
-        # pickle weights (.bin) would be unpickled on resume: code from a file; only safetensors are loaded
-        return "no safetensors weights" + (
-            " (pickle .bin weights are not loaded)" if any(checkpoint.glob("*.bin")) else ""
-        )
-    return next((problem for problem in map(safetensors_problem, weights) if problem), None)
 
 
 def fault_callbacks() -> list:

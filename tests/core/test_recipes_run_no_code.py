@@ -207,8 +207,8 @@ def test_an_upload_typed_on_the_command_line_runs_and_stays_out_of_the_resolved_
 
 
 def test_a_recipe_cannot_choose_a_checkpoint_to_resume_from(tmp_path, caplog):
-    """DeepSpeed resumes from a checkpoint's global_step*/ states with torch.load(weights_only=False): a stranger's
-    checkpoint beside a stranger's recipe would run its pickled code in a run launched under ZeRO."""
+    """A run resumed goes on from the weights, optimizer state and step of the folder named: the user's choice,
+    typed, never a recipe's (its DeepSpeed states load as data: tests/training/test_resumable.py)."""
     checkpoint = tmp_path / "theirs" / "checkpoint-5"
     (checkpoint / "global_step5").mkdir(parents=True)
     out = str(tmp_path / "o")
@@ -217,19 +217,18 @@ def test_a_recipe_cannot_choose_a_checkpoint_to_resume_from(tmp_path, caplog):
     with pytest.raises(
         DataError,
         match=r"r.yaml: key 'resume_from_checkpoint': a recipe cannot choose a checkpoint "
-        r"to resume from \(under DeepSpeed its states load through pickle",
+        r"to resume from \(the run would go on from the weights and step of any folder it names\); pass "
+        r"--resume_from_checkpoint$",
     ):
         parse_recipe(SFT, [str(recipe)])
     typed = ["--model_name_or_path", "m", "--output_dir", out, "--resume_from_checkpoint", str(checkpoint)]
-    parsed = parse_recipe(SFT, typed)  # the user's own choice: announced where DeepSpeed would unpickle it
+    parsed = parse_recipe(SFT, typed)  # the user's own choice, and no code: nothing to announce
     assert parsed[0].resume_from_checkpoint == str(checkpoint) and "resume_from_checkpoint" not in resolved_recipe(
         SFT, typed
     )
     with caplog.at_level(logging.WARNING, logger="rectune.training.recipes"):
         announce_code(parsed[:-1])
-    assert caplog.messages == [
-        f"resume_from_checkpoint (command line): under DeepSpeed {checkpoint}'s pickled states will load"
-    ]
+    assert caplog.messages == []
 
 
 def test_a_recipe_cannot_configure_deepspeed(tmp_path):

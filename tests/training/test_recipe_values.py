@@ -16,8 +16,8 @@ from rectune.models.model_folders import check_weights, safetensors_problem
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe
+from rectune.training.resumable import checkpoint_problem
 from rectune.training.setup import check_model_fits
-from rectune.training.stages import checkpoint_problem
 
 SFT = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
 GRPO = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments)
