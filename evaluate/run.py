@@ -188,11 +188,10 @@ def main() -> None:
     if args.chat_template_kwargs is not None and (batch or (args.model or "").startswith(PREFIX)):
         raise RecTuneError("--chat-template-kwargs goes with a model whose chat template renders the prompts here or "
                            "on the server (--backend hf, vllm or openai)")  # fmt: skip
+    benchmark = benchmark_of(args.data)  # a missing or empty data file: one line before any model loads
     variant = prompt_variant(args.data, args.with_history, args.k)
     # endpoints: the authors' max_tokens; local generation: the benchmark's longest answer (fits a CPU)
-    max_new_tokens = args.max_new_tokens or (
-        2000 if args.backend.startswith("openai") else benchmark_of(args.data).answer_tokens
-    )
+    max_new_tokens = args.max_new_tokens or (2000 if args.backend.startswith("openai") else benchmark.answer_tokens)
     settings = GenerationSettings(
         args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed, tuple(args.stop)
     )
@@ -234,6 +233,8 @@ def main() -> None:
                 tasks=args.task,
                 overwrite=args.overwrite,
                 commit=git_commit(),
+                catalog=args.catalog,
+                kg=args.kg,
             )
             print(f"wrote {path}: upload it as an OpenAI batch, then rerun with --batch-output OUTPUT_FILE")
             return

@@ -192,6 +192,11 @@ class Benchmark(ABC):
     def format_table(self, report: dict) -> str:
         """The report as a Markdown table."""
 
+    def load_scoring_files(self, rows: list[Any], resources: Resources) -> None:
+        """Load the files :meth:`score` reads beside the data for ``rows`` (catalog, KG), so that one missing or
+        malformed stops an evaluation before it generates, not once hours of answers are in."""
+        return None  # a benchmark scored from its rows alone (PerRecBench) reads nothing beside them
+
     def unit_values(self, record: dict) -> dict[str, float | None]:
         """One ``per_query`` record's values whose mean over records (then ``metric_transforms``) is each
         metric; None leaves the record out of that metric. The confidence intervals of ``compare.py

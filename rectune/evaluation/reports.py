@@ -106,6 +106,10 @@ def evaluate_checkpoint(
             answered = ", ".join(answered_tasks)
             raise DataError(data, f"none of the queries chosen is of a task answered here ({answered})")
     selection = selection_record(tasks, limit, sample, settings.seed)
+    resources = Resources(
+        data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
+    )
+    get_benchmark(rows[0].benchmark if rows else None).load_scoring_files(rows, resources)  # before any answer
     with _left_as_found_until_answered(out):
         config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
         if answers is None:
@@ -117,9 +121,6 @@ def evaluate_checkpoint(
     if answers is None:
         failed = failed_requests(out / "predictions.jsonl", {r.id for r in rows})
         check_failures(failed, len(rows), "requests", as_empty=score_failures_as_empty)
-    resources = Resources(
-        data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
-    )
     report, table = score_benchmark(rows, predictions, resources)
     cut = answers_at_token_limit(out / "predictions.jsonl", {r.id for r in rows})
     report["completions"]["cut_at_max_new_tokens"] = cut
@@ -224,15 +225,19 @@ def write_batch_file(
     tasks: list[str] | None = None,
     overwrite: bool = False,
     commit: str = "unknown",
+    catalog: str | os.PathLike | None = None,
+    kg: str | os.PathLike | None = None,
 ) -> Path:
     """The OpenAI Batch requests for the rows :func:`selected_rows` chooses (the queries a local evaluation
-    with the same arguments scores), in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``."""
+    with the same arguments scores), in the RecBench+ authors' shape, as ``out/batch_requests.jsonl``; the
+    files scoring their answers will read (``catalog``, ``kg``: default beside ``data``) are checked first."""
     out = Path(out)
     _, rows = selected_rows(load_rows(data), data, tasks, limit, sample, settings.seed)
     selection = selection_record(tasks, limit, sample, settings.seed)
+    benchmark = get_benchmark(rows[0].benchmark if rows else None)
+    benchmark.load_scoring_files(rows, Resources(data, catalog, kg, variant=variant))
     with _left_as_found_until_answered(out):
         start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
-        benchmark = get_benchmark(rows[0].benchmark if rows else None)
         requests = [
             batch_request(row.id, benchmark.messages(row, variant), checkpoint.base_model, settings.max_new_tokens)
             for row in rows

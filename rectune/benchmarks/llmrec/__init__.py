@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 from rectune.benchmarks import Benchmark, MetricSpec, Resources, Scored
 from rectune.benchmarks.llmrec import baselines as baseline_models
@@ -16,6 +17,12 @@ from rectune.benchmarks.llmrec import prompts, scoring
 from rectune.benchmarks.llmrec import rewards as reward_functions
 from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
 from rectune.data.rows import label_kind_problem
+
+
+def _ranking_matcher(rows: list[LLMRecRow], resources: Resources) -> Any:
+    """The catalog's matcher where ``rows`` hold a ranking task, else None: only ranking answers are matched
+    against the catalog, so text-only data needs none."""
+    return resources.matcher() if any(row.task in RANKING_TASKS for row in rows) else None
 
 
 class LLMRec(Benchmark):
@@ -83,9 +90,11 @@ class LLMRec(Benchmark):
                 problem = f"field 'target': a rating example needs a finite number, got {labels['target'][:60]!r}"
         return problem
 
+    def load_scoring_files(self, rows: list[LLMRecRow], resources: Resources) -> None:
+        _ranking_matcher(rows, resources)
+
     def score(self, rows: list[LLMRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
-        # only ranking answers are matched against the catalog, so text-only data needs none
-        matcher = resources.matcher() if any(row.task in RANKING_TASKS for row in rows) else None
+        matcher = _ranking_matcher(rows, resources)
         scores = scoring.score_queries(rows, predictions, matcher)
         report = {"metrics": list(self.metrics), **scoring.aggregate(scores, rows)}
         report["per_query"] = [vars(s).copy() for s in scores]

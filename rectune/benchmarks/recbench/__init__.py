@@ -88,6 +88,9 @@ class RecBenchPlus(Benchmark):
         k = resources.top_k or scoring.DEFAULT_K
         return ranks.item_gains(completion, truth, shown, k, resources.matcher())
 
+    def load_scoring_files(self, rows: list[RecBenchRow], resources: Resources) -> None:
+        resources.matcher(), resources.kg()
+
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
         if resources.variant.get("protocol") == rerec.PROTOCOL:  # one pick: the last boxed title, nothing else
             predictions = {row_id: rerec.boxed_answer(text) for row_id, text in predictions.items()}
