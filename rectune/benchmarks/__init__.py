@@ -192,9 +192,10 @@ class Benchmark(ABC):
     def format_table(self, report: dict) -> str:
         """The report as a Markdown table."""
 
-    def load_scoring_files(self, rows: list[Any], resources: Resources) -> None:
-        """Load the files :meth:`score` reads beside the data for ``rows`` (catalog, KG), so that one missing or
-        malformed stops an evaluation before it generates, not once hours of answers are in."""
+    def load_scoring_files(self, tasks: set[str], resources: Resources) -> None:
+        """Load the files :meth:`score` and the rewards read beside the data for queries of ``tasks`` (catalog, KG),
+        so that one missing or malformed stops an evaluation before it generates, not once hours of answers are in,
+        and a GRPO run before its model loads, not at its first reward."""
         return None  # a benchmark scored from its rows alone (PerRecBench) reads nothing beside them
 
     def unit_values(self, record: dict) -> dict[str, float | None]:

@@ -109,7 +109,7 @@ def evaluate_checkpoint(
     resources = Resources(
         data, catalog, kg, limits=limits, convention=convention, top_k=variant.get("k"), variant=variant
     )
-    get_benchmark(rows[0].benchmark if rows else None).load_scoring_files(rows, resources)  # before any answer
+    get_benchmark(rows[0].benchmark if rows else None).load_scoring_files({r.task for r in rows}, resources)
     with _left_as_found_until_answered(out):
         config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
         if answers is None:
@@ -235,7 +235,7 @@ def write_batch_file(
     _, rows = selected_rows(load_rows(data), data, tasks, limit, sample, settings.seed)
     selection = selection_record(tasks, limit, sample, settings.seed)
     benchmark = get_benchmark(rows[0].benchmark if rows else None)
-    benchmark.load_scoring_files(rows, Resources(data, catalog, kg, variant=variant))
+    benchmark.load_scoring_files({row.task for row in rows}, Resources(data, catalog, kg, variant=variant))
     with _left_as_found_until_answered(out):
         start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
         requests = [

@@ -2,10 +2,12 @@
 adapter and constant ones do not, and RFT files missing a label column fail naming it."""
 
 import json
+import shutil
 
 import pytest
 from conftest import one_step_grpo_recipe, read_view, run_script
 from safetensors.torch import load_file
+from test_hostile import one_line
 
 from rectune.core.io import DataError
 from rectune.training.views import check_examples
@@ -61,3 +63,15 @@ def test_rft_rows_missing_a_label_column_are_refused(tmp_path, train_data, colum
     path.write_text(json.dumps(row) + "\n")
     with pytest.raises(DataError, match=f"train_rft.jsonl:1: field '{column}': missing \\(needed by the rewards\\)"):
         check_examples(path, "rft")
+
+
+def test_a_missing_kg_stops_grpo_before_its_model_loads(tmp_path, tiny_model, train_data):
+    """The rewards read the catalog and KG: one missing was a refusal at the first reward, once the model (and an
+    SFT adapter merged into it) had loaded and the first rollout was sampled."""
+    data = tmp_path / "data"
+    shutil.copytree(train_data, data)
+    (data / "kg.jsonl").unlink()
+    recipe = one_step_grpo_recipe(tmp_path / "g.yaml", tiny_model, data / "train_rft.jsonl", tmp_path / "rft")
+    result = run_script("train/grpo.py", recipe, check=False)
+    one_line(result, f"{data / 'kg.jsonl'}: file not found (needed beside {data / 'train.jsonl'}")
+    assert "Loading weights" not in result.stderr and not (tmp_path / "rft").exists()

@@ -19,10 +19,10 @@ from rectune.benchmarks.llmrec.rows import NAME, RANKING_TASKS, TASKS, LLMRecRow
 from rectune.data.rows import label_kind_problem
 
 
-def _ranking_matcher(rows: list[LLMRecRow], resources: Resources) -> Any:
-    """The catalog's matcher where ``rows`` hold a ranking task, else None: only ranking answers are matched
+def _ranking_matcher(tasks: set[str], resources: Resources) -> Any:
+    """The catalog's matcher where ``tasks`` hold a ranking task, else None: only ranking answers are matched
     against the catalog, so text-only data needs none."""
-    return resources.matcher() if any(row.task in RANKING_TASKS for row in rows) else None
+    return resources.matcher() if tasks & set(RANKING_TASKS) else None
 
 
 class LLMRec(Benchmark):
@@ -90,11 +90,11 @@ class LLMRec(Benchmark):
                 problem = f"field 'target': a rating example needs a finite number, got {labels['target'][:60]!r}"
         return problem
 
-    def load_scoring_files(self, rows: list[LLMRecRow], resources: Resources) -> None:
-        _ranking_matcher(rows, resources)
+    def load_scoring_files(self, tasks: set[str], resources: Resources) -> None:
+        _ranking_matcher(tasks, resources)
 
     def score(self, rows: list[LLMRecRow], predictions: dict[str, str], resources: Resources) -> Scored:
-        matcher = _ranking_matcher(rows, resources)
+        matcher = _ranking_matcher({row.task for row in rows}, resources)
         scores = scoring.score_queries(rows, predictions, matcher)
         report = {"metrics": list(self.metrics), **scoring.aggregate(scores, rows)}
         report["per_query"] = [vars(s).copy() for s in scores]

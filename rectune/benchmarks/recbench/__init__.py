@@ -88,7 +88,7 @@ class RecBenchPlus(Benchmark):
         k = resources.top_k or scoring.DEFAULT_K
         return ranks.item_gains(completion, truth, shown, k, resources.matcher())
 
-    def load_scoring_files(self, rows: list[RecBenchRow], resources: Resources) -> None:
+    def load_scoring_files(self, tasks: set[str], resources: Resources) -> None:
         resources.matcher(), resources.kg()
 
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
