@@ -54,6 +54,7 @@ def merge_adapters(
         raise RecTuneError(f"{len(weights)} weights for {len(adapters)} adapters")
     if not all(math.isfinite(w) for w in weights) or not any(weights):
         raise RecTuneError(f"merge weights must be finite and not all zero, got {weights}")
+    _refuse_an_adapter_twice(adapters)
     out = Path(out)
     outputs = {"--out": out, "--full-model": full_model}
     _refuse_inputs_as_outputs(outputs, [("an adapter", adapter) for adapter in adapters])
@@ -123,6 +124,20 @@ def merge_adapters(
             merged.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
     return out
+
+
+def _refuse_an_adapter_twice(adapters: list[str]) -> None:
+    """One line where one folder is given twice (its path and a link to it, or a shell glob and the name again):
+    the merge counted it twice, weighted as two adapters (``--weights`` sets how much each one counts)."""
+    given: dict[str, str] = {}
+    for adapter in adapters:
+        real = os.path.realpath(adapter)
+        if real in given:
+            raise RecTuneError(
+                f"--adapters: {adapter} is {given[real]} again; name each adapter once (--weights sets how much each "
+                "counts)"
+            )
+        given[real] = adapter
 
 
 def check_mergeable(adapter: str | os.PathLike) -> None:

@@ -167,6 +167,15 @@ def test_bad_inputs(tmp_path, adapters):
     result = run_script("train/merge.py", "--adapters", adapters[0], other, "--out", tmp_path / "m", check=False)
     assert "different base models" in result.stderr
     assert not (tmp_path / "m").exists()
+    # one adapter twice, by its name and through a link: it counted as two, 2/3 of a merge meant to be 1/3
+    (tmp_path / "link").symlink_to(adapters[0])
+    result = run_script("train/merge.py", "--adapters", adapters[0], adapters[1], tmp_path / "link", "--out",
+                        tmp_path / "m", check=False)  # fmt: skip
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1] == (
+        f"error: --adapters: {tmp_path / 'link'} is {adapters[0]} again; name each adapter once (--weights sets how "
+        "much each counts)"
+    )
+    assert not (tmp_path / "m").exists()
     # a setting PEFT's method would ignore without a word, and a density keeping no delta at all
     for flags, line in [
         (("--density", "0.5"), "error: --density goes with --method ties or dare_ties, not linear"),
