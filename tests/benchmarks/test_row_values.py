@@ -41,7 +41,10 @@ def test_llmrec_ratings_must_be_finite_numbers(tmp_path, change, message):
     [({"mean_rating": "high"}, "user 0: 'mean_rating' must be a finite number, got 'high'"),
      ({"rating": float("nan")}, "user 0: 'rating' must be a finite number, got nan"),
      ({"history": [{"title": "Lip Balm", "rating": float("nan")}]},
-      "user 0: history entry 0: 'rating' must be a finite number, got nan")],
+      "user 0: history entry 0: 'rating' must be a finite number, got nan"),
+     # the prompt shows each entry's title and rating: one missing was a KeyError there
+     ({"history": [{"title": "Lip Balm", "rating": 4.0}, {}]}, "user 0: history entry 1: 'title' missing"),
+     ({"history": [{"title": "Lip Balm"}]}, "user 0: history entry 0: 'rating' missing")],
 )  # fmt: skip
 def test_perrec_ratings_must_be_finite_numbers(tmp_path, user, message):
     row = {**PERREC_ROW, "users": [{**PERREC_ROW["users"][0], **user}]}

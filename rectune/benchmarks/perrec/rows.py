@@ -95,6 +95,9 @@ def _check_ratings(check: RowChecker, users: list[dict]) -> None:
     for index, user in enumerate(users):
         if not isinstance(user["history"], list) or not all(isinstance(h, dict) for h in user["history"]):
             raise check.fail("users", f"user {index}: 'history' must be a list of objects")
+        for place, entry in enumerate(user["history"]):  # the prompt shows each one's title and rating
+            if missing := next((key for key in ("title", "rating") if key not in entry), None):
+                raise check.fail("users", f"user {index}: history entry {place}: {missing!r} missing")
         check.numbers_in("users", user["history"], ("rating",), where=f"user {index}: history entry")
         check.strings_in("users", user["history"], ("title",), where=f"user {index}: history entry")
 
