@@ -109,7 +109,7 @@ def _per_query_problem(records: object, benchmark: Benchmark) -> str | None:
         seen.add(unit)
         try:
             values = benchmark.unit_values(record)
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, ArithmeticError) as err:  # 1e200 squared: an OverflowError
             return f"per_query record {index} ({unit}): no {benchmark.name} scores ({type(err).__name__}: {err})"
         wrong = next((m for m, v in values.items() if not _is_number(v)), None)
         if wrong is not None:

@@ -21,6 +21,12 @@ def report(**changes):
     return {**base, **changes}
 
 
+def llmrec_report(**fields):
+    """An LLMRec report of one direct-recommendation query, its record changed by ``fields``."""
+    record = {"id": "direct/U0", "task": "direct", "na": False, "error": None, "rank": 0, "text": None, **fields}
+    return report(benchmark="llmrec", metrics=["hr@1"], per_query=[record], overall={"n": 1}, by_task={})
+
+
 def with_record(index, **fields):
     records = [dict(r) for r in report()["per_query"]]
     records[index].update(fields)
@@ -53,6 +59,13 @@ FAULTS = {
         report(benchmark="perrecbench"),
         "per_query record 1 (movie/explicit/1): no perrecbench scores (KeyError: 'tau')",
     ),
+    # an LLMRec rank of -1 was a ZeroDivisionError in NDCG: a traceback
+    "a rank below 0": (
+        llmrec_report(rank=-1),
+        "per_query record 1 (direct/U0): no llmrec scores (ValueError: 'rank' must be a whole number of at least 0 "
+        "or null, got -1)",
+    ),
+    "a rank of 2.5": (llmrec_report(rank=2.5), "got 2.5)"),
 }
 
 
@@ -61,6 +74,12 @@ def test_each_fault_of_a_report_is_named(case):
     faulty, message = FAULTS[case]
     assert report_problem(report()) is None
     assert message in report_problem(faulty)
+
+
+def test_an_error_whose_square_overflows_is_read_as_inf():
+    """A float squared with ``**`` raises OverflowError (a traceback); multiplied, it is inf, which a report's
+    numbers may be (an overflowed metric), as NaN stands for an undefined one."""
+    assert report_problem(llmrec_report(task="rating", error=1e200)) is None
 
 
 def test_load_reports_names_the_file_and_the_fault(tmp_path):

@@ -49,10 +49,12 @@ class LLMRec(Benchmark):
         need the references, which reports do not keep per query: they get no interval."""
         values: dict[str, float | None] = {metric: None for metric in self.metrics}
         values["na_rate"] = float(record["na"])
+        rank = record["rank"]  # 0-based: a report's -1 was a ZeroDivisionError in NDCG
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+            raise ValueError(f"'rank' must be a whole number of at least 0 or null, got {rank!r}")
         if record["task"] == "rating" and record["error"] is not None:
-            values["rmse"], values["mae"] = record["error"] ** 2, abs(record["error"])
+            values["rmse"], values["mae"] = record["error"] * record["error"], abs(record["error"])
         elif record["task"] in RANKING_TASKS:
-            rank = record["rank"]
             for k in scoring.KS:
                 hit = rank is not None and rank < k
                 values[f"hr@{k}"] = float(hit)
