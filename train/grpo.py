@@ -160,7 +160,7 @@ def main() -> None:
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
     report = summary(trainer.state.log_history, trainer.reward_func_names)
     if trainer.accelerator.is_main_process:
-        Path(training_args.output_dir, DIAGNOSTICS).write_text(report + "\n")
+        Path(training_args.output_dir, DIAGNOSTICS).write_text(report + "\n", encoding="utf-8")
     trainer.accelerator.print(report)
     finish(trainer)
 

@@ -21,8 +21,16 @@ def offline_unless_logged_in() -> None:
 
 
 def has_wandb_key() -> bool:
+    """A W&B key in the environment or a ``.netrc`` entry for W&B's host; a ``.netrc`` of no UTF-8 (a Latin-1
+    password) or one this user cannot read is searched as bytes or counts as none, where reading it as text was a
+    traceback at the start of every run."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+    try:
+        return netrc.is_file() and b"api.wandb.ai" in netrc.read_bytes()
+    except OSError:
+        return False
 
 
 def quiet_settings():

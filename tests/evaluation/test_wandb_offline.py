@@ -6,6 +6,8 @@ from test_endpoint import ScriptedEndpoint
 from test_grounding import prepare
 from test_hostile import evaluate
 
+from rectune.core.wandb_mode import has_wandb_key
+
 
 def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
@@ -55,3 +57,17 @@ def test_a_report_json_of_another_shape_is_no_logged_run(tmp_path):
         assert logged_scores(tmp_path) is None
     (tmp_path / "report.json").write_text('{"overall": {"n": 1}, "config": {"predictions_key": "k"}}')
     assert logged_scores(tmp_path)["predictions_key"] == "k"
+
+
+def test_a_netrc_of_no_utf8_or_unreadable_is_searched_as_bytes_or_counts_as_none(tmp_path, monkeypatch):
+    """Read as text, a .netrc holding a Latin-1 password was a UnicodeDecodeError at the start of every run."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    netrc = tmp_path / ".netrc"
+    monkeypatch.setenv("NETRC", str(netrc))
+    netrc.write_bytes(b"machine api.wandb.ai login user password caf\xe9\n")
+    assert has_wandb_key()
+    netrc.write_bytes(b"machine example.org login user password caf\xe9\n")
+    assert not has_wandb_key()
+    netrc.unlink()
+    netrc.mkdir()  # not a file: no key there
+    assert not has_wandb_key()
