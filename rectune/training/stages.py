@@ -179,8 +179,8 @@ def last_checkpoint(training_args: Any) -> str | None:
     for checkpoint in sorted(found, key=lambda p: int(checkpoint_step(p)), reverse=True):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
-            log.info("resuming from %s", checkpoint)
             check_pickled_states(checkpoint)  # a copied run folder's DeepSpeed states: data, or one line
+            log.info("resuming from %s", checkpoint)
             return str(checkpoint)
         log.warning("skipping %s: %s (interrupted while saving)", checkpoint, problem)
     return None
