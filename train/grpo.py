@@ -100,7 +100,8 @@ def main() -> None:
     dataset = load_examples(mixture, "rft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "rft")
     reward_funcs, rft_args.reward_funcs = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
-    benchmark.load_scoring_files(set(dataset["task"]), resources)  # catalog, KG: one line now, not at the first reward
+    tasks = set(dataset["task"]) if "task" in dataset.column_names else set()  # the built-in benchmarks label it
+    benchmark.load_scoring_files(tasks, resources)  # catalog, KG: one line now, not at the first reward
     check_reward_weights(training_args.reward_weights, rft_args.reward_funcs, where_set("reward_weights", recipe))
 
     # Model: the base, or the base with the SFT adapter merged in (merged once, by the main process, in the run folder).

@@ -89,7 +89,8 @@ class RecBenchPlus(Benchmark):
         return ranks.item_gains(completion, truth, shown, k, resources.matcher())
 
     def load_scoring_files(self, tasks: set[str], resources: Resources) -> None:
-        resources.matcher(), resources.kg()
+        resources.matcher()
+        resources.kg()
 
     def score(self, rows: list[RecBenchRow], predictions: dict[str, str], resources: Resources) -> Scored:
         if resources.variant.get("protocol") == rerec.PROTOCOL:  # one pick: the last boxed title, nothing else
