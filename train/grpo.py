@@ -26,6 +26,7 @@ from rectune.core.cli import run
 from rectune.models.chat_format import configured_vocabulary
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.best_checkpoint import best_checkpoint_callbacks
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
@@ -42,7 +43,6 @@ from rectune.training.setup import (
     check_kernels,
     check_model_fits,
     check_prompts_fit,
-    early_stopping,
     finish,
     peak_memory,
     save_stage,
@@ -136,7 +136,7 @@ def main() -> None:
             peft_config=get_peft_config(model_args),
             quantization_config=quantization_config(training_args, model_args),  # load_in_4bit or load_in_8bit
             callbacks=[
-                *early_stopping(training_args, run_args),
+                *best_checkpoint_callbacks(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
                 *checkpoints_like_the_stage(training_args, model_args.model_name_or_path, rft_args.init_adapter),

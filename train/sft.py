@@ -20,6 +20,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig, SFTTrainer, get_pe
 from rectune.core.cli import run
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
+from rectune.training.best_checkpoint import best_checkpoint_callbacks
 from rectune.training.checkpointing_kwargs import selective_checkpointing_under_lora
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
@@ -33,7 +34,6 @@ from rectune.training.setup import (
     check_examples_fit,
     check_kernels,
     check_model_fits,
-    early_stopping,
     finish,
     one_packed_sequence_a_forward,
     peak_memory,
@@ -107,7 +107,7 @@ def main() -> None:
             peft_config=get_peft_config(model_args),
             quantization_config=quantization_config(training_args, model_args),  # load_in_4bit or load_in_8bit
             callbacks=[
-                *early_stopping(training_args, run_args),
+                *best_checkpoint_callbacks(training_args, run_args),
                 FiniteWeights(),  # a diverged step stops the run before its NaN weights are saved
                 *fault_callbacks(),
                 *checkpoints_like_the_stage(training_args, model_args.model_name_or_path),  # each loads on its own

@@ -97,7 +97,9 @@ def _terminated(signum: int, _frame: object) -> None:
 def _fail(message: str) -> None:
     tqdm = sys.modules.get("tqdm")
     if tqdm is not None:  # a bar left open (training stopped mid-step) would redraw itself after the error
-        for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+        # the innermost first (an evaluation's, under the training bar): closing one below moves the cursor back up,
+        # which, after the outer bar had ended its line, put the error over that line
+        for bar in sorted(getattr(tqdm.tqdm, "_instances", ()), key=lambda bar: -abs(getattr(bar, "pos", 0))):
             bar.close()
     # one line, whatever the message held: it may quote a server, a model folder or a data file
     print(f"error: {terminal_text(' '.join(message.split()))}", file=sys.stderr)

@@ -46,6 +46,12 @@ def shell_word(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def terminal_control(text: str) -> str | None:
+    """The first character of ``text`` a terminal would act on rather than show, or None."""
+    found = _NOT_FOR_TERMINALS.search(text)
+    return found.group() if found else None
+
+
 def terminal_text(value: object) -> str:
     """``value`` as it may be printed on a terminal: the characters a terminal would act on rather than show
     are written as Python escapes (``\\x1b``, ``\\u202e``); tabs and newlines stay."""

@@ -4,17 +4,20 @@ A recipe cannot run code (a model folder's own Python, an attention kernel from 
 reward imported from outside RecTune), send the user's model, prompts or logs elsewhere (uploads to the
 Hub under the user's login, a vLLM server on another machine, a tracking service other than W&B), make
 the run write outside its own folder (DeepSpeed's flops profiler and monitors write to the paths its config
-names, overwriting what is there) or let it write into folders RecTune did not make. Typed on the command
+names, overwriting what is there), let it write into folders RecTune did not make, or hold what a terminal acts
+on (libraries print its names). Typed on the command
 line, each works, and settings that run foreign code are announced in one line.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from rectune.core.escaping import terminal_control
 from rectune.core.io import DataError
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,33 @@ def refuse_untrusted(recipe: Path, key: str, value: Any) -> None:
             f"give --{key} on the command line"
         )  # fmt: skip
     _refuse_code(recipe, key, value)
+    _refuse_terminal_controls(recipe, key, value)
+
+
+def _refuse_terminal_controls(recipe: Path, key: str, value: Any) -> None:
+    """A recipe's paths and names reach the terminal as they are (``saved the SFT adapter to OUTPUT_DIR`` is
+    printed, not logged): an escape sequence in an ``output_dir`` retitled the terminal or wrote its clipboard
+    (OSC 52), a bidirectional override showed the line in another order. Tabs and line breaks are text."""
+    for text in _texts(value):
+        found = terminal_control(text)
+        if found:
+            raise DataError(
+                recipe, f"key {key!r}: holds {found!r}, a character a terminal acts on rather than shows (a recipe's "
+                "paths and names are printed); a recipe's text holds none"
+            )  # fmt: skip
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string in a recipe's value, the keys of its mappings too."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for inner_key, inner in value.items():
+            yield from _texts(inner_key)
+            yield from _texts(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _texts(inner)
 
 
 def _refuse_reports(recipe: Path, value: Any) -> None:

@@ -40,15 +40,24 @@ AT_LEAST = {
     # the upper bound two-sided GRPO clamps the probability ratio to: below 1, the ratio of 1 the sampling policy
     # has is clamped from the first step on, and tokens with a positive advantage get no gradient
     "delta": (1, "(an upper bound on the probability ratio, 1 before any update)"),
+    # each was a traceback once training had begun: a modulo by zero at the first evaluation, torch's assertion
+    # as the first batch was asked of the loader's workers
+    "eval_accumulation_steps": (1, "(evaluation steps between moves of the predictions to the CPU)"),
+    "dataloader_prefetch_factor": (1, "(batches each loader worker loads ahead)"),
 }
 POSITIVE = {"lora_alpha", "temperature", "num_train_epochs", "repetition_penalty"}
 SEEDS = f"[0, {SEED_MAX}]"  # NumPy's: a seed outside raised when training started
 INTERVALS = {
     "lora_dropout": "[0, 1)", "top_p": "(0, 1]", "min_p": "[0, 1]", "warmup_ratio": "[0, 1]", "seed": SEEDS,
     "data_seed": SEEDS, "top_entropy_quantile": "[0, 1]", "label_smoothing_factor": "[0, 1)",
+    # Adam's decay rates: torch refused another as it built the optimizer, a traceback once the model had loaded
+    "adam_beta1": "[0, 1)", "adam_beta2": "[0, 1)",
+    # TR-DPO's mix of the policy into the reference model: outside, the reference is extrapolated past both
+    "ref_model_mixup_alpha": "[0, 1]",
 }  # fmt: skip
 NOT_NEGATIVE = {
     "top_k",
+    "adam_epsilon",
     "dataloader_num_workers",
     "learning_rate",
     "weight_decay",
@@ -184,18 +193,18 @@ def _training_start_problem(config: Any) -> tuple[str, str] | None:
         return "gradient_checkpointing_kwargs", problem
     given = getattr(config, "lr_scheduler_kwargs", None)
     if not isinstance(given, dict) or not given:
-        return None
+        return _schedule_problem(config)
     schedule = SchedulerType(config.lr_scheduler_type)
     parameters = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[schedule]).parameters
     if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters.values()):
-        return None  # handed on whole (reduce_lr_on_plateau's to torch)
+        return _schedule_problem(config)  # handed on whole (reduce_lr_on_plateau's to torch)
     takes = sorted(set(parameters) - {"optimizer", "num_warmup_steps", "num_training_steps"})
     unknown = sorted(set(given) - set(takes))
     if unknown:
         return "lr_scheduler_kwargs", (
             f"{unknown[0]!r} is no setting of the {schedule.value} schedule (it takes {', '.join(takes) or 'none'})"
         )
-    return None
+    return _schedule_problem(config)
 
 
 def torch_compile_modes() -> list[str]:
@@ -225,6 +234,31 @@ def _optimizer_problem(config: Any) -> tuple[str, str] | None:
     except ValueError as err:  # grokadamw says so as a ValueError; others need the model, checked as it loads
         if "install" in str(err):
             return "optim", " ".join(str(err).split())
+    return None
+
+
+def _schedule_problem(config: Any) -> tuple[str, str] | None:
+    """What the learning-rate schedule refuses as the trainer builds it, after the model has loaded: a setting it
+    needs and was not given (``cosine_with_min_lr`` without ``min_lr``, ``warmup_stable_decay`` without
+    ``num_decay_steps``), or values it takes apart (a polynomial decay's ``lr_end`` above the learning rate). The
+    schedule is built here, with transformers' own function, over a torch optimizer of one parameter."""
+    if not hasattr(config, "lr_scheduler_type"):
+        return None
+    import torch
+    from transformers.optimization import get_scheduler
+
+    steps = config.max_steps if config.max_steps > 0 else 1000  # an epoch's steps are not known before the data
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=config.learning_rate)
+    given = config.lr_scheduler_kwargs if isinstance(config.lr_scheduler_kwargs, dict) else {}
+    key = "lr_scheduler_kwargs" if given else "lr_scheduler_type"
+    try:
+        get_scheduler(
+            config.lr_scheduler_type, optimizer, num_warmup_steps=config.get_warmup_steps(steps),
+            num_training_steps=steps, scheduler_specific_kwargs=dict(given),
+        )  # fmt: skip
+    except (ValueError, TypeError, ArithmeticError) as err:
+        schedule = getattr(config.lr_scheduler_type, "value", config.lr_scheduler_type)
+        return key, f"the {schedule} schedule refuses these settings: {' '.join(str(err).split())}"
     return None
 
 

@@ -1,4 +1,4 @@
-"""A training stage's setup and end: precision, early stopping, saving the stage, shutting down cleanly."""
+"""A training stage's setup and end: precision, saving the stage, shutting down cleanly."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import LEARNED, check_adapter_patterns, context_positions, error_text, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
-from rectune.training.arguments import RunArguments
 from rectune.training.recipes import resolved_recipe
 from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 from rectune.training.stages import mark_finished, seal_output_dir
@@ -31,20 +30,6 @@ log = logging.getLogger(__name__)
 
 # PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-
-
-def early_stopping(training_args: Any, run_args: RunArguments) -> list:
-    """Transformers' early-stopping callback when ``early_stopping_patience`` is set."""
-    if run_args.early_stopping_patience is None:
-        return []
-    if not training_args.load_best_model_at_end:
-        raise RecTuneError(
-            "early_stopping_patience needs load_best_model_at_end: true (and save_strategy equal to eval_strategy) "
-            "so the best checkpoint is the one kept"
-        )
-    from transformers import EarlyStoppingCallback
-
-    return [EarlyStoppingCallback(early_stopping_patience=run_args.early_stopping_patience)]
 
 
 def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:

@@ -125,6 +125,30 @@ def test_a_recipe_cannot_hold_a_secret(tmp_path):
         assert PLANTED_CLI not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "found"),
+    [("output_dir", "out\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b"),  # OSC 52: writes the clipboard as it is printed
+     ("run_name", "run\u202egpj.exe", "\u202e"),  # a bidirectional override
+     ("datasets", [{"path": "json", "data_files": {"train": "a\x9b2Jb"}}], "\x9b"),  # C1's one-byte CSI, nested
+     ("model_init_kwargs", {"\x1b[2J": 1}, "\x1b")],  # a mapping's key
+)  # fmt: skip
+def test_a_recipe_holds_no_text_a_terminal_acts_on(tmp_path, key, value, found):
+    sft = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
+    recipe = write_recipe(
+        tmp_path / "r.yaml", model_name_or_path="m", **{"output_dir": str(tmp_path / "o"), key: value}
+    )
+    with pytest.raises(DataError) as caught:
+        parse_recipe(sft, [str(recipe)])
+    assert str(caught.value) == (
+        f"{recipe}: key {key!r}: holds {found!r}, a character a terminal acts on rather than shows (a recipe's paths "
+        "and names are printed); a recipe's text holds none"
+    )
+    # tabs and line breaks are text; typed on the command line, a name is the user's own
+    kept = write_recipe(tmp_path / "k.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), run_name="a\tb\nc")
+    assert parse_recipe(sft, [str(kept)])[0].run_name == "a\tb\nc"
+    assert parse_recipe(sft, [str(kept), "--run_name", "r\u202e"])[0].run_name == "r\u202e"
+
+
 def test_the_hub_token_moves_out_of_the_arguments(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     model = ["--model_name_or_path", "m"]

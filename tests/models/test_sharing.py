@@ -7,15 +7,17 @@ import os
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from conftest import RELEASE, ROOT, read_jsonl, read_view, run_script, wandb_run, write_recipe
 
-from rectune.core.io import DataError
+from rectune.core.io import DataError, RecTuneError
 from rectune.models.checkpoints import adapter_chain
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.sharing import make_portable, resolve_base
+from rectune.training.best_checkpoint import BestMetricLogged
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
 
@@ -240,6 +242,31 @@ def test_validation_during_training_and_early_stopping(tmp_path, tiny_model):
     evals = [entry for entry in state["log_history"] if "eval_loss" in entry]
     assert evals and state["global_step"] < 6, result.stderr[-2000:]  # a flat loss stops early
     assert len(read_view(data / "train_sft.jsonl")) == train_rows  # no training row taken for validation
+    # a metric SFT does not log was transformers' KeyError, a traceback, once the first evaluation was in
+    recipe = sft_recipe(
+        tmp_path, tiny_model, tmp_path / "other", max_steps=2, eval_strategy="steps", eval_steps=1,
+        save_strategy="steps", load_best_model_at_end=True, metric_for_best_model="recall",
+    )  # fmt: skip
+    result = run_script("train/sft.py", recipe, "--train_data", data, check=False)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines()[-1].startswith(
+        "error: metric_for_best_model 'recall': the evaluation at step 1 logged no eval_recall (it logs entropy, loss,"
+    ), result.stderr[-600:]
+
+
+def test_the_best_metric_is_checked_against_what_the_evaluation_logged():
+    args = SimpleNamespace(metric_for_best_model="loss")
+    state, metrics = SimpleNamespace(global_step=20), {"eval_loss": 1.5, "eval_runtime": 0.1, "epoch": 1.0}
+    BestMetricLogged().on_evaluate(args, state, None, metrics=metrics)  # "loss" is transformers' eval_loss
+    BestMetricLogged().on_evaluate(SimpleNamespace(metric_for_best_model="eval_loss"), state, None, metrics=metrics)
+    with pytest.raises(RecTuneError) as caught:
+        BestMetricLogged().on_evaluate(
+            SimpleNamespace(metric_for_best_model="eval_reward"), state, None, metrics=metrics
+        )
+    assert str(caught.value) == (
+        "metric_for_best_model 'eval_reward': the evaluation at step 20 logged no eval_reward (it logs loss, runtime); "
+        "name one of them"
+    )
 
 
 def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data, monkeypatch):

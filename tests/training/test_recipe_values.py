@@ -65,7 +65,49 @@ OUT_OF_RANGE = [
     # no example left: datasets' bare StopIteration as the trainer began
     ({"max_train_samples": 0}, "key 'max_train_samples': 0 is below 1 examples"),
     ({"early_stopping_patience": 0}, "key 'early_stopping_patience': 0 is below 1 evaluations"),
+    # each below was a traceback once the model had loaded: torch refused them as it built the optimizer, the
+    # schedule as the trainer built it, a modulo by zero at the first evaluation, torch's assertion at the first batch
+    ({"adam_beta1": 2.0}, "key 'adam_beta1': 2.0 must lie in [0, 1)"),
+    ({"adam_beta2": 1}, "key 'adam_beta2': 1 must lie in [0, 1)"),
+    ({"adam_epsilon": -1e-8}, "key 'adam_epsilon': -1e-08 must not be negative"),
+    (
+        {"lr_scheduler_type": "cosine_with_min_lr"},
+        "key 'lr_scheduler_type': the cosine_with_min_lr schedule refuses these settings: One of min_lr or min_lr_rate "
+        "should be set through the `lr_scheduler_kwargs`",
+    ),
+    (
+        {"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"decay_type": "linear"}},
+        "key 'lr_scheduler_kwargs': the warmup_stable_decay schedule refuses these settings: get_wsd_schedule() "
+        "missing 1 required positional argument: 'num_decay_steps'",
+    ),
+    (
+        {"lr_scheduler_type": "polynomial", "learning_rate": 0},
+        "the polynomial schedule refuses these settings: lr_end (1e-07) must be smaller than initial lr (0)",
+    ),
+    ({"eval_accumulation_steps": 0}, "key 'eval_accumulation_steps': 0 is below 1 (evaluation steps between"),
+    (
+        {"dataloader_prefetch_factor": 0, "dataloader_num_workers": 1},
+        "key 'dataloader_prefetch_factor': 0 is below 1 (batches each loader",
+    ),
 ]
+
+
+def test_schedules_given_what_they_need_are_kept(tmp_path):
+    for values in (
+        {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr": 1e-6}},
+        {"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"num_decay_steps": 3}},
+        {"lr_scheduler_type": "polynomial", "learning_rate": 1e-4},
+        {"adam_beta1": 0.0, "adam_beta2": 0.999, "adam_epsilon": 0.0},
+    ):
+        parse_recipe(
+            SFT,
+            [str(write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), **values))],
+        )
+    recipe = write_recipe(
+        tmp_path / "g.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"), ref_model_mixup_alpha=1.5
+    )
+    with pytest.raises(RecTuneError, match=r"key 'ref_model_mixup_alpha': 1.5 must lie in \[0, 1\]$"):
+        parse_recipe(GRPO, [str(recipe)])
 
 
 @pytest.mark.parametrize(("values", "words"), OUT_OF_RANGE, ids=[next(iter(v)) for v, _ in OUT_OF_RANGE])
