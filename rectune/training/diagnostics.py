@@ -205,5 +205,7 @@ def reward_curve(steps: list[dict[str, Any]], points: int = 8) -> str:
         start += len(piece)
         first, last = piece[0]["step"], piece[-1]["step"]
         span = f"{first}" if first == last else f"{first}-{last}"
-        parts.append(f"{span} {sum(entry['reward'] for entry in piece) / len(piece):.3g}")
+        # a step whose total reward was not finite is logged without one (None)
+        rewards = [r for entry in piece if isinstance(r := entry["reward"], int | float) and math.isfinite(r)]
+        parts.append(f"{span} {sum(rewards) / len(rewards):.3g}" if rewards else f"{span} -")
     return ", ".join(parts)

@@ -164,6 +164,11 @@ def check_reward_weights(weights: list[float] | None, rewards: list[str], source
         )
     if not all(math.isfinite(w) for w in weights):
         raise RecTuneError(f"{source}: key 'reward_weights': every weight must be a finite number")
+    # each reward lies in [-1, 1]: the total within the weights' summed sizes, its group variance within their square
+    # (weights of 1e308 overflowed it, every advantage was 0 and the adapter learned nothing, without a word)
+    total = sum(abs(w) for w in weights)  # inf, where math.fsum and ** raise on overflow
+    if not math.isfinite(total * total):
+        raise RecTuneError(f"{source}: key 'reward_weights': weights this large overflow the total reward's variance")
 
 
 def _training_start_problem(config: Any) -> tuple[str, str] | None:

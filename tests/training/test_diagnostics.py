@@ -64,6 +64,9 @@ def test_the_reward_curve_averages_consecutive_steps():
     text = summary(history, ["recall", "format"])
     assert "  reward by steps: 1-2 0.5, 3-4 2.5, 5 4, 6 5, 7 6, 8 7, 9 8, 10 9" in text.splitlines()
     assert reward_curve(history[:3]) == "1 0, 2 1, 3 2"
+    # a step whose total reward was not finite is logged with None: left out of its slice's mean, "-" alone
+    history[1]["reward"], history[2]["reward"] = None, float("nan")
+    assert reward_curve(history[:3], points=2) == "1-2 0, 3 -"
 
 
 def test_the_summary_averages_the_seconds_of_each_part():

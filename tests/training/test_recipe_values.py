@@ -155,6 +155,13 @@ def test_grpo_lengths_and_reward_weights(tmp_path):
     ):
         check_reward_weights([1.0], ["recall", "f1"], "r.yaml")
     check_reward_weights([1.0, 0.5], ["recall", "f1"], "r.yaml")  # one each: fine
+    # four of 1e308 sum past a float: the group variance overflowed, every advantage was 0, and the run's summary
+    # then raised on the steps it logged without a total reward
+    with pytest.raises(RecTuneError, match=r"^r.yaml: key 'reward_weights': weights this large overflow the total"):
+        check_reward_weights([1e308] * 4, ["recall", "f1", "format", "misinformed"], "r.yaml")
+    with pytest.raises(RecTuneError, match=r"overflow the total reward's variance$"):
+        check_reward_weights([1e155, -1.0], ["recall", "f1"], "r.yaml")  # its square passes a float
+    check_reward_weights([1e150, -1.0], ["recall", "f1"], "r.yaml")
 
 
 @pytest.mark.parametrize(
