@@ -200,6 +200,12 @@ def whole_characters(value: Any) -> Any:
     return root[0]
 
 
+# No row, catalog item or answer is near this; a line is read whole before it is parsed, so a file with no line
+# break (gigabytes of another kind of file under a .jsonl name) filled memory, and the allocator's refusal was
+# blamed on the batch size. Release files are read with the same limit (rectune.data.movielens)
+MAX_LINE_BYTES = 64 << 20
+
+
 def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> list[tuple[int, dict]]:
     """The JSON objects of a JSONL file, each with its line number for error messages.
 
@@ -209,7 +215,10 @@ def numbered_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> lis
     require_file(path)
     rows = []
     with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
+        for line_no, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES:  # a file of no line break (another kind of file?) was read whole
+                raise DataError(path, f"a line longer than {MAX_LINE_BYTES:,} bytes: no row, item or answer is "
+                                "near that (not a JSONL file?)", line=line_no)  # fmt: skip
             try:
                 line = raw.decode("utf-8").removeprefix(BOM if line_no == 1 else "")
             except UnicodeDecodeError as err:

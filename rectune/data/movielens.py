@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import BOM, CONTROL, DataError, check_plain_files, decode_text, require_file
+from rectune.core.io import BOM, CONTROL, MAX_LINE_BYTES, DataError, check_plain_files, decode_text, require_file
 from rectune.data.item_ids import id_order, whole_number
 from rectune.data.titles import CatalogItem, display_title
 
@@ -77,14 +77,11 @@ def lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-# No release has a line near this (Amazon's longest metadata lines are a few hundred kilobytes); a gzip file of
-# one megabyte can hold a line of gigabytes, which read whole took the process past 2 GiB
-MAX_LINE_BYTES = 64 << 20
-
-
 def _text_lines(path: Path) -> Iterator[str]:
-    """Every line of the file, decoded one by one, without its line ending; one past :data:`MAX_LINE_BYTES` stops
-    in one line, read no further."""
+    """Every line of the file, decoded one by one, without its line ending; one past io's ``MAX_LINE_BYTES`` stops
+    in one line, read no further. No release has a line near it (Amazon's longest metadata lines are a few hundred
+    kilobytes); a gzip file of one megabyte can hold a line of gigabytes, which read whole took the process past
+    2 GiB."""
     require_file(path)
     number = 0
     try:

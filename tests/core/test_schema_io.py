@@ -88,6 +88,21 @@ def test_malformed_and_empty_jsonl(tmp_path):
         read_jsonl(tmp_path / "missing.jsonl")
 
 
+def test_a_line_past_the_cap_stops_the_read_in_one_line(tmp_path, monkeypatch):
+    """A file of no line break (gigabytes of another kind of file named .jsonl) was read whole into memory, and the
+    allocator's refusal was blamed on the batch size."""
+    monkeypatch.setattr(rectune_io, "MAX_LINE_BYTES", 100)
+    path = tmp_path / "test.jsonl"
+    path.write_bytes(b'{"a": "' + b"x" * 90 + b'"}\n' + b"y" * 101)  # 100 bytes with its newline, then 101
+    with pytest.raises(DataError) as caught:
+        numbered_jsonl(path)
+    assert str(caught.value) == (
+        f"{path}:2: a line longer than 100 bytes: no row, item or answer is near that (not a JSONL file?)"
+    )
+    path.write_bytes(b'{"a": "' + b"x" * 90 + b'"}\n' + b"{}")
+    assert numbered_jsonl(path) == [(1, {"a": "x" * 90}), (2, {})]
+
+
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "out.jsonl"
     with pytest.raises(RuntimeError), atomic_write(target) as handle:
