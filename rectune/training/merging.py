@@ -92,7 +92,11 @@ def merge_adapters(
     )
     merged_weights = get_peft_model_state_dict(peft_model, adapter_name="merged")
     if not all(torch.isfinite(tensor).all() for tensor in merged_weights.values()):
-        raise RecTuneError(f"the merged adapter's weights are not finite (NaN or inf): the weights {weights} overflow")
+        # DARE rescales the deltas it keeps by 1 / density: a density of 1e-300 overflowed with weights of 1/3
+        cause = f" or --density {density} (DARE scales what it keeps by 1/density)" if method == "dare_ties" else ""
+        raise RecTuneError(
+            f"the merged adapter's weights are not finite (NaN or inf): the weights {weights}{cause} overflow"
+        )
     config = peft_model.peft_config["merged"]
     if isinstance(config.target_modules, set):  # (a regex string stays as it is)
         # saved in hash order, which changes between processes: sorted, the same merge writes the same bytes

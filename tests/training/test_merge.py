@@ -193,6 +193,13 @@ def test_bad_inputs(tmp_path, adapters):
             "error: the merged adapter's weights are not finite (NaN or inf): "
             "the weights [1e+308, 1e+308, 1e+308] overflow",
         ),
+        # DARE's rescaling of what it keeps, blamed on weights of 1/3
+        (
+            ("--method", "dare_ties", "--density", "1e-300"),
+            "error: the merged adapter's weights are not finite (NaN or inf): the weights [0.3333333333333333, "
+            "0.3333333333333333, 0.3333333333333333] or --density 1e-300 (DARE scales what it keeps by 1/density) "
+            "overflow",
+        ),
     ]:
         result = run_script("train/merge.py", "--adapters", *adapters, "--out", tmp_path / "m", *flags, check=False)
         assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(line), result.stderr[-600:]
