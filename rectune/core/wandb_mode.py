@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -20,17 +21,38 @@ def offline_unless_logged_in() -> None:
         os.environ["WANDB_MODE"] = "offline"
 
 
+# W&B's cloud under both its names: `wandb login` (0.31) saves its key for api.forge.coreweave.com, W&B's default
+# base URL now, and W&B still reads a key saved for api.wandb.ai, as earlier versions wrote it
+WANDB_CLOUD = ("api.forge.coreweave.com", "api.wandb.ai")
+
+
 def has_wandb_key() -> bool:
-    """A W&B key in the environment or a ``.netrc`` entry for W&B's host; a ``.netrc`` of no UTF-8 (a Latin-1
-    password) or one this user cannot read is searched as bytes or counts as none, where reading it as text was a
-    traceback at the start of every run."""
-    if os.environ.get("WANDB_API_KEY"):
+    """A W&B credential in the environment (an API key or an identity token file) or a ``.netrc`` entry for the
+    host W&B logs to (:func:`wandb_host`). A ``.netrc`` of no UTF-8 (a Latin-1 password) or one this user cannot
+    read is searched as bytes or counts as none, where reading it as text was a traceback at every run's start."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
         return True
+    host = wandb_host()
+    hosts = WANDB_CLOUD if host in WANDB_CLOUD else (host,)
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     try:
-        return netrc.is_file() and b"api.wandb.ai" in netrc.read_bytes()
+        return netrc.is_file() and any(name.encode() in netrc.read_bytes() for name in hosts)
     except OSError:
         return False
+
+
+def wandb_host() -> str:
+    """The host W&B logs to, resolved as ``wandb.init`` resolves it: ``WANDB_BASE_URL``, else the ``base_url`` that
+    ``wandb login --host`` saved in W&B's settings file, else W&B's cloud. A check for the cloud's host alone sent the
+    runs of a user logged in to it with today's W&B, or to their own W&B server, offline."""
+    import wandb
+
+    settings = wandb.Settings(silent=True)  # silent: W&B says nothing of the settings files it reads
+    config_dir = Path(os.environ.get("WANDB_CONFIG_DIR") or Path("~", ".config", "wandb")).expanduser()
+    settings.settings_system = str(config_dir / "settings")
+    settings.update_from_system_settings()
+    settings.update_from_env_vars(dict(os.environ))
+    return urlsplit(settings.base_url).netloc
 
 
 def quiet_settings():

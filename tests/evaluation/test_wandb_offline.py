@@ -1,12 +1,17 @@
 """An evaluation logging to W&B with no key configured logs offline and says so, instead of failing after
 it has scored (as training does)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from conftest import run_script
 from test_endpoint import ScriptedEndpoint
 from test_grounding import prepare
 from test_hostile import evaluate
 
-from rectune.core.wandb_mode import has_wandb_key
+from rectune.core.wandb_mode import has_wandb_key, wandb_host
 
 
 def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, monkeypatch):
@@ -62,6 +67,8 @@ def test_a_report_json_of_another_shape_is_no_logged_run(tmp_path):
 def test_a_netrc_of_no_utf8_or_unreadable_is_searched_as_bytes_or_counts_as_none(tmp_path, monkeypatch):
     """Read as text, a .netrc holding a Latin-1 password was a UnicodeDecodeError at the start of every run."""
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))  # W&B's cloud: no settings file says else
     netrc = tmp_path / ".netrc"
     monkeypatch.setenv("NETRC", str(netrc))
     netrc.write_bytes(b"machine api.wandb.ai login user password caf\xe9\n")
@@ -71,3 +78,30 @@ def test_a_netrc_of_no_utf8_or_unreadable_is_searched_as_bytes_or_counts_as_none
     netrc.unlink()
     netrc.mkdir()  # not a file: no key there
     assert not has_wandb_key()
+
+
+def wandb_login(*flags: str) -> None:
+    """W&B's own `wandb login`, writing its .netrc and settings file where the environment points."""
+    wandb = Path(sys.executable).with_name("wandb")
+    key = "0123456789abcdef0123456789abcdef01234567"
+    subprocess.run([wandb, "login", "--no-verify", *flags, key], check=True, capture_output=True, env=os.environ)
+
+
+def test_a_key_wandb_login_saved_is_found_for_the_host_wandb_logs_to(tmp_path, monkeypatch):
+    """`wandb login` (0.31) saves the cloud's key for api.forge.coreweave.com, and `--host` a server's for its own
+    host: a search for api.wandb.ai alone logged both users' runs offline."""
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert not has_wandb_key()
+    wandb_login()
+    assert b"machine api.forge.coreweave.com" in (tmp_path / "netrc").read_bytes() and has_wandb_key()
+    (tmp_path / "netrc").unlink()
+    wandb_login("--host", "https://wandb.acme.example")  # a W&B server of one's own: its settings file too
+    assert wandb_host() == "wandb.acme.example" and has_wandb_key()
+    monkeypatch.setenv("WANDB_BASE_URL", "https://other.example")  # the environment comes first, as in wandb.init
+    assert wandb_host() == "other.example" and not has_wandb_key()
+    monkeypatch.setenv("WANDB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))  # W&B's other credential
+    assert has_wandb_key()
