@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from rectune.core.io import RecTuneError
+
 log = logging.getLogger(__name__)
 
 
@@ -51,7 +53,12 @@ def wandb_host() -> str:
     config_dir = Path(os.environ.get("WANDB_CONFIG_DIR") or Path("~", ".config", "wandb")).expanduser()
     settings.settings_system = str(config_dir / "settings")
     settings.update_from_system_settings()
-    settings.update_from_env_vars(dict(os.environ))
+    try:
+        settings.update_from_env_vars(dict(os.environ))
+    except ValueError as err:  # pydantic's refusal of a WANDB_ variable (a WANDB_BASE_URL of no URL): wandb.init's
+        raise RecTuneError(
+            f"W&B refuses a WANDB_ setting of the environment: {' '.join(str(err).split())[:300]}"
+        ) from None
     return urlsplit(settings.base_url).netloc
 
 

@@ -6,11 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import run_script
 from test_endpoint import ScriptedEndpoint
 from test_grounding import prepare
 from test_hostile import evaluate
 
+from rectune.core.io import RecTuneError
 from rectune.core.wandb_mode import has_wandb_key, wandb_host
 
 
@@ -105,3 +107,6 @@ def test_a_key_wandb_login_saved_is_found_for_the_host_wandb_logs_to(tmp_path, m
     assert wandb_host() == "other.example" and not has_wandb_key()
     monkeypatch.setenv("WANDB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))  # W&B's other credential
     assert has_wandb_key()
+    monkeypatch.setenv("WANDB_BASE_URL", "not a url")  # pydantic's ValidationError, a traceback as W&B started
+    with pytest.raises(RecTuneError, match="^W&B refuses a WANDB_ setting of the environment: 1 validation error"):
+        wandb_host()
