@@ -31,7 +31,7 @@ from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
 from rectune.training.generation_kwargs import check_generation_kwargs
-from rectune.training.model_init_kwargs import quantization_config, set_model_init
+from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe, where_set
@@ -150,6 +150,7 @@ def main() -> None:
             benchmark=benchmark,
             resources=resources,
         )
+    keep_4bit_weights_trainable(trainer.model)  # bitsandbytes repacks 4-bit weights for CPU inference only
     card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

@@ -24,7 +24,7 @@ from rectune.training.best_checkpoint import best_checkpoint_callbacks
 from rectune.training.checkpointing_kwargs import selective_checkpointing_under_lora
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
-from rectune.training.model_init_kwargs import quantization_config, set_model_init
+from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
 from rectune.training.resumable import check_named_checkpoint
@@ -117,6 +117,7 @@ def main() -> None:
         )
     check_examples_fit(trainer, dataset, training_args.max_length)
     selective_checkpointing_under_lora(trainer)  # TRL's `selective: true`, on the layers under the adapter
+    keep_4bit_weights_trainable(trainer.model)  # bitsandbytes repacks 4-bit weights for CPU inference only
     card_while_training(trainer, metadata, model_args.model_name_or_path)
     announce_setup(trainer)  # one line: how the run is spread and computed
     train(trainer, last_checkpoint(training_args))

@@ -102,3 +102,14 @@ def quantization_config(training_args: Any, model_args: Any) -> Any:
 
     dtype = (training_args.model_init_kwargs or {}).get("dtype") or model_args.dtype
     return get_quantization_config(dataclasses.replace(model_args, dtype=dtype))
+
+
+def keep_4bit_weights_trainable(model: Any) -> None:
+    """Keep bitsandbytes from repacking a 4-bit base for CPU inference while it trains. On a CPU with AVX-512 BF16
+    (Sapphire Rapids, Zen 4), bitsandbytes converts a 4-bit layer's weights, one way, into a packed inference format
+    at the first forward in eval mode without gradients: RecTune's probe of the model's outputs before the first
+    step, GRPO's rollouts. Every training forward after it failed (a bias added in place to a view of a leaf; a
+    layer narrower than a quantization block, a reshape to width 0 at the probe itself)."""
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):  # bitsandbytes' Linear4bit: its switch for that format
+            module.support_avx512bf16_for_cpu = False

@@ -12,7 +12,7 @@ from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
 from rectune.core.io import RecTuneError
 from rectune.training.arguments import RunArguments
-from rectune.training.model_init_kwargs import model_init_problem, set_model_init
+from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, model_init_problem, set_model_init
 from rectune.training.recipes import parse_recipe
 from rectune.training.setup import check_kernels
 
@@ -103,6 +103,18 @@ def test_load_in_4bit_without_bitsandbytes_is_one_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "bitsandbytes" else find_spec(name))
     with pytest.raises(RecTuneError, match=r"^load_in_8bit needs the bitsandbytes package"):
         check_kernels(SFTConfig(output_dir="o", use_cpu=True), ModelConfig(model_name_or_path="m", load_in_8bit=True))
+
+
+def test_training_turns_off_bitsandbytes_cpu_repacking_and_nothing_else():
+    """bitsandbytes' Linear4bit repacks its weights for CPU inference (one way) at an eval-mode forward without
+    gradients where its flag says the CPU has AVX-512 BF16; RecTune's probe and GRPO's rollouts are such forwards."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    model[1][0].support_avx512bf16_for_cpu = True  # as bitsandbytes sets it on such a CPU
+    keep_4bit_weights_trainable(model)
+    assert model[1][0].support_avx512bf16_for_cpu is False
+    assert not hasattr(model[0], "support_avx512bf16_for_cpu")
 
 
 def test_load_in_4bit_trains_lora_on_a_4_bit_base_that_grpo_never_merges_into(tmp_path, tiny_model, train_data):
