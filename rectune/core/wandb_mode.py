@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from rectune.core.io import RecTuneError
@@ -60,6 +61,22 @@ def wandb_host() -> str:
             f"W&B refuses a WANDB_ setting of the environment: {' '.join(str(err).split())[:300]}"
         ) from None
     return urlsplit(settings.base_url).netloc
+
+
+def init_run(**kwargs: Any) -> Any:
+    """``wandb.init(**kwargs)``, or the same run offline where W&B's server does not answer within W&B's
+    ``init_timeout`` (90 s; ``WANDB_INIT_TIMEOUT``): an air-gapped cluster whose home holds a key, a server that is
+    down. ``wandb.init``'s ``CommError`` was a traceback, once an evaluation had scored every query."""
+    import wandb
+
+    try:
+        return wandb.init(**kwargs)
+    except wandb.errors.CommError as err:
+        log.warning(
+            "W&B's server did not answer (%s): logging offline (upload later with `wandb sync`)",
+            " ".join(str(err).split())[:300],
+        )
+        return wandb.init(**kwargs, mode="offline")
 
 
 def quiet_settings():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rectune.core.io import RecTuneError, read_json
 from rectune.core.secrets import argv_redacted
-from rectune.core.wandb_mode import offline_unless_logged_in, quiet_settings, where_logged
+from rectune.core.wandb_mode import init_run, offline_unless_logged_in, quiet_settings, where_logged
 
 
 def eval_run_name(config: dict) -> str:
@@ -54,7 +54,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
         tags += ["baseline", *(["ceiling"] if baseline.get("ceiling") else [])]
     offline_unless_logged_in()
     with argv_redacted():  # W&B records the command line: no key from a --base-url in it
-        run = wandb.init(
+        run = init_run(
             project=project,
             name=eval_run_name(config),
             job_type="eval",

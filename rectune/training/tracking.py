@@ -10,7 +10,7 @@ from typing import Any
 from rectune.core.io import write_json
 from rectune.core.provenance import git_commit
 from rectune.core.secrets import argv_redacted
-from rectune.core.wandb_mode import offline_unless_logged_in, quiet_settings, where_logged
+from rectune.core.wandb_mode import init_run, offline_unless_logged_in, quiet_settings, where_logged
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
 from rectune.training.arguments import RunArguments
 
@@ -42,7 +42,6 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
 
     if not PartialState().is_main_process:
         return
-    import wandb
 
     offline_unless_logged_in()
     os.environ.setdefault("WANDB_PROJECT", run_args.wandb_project)
@@ -50,7 +49,7 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
     out.mkdir(parents=True, exist_ok=True)
     earlier = wandb_run_record(out)
     with argv_redacted():  # W&B records the command line
-        run = wandb.init(
+        run = init_run(
             project=run_args.wandb_project,
             name=training_args.run_name,
             group=run_args.recipe_name,

@@ -2,6 +2,7 @@
 it has scored (as training does)."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,29 @@ def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, mo
         endpoint.close()
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no W&B API key found: logging offline" in result.stderr
+    assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
+
+
+def test_an_evaluation_whose_wandb_server_does_not_answer_logs_offline(tmp_path, movie_data, monkeypatch):
+    """A key in the environment and no W&B server to reach (an air-gapped cluster): wandb.init waited its
+    init_timeout, then its CommError was a traceback once every query had been scored."""
+    with socket.socket() as probe:  # a port of this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")  # W&B's own setting; 90 s by default
+    endpoint = ScriptedEndpoint(["ok"] * 2)
+    try:
+        out = tmp_path / "r"
+        result = evaluate(out, movie_data, endpoint.url, "--limit", "2", wandb=True)
+    finally:
+        endpoint.close()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "W&B's server did not answer (Timed out while retrying:" in result.stderr
+    assert "logging offline (upload later with `wandb sync`)" in result.stderr
+    assert (out / "report.json").is_file()
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
 
 
