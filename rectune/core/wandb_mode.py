@@ -65,15 +65,16 @@ def wandb_host() -> str:
 
 def init_run(**kwargs: Any) -> Any:
     """``wandb.init(**kwargs)``, or the same run offline where W&B's server does not answer within W&B's
-    ``init_timeout`` (90 s; ``WANDB_INIT_TIMEOUT``): an air-gapped cluster whose home holds a key, a server that is
-    down. ``wandb.init``'s ``CommError`` was a traceback, once an evaluation had scored every query."""
+    ``init_timeout`` (90 s; ``WANDB_INIT_TIMEOUT``: an air-gapped cluster whose home holds a key, a server that is
+    down) or refuses the key (revoked): ``wandb.init``'s ``CommError`` was a traceback, once an evaluation had
+    scored every query."""
     import wandb
 
     try:
         return wandb.init(**kwargs)
     except wandb.errors.CommError as err:
         log.warning(
-            "W&B's server did not answer (%s): logging offline (upload later with `wandb sync`)",
+            "W&B could not start the run online (%s): logging offline (upload later with `wandb sync`)",
             " ".join(str(err).split())[:300],
         )
         return wandb.init(**kwargs, mode="offline")

@@ -1,10 +1,11 @@
 """An evaluation logging to W&B with no key configured logs offline and says so, instead of failing after
 it has scored (as training does)."""
 
+import http.server
 import os
-import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,30 @@ def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, mo
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
 
 
-def test_an_evaluation_whose_wandb_server_does_not_answer_logs_offline(tmp_path, movie_data, monkeypatch):
-    """A key in the environment and no W&B server to reach (an air-gapped cluster): wandb.init waited its
-    init_timeout, then its CommError was a traceback once every query had been scored."""
-    with socket.socket() as probe:  # a port of this machine that nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+class RefusingWandb(http.server.BaseHTTPRequestHandler):
+    """A W&B server that refuses every key, as W&B's does a revoked one."""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"errors": [{"message": "user is not logged in"}]}')
+
+    def log_message(self, *_):
+        pass
+
+
+@pytest.mark.parametrize("server", ["none listening", "refusing the key"])
+def test_an_evaluation_whose_wandb_server_cannot_be_used_logs_offline(tmp_path, movie_data, monkeypatch, server):
+    """A key in the environment and no W&B server to reach (an air-gapped cluster), or one refusing the key: wandb.init
+    raised CommError (after its init_timeout, where nothing answers), a traceback once every query had been scored."""
+    refusing = http.server.HTTPServer(("127.0.0.1", 0), RefusingWandb)
+    port = refusing.server_address[1]
+    if server == "none listening":
+        refusing.server_close()  # the port of this machine it held: nothing listens there now
+    else:
+        threading.Thread(target=refusing.serve_forever, daemon=True).start()
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
@@ -48,8 +67,12 @@ def test_an_evaluation_whose_wandb_server_does_not_answer_logs_offline(tmp_path,
         result = evaluate(out, movie_data, endpoint.url, "--limit", "2", wandb=True)
     finally:
         endpoint.close()
+        if server != "none listening":
+            refusing.shutdown()
+            refusing.server_close()
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert "W&B's server did not answer (Timed out while retrying:" in result.stderr
+    said = "Timed out while retrying:" if server == "none listening" else "user is not logged in"
+    assert f"W&B could not start the run online ({said}" in result.stderr, result.stderr[-2000:]
     assert "logging offline (upload later with `wandb sync`)" in result.stderr
     assert (out / "report.json").is_file()
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
