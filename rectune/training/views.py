@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.benchmarks import get_benchmark
-from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, numbered_jsonl
+from rectune.core.io import DataError, RecTuneError, atomic_write, json_line, numbered_jsonl, require_file
 from rectune.data.prompt_options import recorded_prompt
 from rectune.models.chat_format import (
     FOLDED,
@@ -58,8 +58,8 @@ def prepared_file(path: str | os.PathLike, prefix: str) -> Path:
     path = Path(path)
     if path.is_file() or view_source(path) is not None:
         return path  # a file, or a view name derived from train.jsonl / valid.jsonl beside it
-    if not path.is_dir():
-        raise DataError(path, "no such file or folder (nor a view of a train.jsonl or valid.jsonl beside it)")
+    if not path.is_dir():  # a FIFO or a device says what it is
+        require_file(path, missing="no such file or folder (nor a view of a train.jsonl or valid.jsonl beside it)")
     for name in (f"{prefix}.jsonl", f"{prefix}_mix.jsonl"):
         if (path / name).is_file():
             return path / name
@@ -96,8 +96,8 @@ def data_files(mixture: Any) -> list[Path]:
             names = list(names.values())
         for name in [names] if isinstance(names, str) else names:
             path = Path(name)
-            if not path.is_file() and view_source(path) is None:
-                raise DataError(path, "training data file not found (run data_prep first?)")
+            if not path.is_file() and view_source(path) is None:  # a folder, a FIFO or a device says what it is
+                require_file(path, missing="training data file not found (run data_prep first?)")
             files.append(path)
     return files
 

@@ -6,6 +6,7 @@ prompts, targets and reward labels.
 """
 
 import json
+import os
 import re
 
 import pytest
@@ -127,6 +128,26 @@ def test_a_mixture_that_would_not_read_the_prepared_rows_whole_is_one_line(mixtu
                                **dataset_option})  # fmt: skip
     with pytest.raises(DataError, match=f"^recipe: {re.escape(said)}"):
         data_files(DatasetMixtureConfig(datasets=[dataset], **mixture_option))
+
+
+def test_a_data_file_that_is_a_fifo_a_device_or_a_folder_says_what_it_is(tmp_path):
+    """Each was "training data file not found (run data_prep first?)", where the file was there."""
+    from trl import DatasetMixtureConfig
+    from trl.scripts.utils import DatasetConfig
+
+    os.mkfifo(tmp_path / "train_sft.jsonl")
+    for name, said in [
+        (tmp_path / "train_sft.jsonl", "is a FIFO (named pipe), not a plain file; reading it would wait or never end"),
+        ("/dev/zero", "is a character device, not a plain file; reading it would wait or never end"),
+        (tmp_path, "is a folder, not a file"),
+        (tmp_path / "train_rft.jsonl", "training data file not found (run data_prep first?)"),  # a view of no rows
+    ]:
+        with pytest.raises(DataError) as caught:
+            data_files(DatasetMixtureConfig(datasets=[DatasetConfig(path="json", data_files=str(name))]))
+        assert str(caught.value) == f"{name}: {said}"
+    for name in (tmp_path / "train_sft.jsonl", "/dev/zero"):  # given as --train_data
+        with pytest.raises(DataError, match="not a plain file; reading it would wait or never end$"):
+            prepared_file(name, "train_sft")
 
 
 # PerRecBench rows as data_prep stored them before each group was stored once: one line per format row,
