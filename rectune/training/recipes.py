@@ -61,9 +61,9 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
 
     device = []  # (the recipe alone is parsed with them again where a refusal needs telling apart)
     if not torch.cuda.is_available():
-        # No GPU: fp32 whatever the recipe says (TRL defaults to bf16, which CPUs reject), and use_cpu, without
-        # which transformers runs each torchrun worker as an independent single process instead of MULTI_CPU.
-        log.info("no CUDA device: training on CPU in fp32")
+        # No GPU: fp32 (TRL's default bf16 fails on CPUs), use_cpu (else torchrun's workers run alone, not MULTI_CPU)
+        if argv is None:  # the script's own parse; resolved_recipe parses the same command line again
+            log.info("no CUDA device: training on CPU in fp32")
         device = [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
     args += device
     parser = TrlParser(dataclass_types)
