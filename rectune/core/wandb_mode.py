@@ -39,9 +39,10 @@ def has_wandb_key() -> bool:
     hosts = WANDB_CLOUD if host in WANDB_CLOUD else (host,)
     netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     try:
-        return netrc.is_file() and any(name.encode() in netrc.read_bytes() for name in hosts)
+        text = netrc.read_bytes() if netrc.is_file() else b""
     except OSError:
         return False
+    return any(name.encode() in text for name in hosts)
 
 
 def wandb_host() -> str:

@@ -5,8 +5,8 @@ reward imported from outside RecTune), send the user's model, prompts or logs el
 Hub under the user's login, a vLLM server on another machine, a tracking service other than W&B), make
 the run write outside its own folder (DeepSpeed's flops profiler and monitors write to the paths its config
 names, overwriting what is there), let it write into folders RecTune did not make, or hold what a terminal acts
-on (libraries print its names). Typed on the command
-line, each works, and settings that run foreign code are announced in one line.
+on (its paths and names are printed). Typed on the command line, each works, and settings that run foreign code
+are announced in one line.
 """
 
 from __future__ import annotations
