@@ -45,6 +45,9 @@ def bind_resources(func: RewardFunc, resources: Resources) -> RewardFunc:
 def resolve_rewards(benchmark: Benchmark, names: list[str], resources: Resources) -> tuple[list[RewardFunc], list[str]]:
     """The reward callables for ``names`` (the benchmark's defaults when empty) and the names used."""
     names = list(names) or list(benchmark.default_rewards)
+    twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
+    if twice is not None:  # TRL summed it twice and logged it under one name: weighted double, without a word
+        raise RecTuneError(f"reward_funcs: {twice!r} is given twice; weigh a reward with reward_weights instead")
     funcs = []
     for name in names:
         if name in benchmark.rewards:

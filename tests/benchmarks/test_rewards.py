@@ -88,6 +88,13 @@ def test_unknown_reward_name():
         resolve_rewards(get_benchmark("recbench+"), ["recal"], Resources.loaded(MATCHER, KG))
 
 
+def test_a_reward_given_twice_is_one_line():
+    """TRL summed it twice and logged both under one name: weighted double, without a word."""
+    with pytest.raises(RecTuneError) as caught:
+        resolve_rewards(get_benchmark("recbench+"), ["recall", "format", "recall"], Resources.loaded(MATCHER, KG))
+    assert str(caught.value) == "reward_funcs: 'recall' is given twice; weigh a reward with reward_weights instead"
+
+
 def test_conditions_met_gives_partial_credit_from_the_kg():
     kg = KnowledgeGraph(
         [("1", "genre", "Thriller"), ("1", "director", "Michael Mann"), ("2", "genre", "Thriller"),
