@@ -60,6 +60,7 @@ from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import lock_output
 from rectune.core.provenance import git_commit
+from rectune.core.wandb_mode import names_problem
 from rectune.data.completions import add_limit_arguments, limits
 from rectune.data.prompt_options import prompt_variant
 from rectune.evaluation.answer_files import load_answers
@@ -170,6 +171,9 @@ def main() -> None:
     refuse_outputs_over_inputs([("--out", args.out)], given)  # the report replaces files of its own names there
     lock_output(args.out)  # one run at a time per report folder, before any model is loaded
     logged = None if args.no_wandb else logged_scores(args.out)
+    problem = None if args.no_wandb else names_problem(project=args.wandb_project)  # wandb.init's, once all is scored
+    if problem:
+        raise RecTuneError(f"--wandb-project: {problem}")
     batch = args.backend == "openai-batch"
     if args.batch_output and not batch:
         raise RecTuneError("--batch-output goes with --backend openai-batch")

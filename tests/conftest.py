@@ -94,9 +94,9 @@ def read_jsonl(path) -> list[dict]:
 def wandb_run(run_file) -> dict:
     """What an offline W&B run file recorded, read back record by record with wandb's own protobufs.
 
-    Returns ``{"name": ..., "history": [row, ...], "summary": {...}, "config": {...}}`` with JSON-decoded values and
-    nested keys joined by "/". The file is a LevelDB-style log (7-byte header ``:W&B``, 32 KiB blocks,
-    records split into FULL/FIRST/MIDDLE/LAST chunks); wandb 0.31 ships no reader for it.
+    Returns ``{"name": ..., "group": ..., "tags": [...], "history": [row, ...], "summary": {...}, "config": {...}}``
+    with JSON-decoded values and nested keys joined by "/". The file is a LevelDB-style log (7-byte header ``:W&B``,
+    32 KiB blocks, records split into FULL/FIRST/MIDDLE/LAST chunks); wandb 0.31 ships no reader for it.
     """
     import struct
 
@@ -136,7 +136,11 @@ def wandb_run(run_file) -> dict:
         elif kind == "config":
             run["config"].update(items(record.config.update))
         elif kind == "run":
-            run["name"] = record.run.display_name
+            run["name"], run["group"], run["tags"] = (
+                record.run.display_name,
+                record.run.run_group,
+                list(record.run.tags),
+            )
             run["config"].update(items(record.run.config.update))
     return run
 

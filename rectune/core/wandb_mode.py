@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,6 +63,25 @@ def wandb_host() -> str:
             f"W&B refuses a WANDB_ setting of the environment: {' '.join(str(err).split())[:300]}"
         ) from None
     return urlsplit(settings.base_url).netloc
+
+
+TAG_CHARACTERS = 64  # W&B's limit on a tag: a longer one was pydantic's ValidationError as wandb.init started
+
+
+def names_problem(project: str | None = None, tags: Sequence[str] = ()) -> str | None:
+    """What W&B refuses of a project name or tags, in W&B's words (its own checks: a project of at most 128
+    characters, none of ``/ \\ # ? % :``; tags of 1 to 64), or None. ``wandb.init`` refused them with a traceback,
+    once a training run held its folder or an evaluation had scored every query."""
+    import wandb
+
+    try:
+        wandb.Settings(project=project, run_tags=tuple(tags) or None)
+    except wandb.errors.UsageError as err:
+        return " ".join(str(err).split())
+    except ValueError as err:  # pydantic's ValidationError
+        found = getattr(err, "errors", lambda: [{}])()
+        return str(found[0].get("msg") or err).removeprefix("Value error, ")
+    return None
 
 
 def init_run(**kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from rectune.core.cli import SEED_MAX
 from rectune.core.io import RecTuneError
+from rectune.core.wandb_mode import names_problem
 from rectune.models.template_options import check_template_options
 from rectune.training.checkpointing_kwargs import checkpointing_problem
 from rectune.training.model_init_kwargs import MAIN_ONLY
@@ -134,6 +135,15 @@ def check_values(
         problem = _training_start_problem(config)
         if problem:
             refuse(*problem)
+    reports = next((c.report_to for c in configs if hasattr(c, "report_to")), None) or []
+    run = next((c for c in configs if hasattr(c, "wandb_project")), None)
+    if run is not None and "wandb" in reports:  # W&B's own checks, which wandb.init made as the run began
+        problem = names_problem(project=run.wandb_project)
+        if problem:
+            refuse("wandb_project", problem)
+        problem = names_problem(tags=run.wandb_tags)
+        if problem:
+            refuse("wandb_tags", problem)
     steps = next((c.max_steps for c in configs if hasattr(c, "max_steps")), -1)
     if steps == 0 or steps < -1:
         refuse("max_steps", f"{steps} (give a number of steps, or -1 to train by epochs)")

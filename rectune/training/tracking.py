@@ -10,7 +10,7 @@ from typing import Any
 from rectune.core.io import write_json
 from rectune.core.provenance import git_commit
 from rectune.core.secrets import argv_redacted
-from rectune.core.wandb_mode import init_run, offline_unless_logged_in, quiet_settings, where_logged
+from rectune.core.wandb_mode import TAG_CHARACTERS, init_run, offline_unless_logged_in, quiet_settings, where_logged
 from rectune.models.checkpoints import WANDB_RUN, wandb_run_record
 from rectune.training.arguments import RunArguments
 
@@ -48,13 +48,16 @@ def init_tracking(training_args: Any, run_args: RunArguments, metadata: dict) ->
     out = Path(training_args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     earlier = wandb_run_record(out)
+    # the recipe's name tags the run where it fits W&B's limit on tags (a longer one was a traceback; the group
+    # holds it whole)
+    recipe_tag = [run_args.recipe_name] if len(run_args.recipe_name) <= TAG_CHARACTERS else []
     with argv_redacted():  # W&B records the command line
         run = init_run(
             project=run_args.wandb_project,
             name=training_args.run_name,
             group=run_args.recipe_name,
             job_type=metadata["stage"],
-            tags=[metadata["stage"], run_args.recipe_name, *run_args.wandb_tags],
+            tags=[metadata["stage"], *recipe_tag, *run_args.wandb_tags],
             config={"rectune": metadata},
             dir=str(out.resolve().parent),  # W&B writes its wandb/ there: beside the stage, out of a Hub push
             id=earlier.get("id"),

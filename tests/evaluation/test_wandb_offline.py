@@ -78,6 +78,20 @@ def test_an_evaluation_whose_wandb_server_cannot_be_used_logs_offline(tmp_path, 
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
 
 
+def test_a_wandb_project_wandb_refuses_stops_the_evaluation_before_it_scores(tmp_path, movie_data):
+    """wandb.init refused it once every query had been scored: a traceback at the end."""
+    endpoint = ScriptedEndpoint(["ok"] * 2)
+    try:
+        result = evaluate(tmp_path / "r", movie_data, endpoint.url, "--wandb-project", "team/recsys", wandb=True)
+    finally:
+        endpoint.close()
+    assert result.returncode == 2 and result.stderr.splitlines()[-1] == (
+        "error: --wandb-project: Invalid project name 'team/recsys': cannot contain characters '/,\\\\,#,?,%,:', "
+        "found '/'"
+    ), result.stderr[-1000:]
+    assert not (tmp_path / "r").exists() and endpoint.requests == []
+
+
 def test_an_evaluation_that_changes_nothing_opens_no_new_run(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     prepare(tmp_path / "data", "--test-size", "0.5")

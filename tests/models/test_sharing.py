@@ -291,6 +291,18 @@ def test_a_resumed_stage_resumes_its_wandb_run(tmp_path, tiny_model, train_data,
     assert names - {None} == {f"{recipe.stem}-sft"}  # <recipe>-<stage>; the killed run's file may end before it
 
 
+def test_a_recipe_named_past_wandbs_limit_on_tags_logs_its_run(tmp_path, tiny_model, train_data, monkeypatch):
+    """A recipe file's name tags its runs; one of over 64 characters was W&B's ValidationError as training began."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    name = "qwen2.5-3b-instruct-movie-lora-r16-sft-then-grpo-k10-candidates-20-version2"  # 75 characters
+    recipe = sft_recipe(tmp_path, tiny_model, tmp_path / "run" / "sft", max_steps=1, report_to=["wandb"])
+    recipe = recipe.rename(tmp_path / f"{name}.yaml")
+    run_script("train/sft.py", recipe, "--train_data", train_data)
+    (run_file,) = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    run = wandb_run(run_file)
+    assert (run["name"], run["group"], run["tags"]) == (f"{name}-sft", name, ["sft"])  # the group holds it whole
+
+
 def test_the_rectune_command_is_a_front_door(tmp_path):
     rectune = shutil.which("rectune", path=os.path.dirname(sys.executable))
     assert rectune, "pip install -e . installs the rectune command"

@@ -92,6 +92,24 @@ OUT_OF_RANGE = [
 ]
 
 
+def test_wandb_names_wandb_refuses_are_one_line_where_the_run_reports_to_wandb(tmp_path):
+    """wandb.init refused them as the run began, a traceback once the run held its folder."""
+    for values, said in [
+        ({"wandb_project": "team/recsys"}, "key 'wandb_project': Invalid project name 'team/recsys': cannot contain "
+         "characters '/,\\\\,#,?,%,:', found '/'"),
+        ({"wandb_tags": ["ok", "x" * 65]}, "key 'wandb_tags': Tag 'xxxxxxxxxxxxxxxxxxxx...xxxxxxxxxxxxxxxxxxxx' is 65 "
+         "characters. Tags must be between 1 and 64 characters"),
+    ]:  # fmt: skip
+        recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"),
+                              report_to=["wandb"], **values)  # fmt: skip
+        with pytest.raises(RecTuneError) as caught:
+            parse_recipe(SFT, [str(recipe)])
+        assert str(caught.value) == f"{recipe}: {said}"
+        recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path="m", output_dir=str(tmp_path / "o"),
+                              report_to=["none"], **values)  # fmt: skip
+        parse_recipe(SFT, [str(recipe)])  # no W&B run: nothing to refuse
+
+
 def test_schedules_given_what_they_need_are_kept(tmp_path):
     for values in (
         {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr": 1e-6}},
