@@ -18,16 +18,20 @@ from rectune.core.io import RecTuneError
 from rectune.core.wandb_mode import has_wandb_key, wandb_host
 
 
+def two_answers_logged(tmp_path, movie_data):
+    """The report folder and the run of an evaluation of two queries through a local server, logged to W&B."""
+    endpoint = ScriptedEndpoint(["ok"] * 2)
+    try:
+        return tmp_path / "r", evaluate(tmp_path / "r", movie_data, endpoint.url, "--limit", "2", wandb=True)
+    finally:
+        endpoint.close()
+
+
 def test_an_evaluation_without_a_wandb_key_logs_offline(tmp_path, movie_data, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))  # no `wandb login` either
-    endpoint = ScriptedEndpoint(["ok"] * 2)
-    try:
-        out = tmp_path / "r"
-        result = evaluate(out, movie_data, endpoint.url, "--limit", "2", wandb=True)
-    finally:
-        endpoint.close()
+    out, result = two_answers_logged(tmp_path, movie_data)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no W&B API key found: logging offline" in result.stderr
     assert any(p.name.startswith("offline-run-") for p in (out / "wandb").iterdir())
@@ -61,12 +65,9 @@ def test_an_evaluation_whose_wandb_server_cannot_be_used_logs_offline(tmp_path, 
     monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")  # W&B's own setting; 90 s by default
-    endpoint = ScriptedEndpoint(["ok"] * 2)
     try:
-        out = tmp_path / "r"
-        result = evaluate(out, movie_data, endpoint.url, "--limit", "2", wandb=True)
+        out, result = two_answers_logged(tmp_path, movie_data)
     finally:
-        endpoint.close()
         if server != "none listening":
             refusing.shutdown()
             refusing.server_close()
