@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -301,6 +302,23 @@ def test_a_recipe_named_past_wandbs_limit_on_tags_logs_its_run(tmp_path, tiny_mo
     (run_file,) = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*" / "run-*.wandb"))
     run = wandb_run(run_file)
     assert (run["name"], run["group"], run["tags"]) == (f"{name}-sft", name, ["sft"])  # the group holds it whole
+
+
+def test_a_training_run_whose_wandb_server_does_not_answer_logs_offline(tmp_path, tiny_model, train_data, monkeypatch):
+    """A key and no W&B server to reach (an air-gapped cluster): wandb.init's CommError was a traceback as training
+    began."""
+    with socket.socket() as probe:  # a port of this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")  # W&B's own setting; 90 s by default
+    recipe = sft_recipe(tmp_path, tiny_model, tmp_path / "run" / "sft", max_steps=1, report_to=["wandb"])
+    result = run_script("train/sft.py", recipe, "--train_data", train_data)
+    assert "W&B could not start the run online (Timed out while retrying:" in result.stderr, result.stderr[-2000:]
+    assert glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    assert (tmp_path / "run" / "sft" / "finished.json").is_file()
 
 
 def test_the_rectune_command_is_a_front_door(tmp_path):
