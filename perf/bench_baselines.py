@@ -31,7 +31,7 @@ def measure(name: str, data: Path, out: Path) -> tuple[float, float]:
     command = [sys.executable, str(ROOT / "evaluate/run.py"), "--model", f"baseline:{name}", "--data", str(data),
                "--out", str(out), "--no-wandb"]  # fmt: skip
     subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(report), *command], check=True, capture_output=True)
-    return time.perf_counter() - start, int(report.read_text().split()[-1]) / 1024
+    return time.perf_counter() - start, int(report.read_text(encoding="utf-8").split()[-1]) / 1024
 
 
 def main() -> None:

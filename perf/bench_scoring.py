@@ -48,9 +48,9 @@ def write_inputs(folder: Path) -> tuple[Path, Path]:
     """test.jsonl, catalog.jsonl, kg.jsonl and predictions.jsonl; returns the data and predictions paths."""
     rng = random.Random(0)
     titles = make_titles(N_ITEMS, rng)
-    with (folder / "catalog.jsonl").open("w") as handle:
+    with (folder / "catalog.jsonl").open("w", encoding="utf-8") as handle:
         handle.writelines(json.dumps({"id": str(i), "title": t}) + "\n" for i, t in enumerate(titles))
-    with (folder / "kg.jsonl").open("w") as handle:
+    with (folder / "kg.jsonl").open("w", encoding="utf-8") as handle:
         handle.writelines(
             json.dumps({"item_id": str(i), "relation": "genre", "value": "Drama"}) + "\n" for i in range(0, N_ITEMS, 2)
         )
@@ -121,7 +121,7 @@ def main() -> None:
             after = time_scoring(ROOT, data, predictions, folder / "after.json", args.repeats, args.cores)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, check=True)
-        old, new = (json.loads((folder / f).read_text()) for f in ("before.json", "after.json"))
+        old, new = (json.loads((folder / f).read_text(encoding="utf-8")) for f in ("before.json", "after.json"))
         same = all(
             abs(old["overall"][m] - new["overall"][m]) < 1e-9 for m in ("precision", "recall", "cmr", "ftr")
         ) and len(old["per_query"]) == len(new["per_query"])

@@ -161,7 +161,7 @@ def sft_rows(check: Check) -> None:
         if run([*command, *flags, "--output_dir", str(folder)], log, check.env, fatal=False) is None:
             print(f"| {setting} | failed: {failure(log)} | | | | | | |")
             continue
-        if setting == "zero2" and "training with DEEPSPEED" not in log.read_text():
+        if setting == "zero2" and "training with DEEPSPEED" not in log.read_text(encoding="utf-8", errors="replace"):
             sys.exit(f"gpu-check: the ZeRO-2 run did not train under DeepSpeed (see {log})")
         tokens_per_s, seconds, measured = training_figures(folder)
         steady = steady_tokens_per_second(folder) or tokens_per_s  # one step: the run's own figure
@@ -232,7 +232,7 @@ def profile_rows(check: Check) -> None:
     folder, steps = check.out.entry("sft-profile"), str(check.args.profile_steps)
     run([*check.sft_command(), "--max_steps", steps, "--save_steps", steps, "--profile_steps", steps,
          "--output_dir", str(folder)], check.out.entry("sft-profile.log"), check.env)  # fmt: skip
-    table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text().splitlines()
+    table = (folder / "profile" / f"steps-{steps}-{steps}.txt").read_text(encoding="utf-8").splitlines()
     print("\nthe baseline's step profiled (train/sft.py --profile_steps):\n" + "\n".join(table[: PROFILE_ROWS + 5]))
 
 
@@ -243,7 +243,8 @@ def rollout_rows(check: Check) -> None:
          str(args.grpo_batch), "--generations", "8", "--max-new-tokens", str(args.completion_length),
          "--short-max-new-tokens", str(args.completion_length // 2), "--rounds", str(args.rollout_rounds)],
         log, check.env)  # fmt: skip
-    print("\n" + "\n".join(line for line in log.read_text().splitlines() if line.startswith("|")))
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    print("\n" + "\n".join(line for line in lines if line.startswith("|")))
 
 
 def eval_rows(check: Check) -> None:

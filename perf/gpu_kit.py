@@ -101,7 +101,7 @@ def project_requirements() -> dict[str, Requirement]:
     """This checkout's own requirements (pyproject.toml), by name: a root's version range."""
     import tomllib
 
-    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     return {canonicalize_name(Requirement(line).name): Requirement(line) for line in listed}
 
 
@@ -185,7 +185,7 @@ def build(python: str, platform: str, out: Path, *, overwrite: bool = False) -> 
         download(carried, EXTRA_WHEELS, python, platform, staging / "wheels")
         project_archive(staging / "project.tar.gz")
         (staging / "requirements.txt").write_text("\n".join(expected) + "\n")
-        (staging / "run_gpu_check.sh").write_text(SCRIPT)
+        (staging / "run_gpu_check.sh").write_text(SCRIPT, encoding="utf-8")
         size = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
     print(f"gpu-kit: {out}: {len(carried) + len(EXTRA_WHEELS)} wheels for Python {python} on {platform}, "
           f"the project and its demo data: {size / 2**20:.1f} MiB (limit {LIMIT_MIB})")  # fmt: skip
@@ -227,7 +227,7 @@ def main() -> None:
             sys.exit(build(args.python, args.platform, (ROOT / args.out).resolve(), overwrite=args.overwrite))
         except RecTuneError as refused:
             sys.exit(f"gpu-kit: {refused}")
-    lines = [line for line in Path(args.requirements).read_text().splitlines() if line.strip()]
+    lines = [line for line in Path(args.requirements).read_text(encoding="utf-8").splitlines() if line.strip()]
     missing = unmet(lines)
     if missing:
         sys.exit("gpu-kit: this environment lacks what the kit expects of it:\n  " + "\n  ".join(missing))

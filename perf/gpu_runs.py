@@ -20,18 +20,19 @@ def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = Tr
     """Run a step as a user would, its output in ``log``; returns the wall time. A failure stops the check, or
     with ``fatal=False`` (one row of a table: a setting out of the GPU's memory, say) returns None."""
     start = time.perf_counter()
-    with log.open("w") as handle:
+    with log.open("w", encoding="utf-8") as handle:
         result = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env or os.environ)
     if result.returncode != 0:
         if not fatal:
             return None
-        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{log.read_text()[-3000:]}\nfull log: {log}")
+        tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+        sys.exit(f"gpu-check: step failed ({' '.join(command)}):\n{tail}\nfull log: {log}")
     return time.perf_counter() - start
 
 
 def failure(log: Path) -> str:
     """The last line of a failed step's log that names an error, for its row."""
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     named = [line for line in lines if "Error" in line or "error" in line]
     return (named or lines or ["no output"])[-1][:160].replace("|", "/")
 
@@ -39,7 +40,7 @@ def failure(log: Path) -> str:
 def log_history(output_dir: Path) -> list[dict]:
     """What a finished run logged, step by step (its last checkpoint's trainer_state.json)."""
     states = sorted(output_dir.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    return json.loads(states[-1].read_text())["log_history"]
+    return json.loads(states[-1].read_text(encoding="utf-8"))["log_history"]
 
 
 def training_losses(output_dir: Path) -> list[float]:
@@ -57,7 +58,7 @@ def step_parts(output_dir: Path) -> dict[str, float]:
 def training_figures(output_dir: Path) -> tuple[float, float, float | None]:
     """(tokens/s, seconds, peak memory in GiB) of a finished run, from its trainer_state.json and its log."""
     tokens = max(entry.get("num_tokens", 0) for entry in log_history(output_dir))
-    log = output_dir.with_suffix(".log").read_text()
+    log = output_dir.with_suffix(".log").read_text(encoding="utf-8", errors="replace")
     runtime = float(re.findall(r"'train_runtime': '?([0-9.e+-]+)", log)[-1])
     peak = re.findall(r"peak (?:GPU|resident) memory ([0-9.]+) GiB", log)
     return tokens / runtime, runtime, float(peak[-1]) if peak else None
@@ -83,7 +84,8 @@ def generated_tokens(model: str, folder: Path) -> int:
     from rectune.models.embedded import resolve_model_name
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name(model))
-    rows = (json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines() if line)
+    lines = (folder / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = (json.loads(line) for line in lines if line)
     return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
 
 
@@ -101,7 +103,7 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Grow
              str(port), "--device", device, "--continuous-batching"]  # fmt: skip
     serve_log = out.entry("serve.log")
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with serve_log.open("w") as log:  # the server holds its own copy of the file
+    with serve_log.open("w", encoding="utf-8") as log:  # the server holds its own copy of the file
         server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT, env=offline)
     try:
         deadline = time.monotonic() + 600

@@ -55,7 +55,7 @@ def write_release(root: Path, n_items: int, n_queries: int, n_ratings: int, seed
         for i, t in enumerate(titles, start=1):
             f.write(f"{i}::{t}::Drama|Thriller\n")
     n_users = max(1, n_ratings // 20)
-    with open(folder / "ratings.dat", "w") as f:
+    with open(folder / "ratings.dat", "w", encoding="utf-8") as f:
         for r in range(n_ratings):
             f.write(f"{rng.randint(1, n_users)}::{rng.randint(1, n_items)}::4::{r}\n")
     shares = {"ExplicitQuery": 0.15, "ImplicitQuery": 0.11, "MisinformedQuery": 0.09}

@@ -12,6 +12,9 @@ import warnings
 
 __version__ = "0.1.0"
 
-# PEFT and TRL still read transformers' deprecated `is_gradient_checkpointing` on every load and step;
-# nothing a user can change, so it is not shown
-warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+# transformers 5 renames gradient checkpointing to activation checkpointing. PEFT and TRL still read and call the old
+# names on every load, rollout and step, and TRL's configs set `gradient_checkpointing` by default: nothing a user
+# can change, so none of these is shown
+warnings.filterwarnings(
+    "ignore", message=r"`(is_)?gradient_checkpointing(_kwargs|_enable|_disable)?` is deprecated", category=FutureWarning
+)

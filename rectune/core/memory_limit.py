@@ -23,7 +23,7 @@ STATM = Path("/proc/self/statm")  # Linux: the process's address space in pages,
 def address_space() -> int | None:
     """The bytes of address space the process holds, or None where the platform does not say (no /proc)."""
     try:
-        return int(STATM.read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return int(STATM.read_text(encoding="utf-8").split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
 

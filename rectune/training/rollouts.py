@@ -111,13 +111,24 @@ def generate_sharing_prompts(
     cache = prefilled[_CACHE]
     # a generation config with use_cache off (MPT's configuration has it) would decode every step over the whole
     # sequence again, next to the prefilled cache: each token's keys twice (logits 11 apart on the tiny model)
-    continuing = {**kwargs, "use_cache": True}
+    continuing = _caching(kwargs)
     if cascade and can_share(model, inverse, len(distinct)):
         shared = SharedPrefixCache(cache, mask, inverse)
         with decoding_shared_prefix(model, shared):
             return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: shared}, **continuing)
     cache.reorder_cache(inverse)  # distinct prompts' rows -> every row's
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{_CACHE: cache}, **continuing)
+
+
+def _caching(kwargs: dict) -> dict:
+    """``generate``'s ``kwargs`` with the cache on: set in their generation config where they pass one (transformers
+    deprecates a setting given beside one, and warns of it), else given as ``use_cache``."""
+    config = kwargs.get("generation_config")
+    if config is None:
+        return {**kwargs, "use_cache": True}
+    config = copy.deepcopy(config)
+    config.use_cache = True
+    return {**kwargs, "generation_config": config}
 
 
 def generate_skipping_finished_rows(model: torch.nn.Module, generate, *args, **kwargs):

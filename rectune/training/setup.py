@@ -7,7 +7,6 @@ import gc
 import logging
 import os
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,6 @@ from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 from rectune.training.stages import mark_finished, seal_output_dir
 
 log = logging.getLogger(__name__)
-
-# PEFT and TRL still read the deprecated `is_gradient_checkpointing`; nothing a user can change, once per step
-warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 def write_run_files(output_dir: str, configs: tuple[Any, ...], metadata: dict, recipe: Path | None, card: str) -> None:

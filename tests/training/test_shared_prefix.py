@@ -187,6 +187,25 @@ def test_shared_prefill_samples_the_same_completions(tiny_model, use_cache):
     width = batch["input_ids"].shape[1]
     assert calls[False][0] == (8, width)  # every row prefilled
     assert calls[True][:2] == [(2, width - 1), (8, 1)]  # each prompt once, then every row's last prompt token
+    assert config.use_cache is use_cache  # the caller's configuration is its own
+
+
+def test_the_shared_prefills_cache_is_set_in_the_generation_config_it_is_given(tiny_model):
+    """``use_cache`` given beside a generation config is what transformers deprecates (and warned of, once a run)."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from rectune.training.rollouts import generate_sharing_prompts
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    ids, mask = torch.tensor([[5, 6, 7]] * 2), torch.ones(2, 3, dtype=torch.long)
+    given = []
+    for config in (GenerationConfig(use_cache=False, max_new_tokens=2), None):
+        generate_sharing_prompts(model, lambda **kwargs: given.append(kwargs), input_ids=ids, attention_mask=mask,
+                                 generation_config=config)  # fmt: skip
+    with_config, without = given
+    assert "use_cache" not in with_config and with_config["generation_config"].use_cache is True
+    assert with_config["generation_config"].max_new_tokens == 2
+    assert without["use_cache"] is True and without["generation_config"] is None
 
 
 @pytest.mark.slow

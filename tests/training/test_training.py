@@ -200,7 +200,9 @@ def grpo_recipe(path, model, data, out, **extra):
 def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     # RFT from the base model
     rft = tmp_path / "rft"
-    run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft), "--profile_steps", "2")
+    run = run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft), "--profile_steps", "2")
+    # transformers' deprecations of what the rollouts and TRL's configs did, a few lines of every run
+    assert "deprecated" not in run.stderr, run.stderr
     history = log_history(rft / "checkpoint-2")
     assert any("rewards/recall/mean" in e for e in history)
     # the profiled step holds the rollouts (sampling draws by inverse CDF: searchsorted) and the backward pass
