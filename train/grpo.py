@@ -31,6 +31,7 @@ from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
 from rectune.training.generation_kwargs import check_generation_kwargs
+from rectune.training.hub_upload import check_hub_upload
 from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipe_values import check_reward_weights
@@ -86,6 +87,7 @@ def main() -> None:
     if rft_args.init_adapter:
         check_sft_adapter(rft_args.init_adapter, model_name)  # an adapter of this model, that fits it: one line
     check_named_checkpoint(training_args, model_args, model_name, rft_args.init_adapter)  # whole, this adapter
+    check_hub_upload(training_args)  # push_to_hub: its repository made now, or one line
     reads = [("model_name_or_path", model_name), *read_files(files),
              ("init_adapter", rft_args.init_adapter), ("catalog", rft_args.catalog), ("kg", rft_args.kg)]  # fmt: skip
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone

@@ -24,6 +24,7 @@ from rectune.training.best_checkpoint import best_checkpoint_callbacks
 from rectune.training.checkpointing_kwargs import selective_checkpointing_under_lora
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.finite_weights import FiniteWeights
+from rectune.training.hub_upload import check_hub_upload
 from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
 from rectune.training.recipes import parse_recipe, resolved_recipe
@@ -76,6 +77,7 @@ def main() -> None:
     use_train_data(mixture, run_args.train_data, "sft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
+    check_hub_upload(training_args)  # push_to_hub: its repository made now, or one line
     reads = [("model_name_or_path", model_name), *read_files(files)]
     claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     if already_finished(training_args.output_dir, "sft"):

@@ -1,8 +1,10 @@
-"""Models named by a Hub id: in the local cache, reachable on the Hub, or one line before anything starts.
+"""The Hub before anything starts: a model named by its id cached or reachable, a repository to push to there.
 
 Left to ``from_pretrained``, an id that is not cached on a machine without network retries for about a
 minute and ends in a traceback; a training run would by then have claimed its output folder. The check
-here looks in the cache first (no network), then asks the Hub once with a short timeout.
+here looks in the cache first (no network), then asks the Hub once with a short timeout. A run that pushes
+to the Hub (``push_to_hub``) has its repository made as transformers' Trainer would make it, but before the
+model loads, so no login, a login that may not write there or no network is one line, not a traceback.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def check_model_available(name: str, variant: str | None = None) -> None:
             return
     except HFValidationError:
         raise RecTuneError(f"{name}: not a model folder here, nor a Hugging Face model id") from None
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+    if hub_offline():
         raise RecTuneError(
             f"{name}: not a model folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set "
             "(download it on a machine with network: `hf download NAME`, or give a local folder)"
@@ -49,6 +51,34 @@ def check_model_available(name: str, variant: str | None = None) -> None:
             f"{name}: not a model folder here and not in the Hugging Face cache, and the Hub cannot be reached "
             f"({reason})"
         ) from None
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None = None) -> None:
+    """Make the Hub repository ``repo_id`` a run pushes to (``create_repo(exist_ok=True)``, as the Trainer does
+    once the model has loaded), or one line saying why it cannot be."""
+    advice = "log in with `hf auth login` (or set HF_TOKEN), or train without push_to_hub"
+    if hub_offline():
+        raise RecTuneError(f"push_to_hub: HF_HUB_OFFLINE is set, so nothing can be uploaded to {repo_id}")
+    from huggingface_hub import create_repo
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        create_repo(repo_id, token=token, private=private, exist_ok=True)
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else None
+        said = {401: "the Hub has no login of yours (no token, or one it refuses)",
+                403: "your login may not create or write to it"}  # fmt: skip
+        why = said.get(status) or " ".join(str(err).split())[:200]
+        raise RecTuneError(f"push_to_hub: cannot make the Hub repository {repo_id}: {why}; {advice}") from None
+    except ValueError as err:  # a name the Hub does not take
+        raise RecTuneError(f"push_to_hub: hub_model_id {repo_id!r}: {' '.join(str(err).split())[:200]}") from None
+    except Exception as err:  # no network, DNS, a proxy: whatever the HTTP stack raises
+        reason = " ".join(str(err).split())[:160] or type(err).__name__
+        raise RecTuneError(f"push_to_hub: the Hub cannot be reached to make {repo_id} ({reason})") from None
 
 
 def local_model_folder(name: str) -> Path | None:

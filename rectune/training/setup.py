@@ -21,6 +21,7 @@ from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import LEARNED, check_adapter_patterns, context_positions, error_text, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
 from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
+from rectune.training.hub_upload import keeping_upload_failures, upload_failed_text
 from rectune.training.recipes import resolved_recipe
 from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
 from rectune.training.stages import mark_finished, seal_output_dir
@@ -66,7 +67,8 @@ def save_stage(
         write_run_files(output_dir, configs, metadata, recipe, card)
 
     trainer.create_model_card = write_files
-    trainer.save_model(output_dir)
+    with keeping_upload_failures(trainer) as upload_failures:
+        trainer.save_model(output_dir)
     if trainer.accelerator.is_main_process:
         write_files()
         short = stopped_short(trainer)
@@ -74,6 +76,8 @@ def save_stage(
             trainer.accelerator.print(f"{output_dir}: {short}; saved, not marked finished: rerun to resume")
         else:
             mark_finished(output_dir, trainer, metadata)
+        for reason in upload_failures:
+            log.warning(upload_failed_text(trainer, reason))
         if sft_adapter and drop_merged_model(Path(output_dir) / MERGED_SFT_BASE):  # 12 GB at 3B; no file names it
             trainer.accelerator.print(f"removed the merged SFT base {MERGED_SFT_BASE} (train/sft_base.py builds one)")
         make_shareable(output_dir, written_since_ns=claimed_at)

@@ -200,7 +200,8 @@ def grpo_recipe(path, model, data, out, **extra):
 def test_grpo_from_base_and_after_sft(tmp_path, tiny_model, train_data):
     # RFT from the base model
     rft = tmp_path / "rft"
-    run = run_script("train/grpo.py", grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft), "--profile_steps", "2")
+    recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft)
+    run = run_script("train/grpo.py", recipe, "--profile_steps", "2")
     # transformers' deprecations of what the rollouts and TRL's configs did, a few lines of every run
     assert "deprecated" not in run.stderr, run.stderr
     history = log_history(rft / "checkpoint-2")
