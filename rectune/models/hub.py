@@ -9,6 +9,7 @@ model loads, so no login, a login that may not write there or no network is one 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from rectune.core.io import RecTuneError
 from rectune.models.model_folders import check_model_folder
 
 HUB_TIMEOUT_S = 10.0
+# the Hub's client logs each request at INFO, which the scripts show: dozens of lines before a model has loaded
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def check_model_available(name: str, variant: str | None = None) -> None:
@@ -26,7 +29,7 @@ def check_model_available(name: str, variant: str | None = None) -> None:
     if Path(name).exists():
         check_model_folder(name, variant)
         return
-    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub import auth_check, model_info, try_to_load_from_cache
     from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 
     try:
@@ -39,10 +42,15 @@ def check_model_available(name: str, variant: str | None = None) -> None:
             f"{name}: not a model folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set "
             "(download it on a machine with network: `hf download NAME`, or give a local folder)"
         )
+    gated = (
+        f"{name}: a gated model on the Hugging Face Hub that your login may not download; ask for access on its "
+        "page, then log in with `hf auth login` (or set HF_TOKEN)"
+    )
     try:
-        model_info(name, timeout=HUB_TIMEOUT_S)
+        if model_info(name, timeout=HUB_TIMEOUT_S).gated:  # its page is public, its files are not
+            auth_check(name)
     except GatedRepoError:
-        return  # it exists; loading says whether this user's token may read it
+        raise RecTuneError(gated) from None  # from_pretrained's OSError, a traceback as the weights were fetched
     except RepositoryNotFoundError:
         raise RecTuneError(f"{name}: no such model on the Hugging Face Hub, nor a model folder here") from None
     except Exception as err:  # no network, DNS, a proxy: whatever the HTTP stack raises

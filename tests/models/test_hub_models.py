@@ -1,9 +1,12 @@
 """A model id that is neither a folder here nor in the Hugging Face cache is one line within seconds,
 offline or with the Hub out of reach, for evaluation and training, and no output folder is left."""
 
+import http.server
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -75,3 +78,50 @@ def test_a_cached_hub_model_is_read_from_its_snapshot_and_fingerprinted_by_its_f
     assert model_record(folder, ["not", "a", "record"])["sha256"] == record["sha256"]
     (folder / os.fsdecode(b"notes-caf\xe9.txt")).write_text("")  # a name of no UTF-8, written as its bytes read
     assert model_record(folder)["files"][1].startswith("notes-caf\\xe9.txt 0 ")
+
+
+GATED = "someone/gated-model"
+
+
+class GatedHub(http.server.BaseHTTPRequestHandler):
+    """The Hub's answers for a gated model the caller has no access to: its page public (``gated``), its files
+    and its access check refused with the Hub's ``X-Error-Code: GatedRepo``."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if self.path.split("?")[0] in (f"/api/models/{GATED}", f"/api/models/{GATED}/revision/main"):
+            self.answer(200, {"id": GATED, "gated": "manual", "private": False, "sha": "a" * 40, "siblings": []})
+        else:
+            self.answer(403, {"error": f"Access to model {GATED} is restricted, you are not authorized."})
+
+    do_HEAD = do_GET
+
+    def answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        if status == 403:
+            self.send_header("X-Error-Code", "GatedRepo")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def log_message(self, *_):
+        pass
+
+
+def test_a_gated_model_the_login_may_not_download_is_one_line(tmp_path, movie_data):
+    """Meta's and Google's models are gated: the Hub's model page answered, and from_pretrained's OSError was a
+    traceback once the files were asked for, after a screen of the Hub client's request lines."""
+    hub = http.server.HTTPServer(("127.0.0.1", 0), GatedHub)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    env = {"HF_HUB_OFFLINE": None, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}",
+           "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "hf_without_access"}  # fmt: skip
+    try:
+        result = run_with(env, ROOT / "evaluate/run.py", "--model", GATED, "--data", movie_data / "test.jsonl",
+                          "--out", tmp_path / "report", "--no-wandb")  # fmt: skip
+    finally:
+        hub.shutdown()
+        hub.server_close()
+    one_line(result, GATED, "a gated model on the Hugging Face Hub that your login may not download")
+    assert "HTTP Request" not in result.stderr and not (tmp_path / "report").exists()
