@@ -7,7 +7,7 @@ import torch
 
 from rectune.training.shared_prefix import IGNORE, pack_shared_prefixes, prompt_groups
 
-LOSS_TYPES = ["grpo", "dapo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo"]
+LOSS_TYPES = ["grpo", "dapo", "bnpo", "dr_grpo", "cispo", "sapo", "vespo", "luspo"]  # every one TRL 1.16 has
 
 
 def test_rows_are_packed_by_prompt_by_hand():
