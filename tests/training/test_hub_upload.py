@@ -49,7 +49,13 @@ def hub():
 
 def push(tmp_path, tiny_model, train_data, endpoint, token=None, **env):
     recipe = sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, tmp_path / "sft", max_steps=1)
-    env = {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": token or "", **env}
+    env = {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_TOKEN": token or "",
+        "HF_HUB_OFFLINE": "0",
+        **env,
+    }
     return run_script("train/sft.py", recipe, "--push_to_hub", "--hub_model_id", "someone/tiny-rec", check=False,
                       env=env, timeout=600)  # fmt: skip
 
