@@ -29,9 +29,9 @@ def hub_repo(training_args: Any) -> str:
 def check_hub_upload(training_args: Any) -> None:
     """Make the run's Hub repository now, on the main process, as the Trainer would later; else one line. A stage
     already finished is not trained or uploaded again (``already_finished`` says so), so it is left alone."""
-    if finished_stage(training_args.output_dir) is not None:
-        return
-    if training_args.push_to_hub and int(os.environ.get("RANK", "0")) == 0:
+    if not training_args.push_to_hub or int(os.environ.get("RANK", "0")) != 0:
+        return  # the Trainer makes the repository on the main process alone
+    if finished_stage(training_args.output_dir) is None:
         check_hub_repo(hub_repo(training_args), training_args.hub_token, training_args.hub_private_repo)
 
 
