@@ -37,9 +37,9 @@ def check_model_available(name: str, variant: str | None = None) -> None:
             return
     except HFValidationError:
         raise RecTuneError(f"{name}: not a model folder here, nor a Hugging Face model id") from None
-    if hub_offline():
+    if offline := hub_offline_variable():
         raise RecTuneError(
-            f"{name}: not a model folder here and not in the Hugging Face cache, and HF_HUB_OFFLINE is set "
+            f"{name}: not a model folder here and not in the Hugging Face cache, and {offline} is set "
             "(download it on a machine with network: `hf download NAME`, or give a local folder)"
         )
     gated = (
@@ -61,16 +61,21 @@ def check_model_available(name: str, variant: str | None = None) -> None:
         ) from None
 
 
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+def hub_offline_variable() -> str | None:
+    """The variable that keeps the Hub client offline, as huggingface_hub reads them (the first one set wins),
+    or None when it may go online."""
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if value := os.environ.get(variable):
+            return variable if value.upper() in ("1", "ON", "YES", "TRUE") else None
+    return None
 
 
 def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None = None) -> None:
     """Make the Hub repository ``repo_id`` a run pushes to (``create_repo(exist_ok=True)``, as the Trainer does
     once the model has loaded), or one line saying why it cannot be."""
     advice = "log in with `hf auth login` (or set HF_TOKEN), or train without push_to_hub"
-    if hub_offline():
-        raise RecTuneError(f"push_to_hub: HF_HUB_OFFLINE is set, so nothing can be uploaded to {repo_id}")
+    if offline := hub_offline_variable():
+        raise RecTuneError(f"push_to_hub: {offline} is set, so nothing can be uploaded to {repo_id}")
     from huggingface_hub import create_repo
     from huggingface_hub.errors import HfHubHTTPError
 

@@ -24,10 +24,13 @@ def run_with(env: dict, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=full)
 
 
+# CI sets both: the Hub client is offline if either is
+ONLINE = {"HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": None}
 # offline as CI runs; and "online" with the Hub pointed at a closed local port (no network here either way)
 WORLDS = {
     "offline": ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE is set"),
-    "hub unreachable": ({"HF_HUB_OFFLINE": None, "HF_ENDPOINT": "http://127.0.0.1:9"}, "the Hub cannot be reached"),
+    "transformers offline": ({"HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": "1"}, "TRANSFORMERS_OFFLINE is set"),
+    "hub unreachable": ({**ONLINE, "HF_ENDPOINT": "http://127.0.0.1:9"}, "the Hub cannot be reached"),
 }
 
 
@@ -45,6 +48,24 @@ def test_an_unknown_model_is_one_line_for_evaluation_and_training(tmp_path, movi
     one_line(run_with(env, ROOT / "train/sft.py", recipe), UNKNOWN, words)
     assert time.monotonic() - start < 60  # seconds each, not a minute of retries
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sft.yaml"]  # no report or run folder left behind
+
+
+@pytest.mark.parametrize(
+    ("hub", "transformers", "named"),
+    [(None, None, None), ("1", None, "HF_HUB_OFFLINE"), (None, "true", "TRANSFORMERS_OFFLINE"),
+     ("0", "1", None), ("", "1", "TRANSFORMERS_OFFLINE"), ("yes", "1", "HF_HUB_OFFLINE")],
+)  # fmt: skip
+def test_the_offline_variable_named_is_the_one_the_hub_client_obeys(monkeypatch, hub, transformers, named):
+    from rectune.models.hub import hub_offline_variable
+
+    env = {"HF_HUB_OFFLINE": hub, "TRANSFORMERS_OFFLINE": transformers}
+    for variable, value in env.items():
+        monkeypatch.delenv(variable, raising=False)
+        if value is not None:
+            monkeypatch.setenv(variable, value)
+    assert hub_offline_variable() == named
+    client = run_with(env, "-c", "import huggingface_hub.constants as c; print(c.HF_HUB_OFFLINE)")
+    assert client.stdout.strip() == str(named is not None)
 
 
 def test_a_cached_hub_model_is_read_from_its_snapshot_and_fingerprinted_by_its_files(tmp_path, monkeypatch):
@@ -115,7 +136,7 @@ def test_a_gated_model_the_login_may_not_download_is_one_line(tmp_path, movie_da
     traceback once the files were asked for, after a screen of the Hub client's request lines."""
     hub = http.server.HTTPServer(("127.0.0.1", 0), GatedHub)
     threading.Thread(target=hub.serve_forever, daemon=True).start()
-    env = {"HF_HUB_OFFLINE": None, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}",
+    env = {**ONLINE, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}",
            "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "hf_without_access"}  # fmt: skip
     try:
         result = run_with(env, ROOT / "evaluate/run.py", "--model", GATED, "--data", movie_data / "test.jsonl",
