@@ -76,10 +76,15 @@ def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None 
     advice = "log in with `hf auth login` (or set HF_TOKEN), or train without push_to_hub"
     if offline := hub_offline_variable():
         raise RecTuneError(f"push_to_hub: {offline} is set, so nothing can be uploaded to {repo_id}")
-    from huggingface_hub import create_repo
+    from huggingface_hub import constants, create_repo
     from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import build_hf_headers, get_session
 
     try:
+        # create_repo waits forever on a Hub that never answers (a firewall that drops packets): ask it first
+        # with a deadline; its answer is create_repo's to judge
+        whoami = f"{constants.ENDPOINT}/api/whoami-v2"
+        get_session().get(whoami, headers=build_hf_headers(token=token), timeout=HUB_TIMEOUT_S)
         create_repo(repo_id, token=token, private=private, exist_ok=True)
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else None

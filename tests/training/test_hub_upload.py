@@ -3,11 +3,15 @@ the run ends leaves the stage saved and finished here, with one line saying how 
 
 import http.server
 import json
+import socket
 import threading
+import time
 
 import pytest
 from conftest import run_script
 from test_training import sft_recipe
+
+from rectune.models.hub import HUB_TIMEOUT_S
 
 WRITER, READER = "hf_writer0123456789", "hf_reader0123456789"  # the tokens the local Hub knows
 
@@ -84,6 +88,14 @@ def test_a_push_with_no_hub_to_reach_is_one_line(tmp_path, tiny_model, train_dat
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: push_to_hub: the Hub cannot be reached to make someone/tiny-rec ("), last
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never answers: a dropped route
+        start = time.monotonic()
+        result = push(tmp_path, tiny_model, train_data, f"http://127.0.0.1:{silent.getsockname()[1]}", WRITER)
+        waited = time.monotonic() - start
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: push_to_hub: the Hub cannot be reached to make someone/tiny-rec ("), last
+    assert waited < HUB_TIMEOUT_S + 30, waited  # the deadline and the script's start, not forever
     offline = push(tmp_path, tiny_model, train_data, hub, WRITER, HF_HUB_OFFLINE="1")
     assert offline.returncode == 2, offline.stderr[-3000:]
     assert offline.stderr.strip().splitlines()[-1] == (
