@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
 
 from rectune.core.cli import ArgumentParser
 from rectune.core.scratch import scratch_folder
+
+PASSED_ON = (signal.SIGTERM, signal.SIGINT)
 
 
 def free_port() -> int:
@@ -68,7 +71,29 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.num_processes),
                    "--master_port", str(free_port()), "--log-dir", str(scratch / "torchelastic"),
                    "-m", "rectune.training.cpu_worker", args.script, *args.script_args]  # fmt: skip
-        return subprocess.run(command, env=env).returncode
+        return run_passing_signals_on(command, env)
+
+
+def run_passing_signals_on(command: list[str], env: dict[str, str]) -> int:
+    """Run torchrun in a session of its own and pass it each SIGTERM and SIGINT this launcher gets, once:
+    signalled with the launcher's process group, torchrun had it twice, and the second interrupted the wait its
+    first began for the workers to save their step (``rectune.training.sigterm_checkpoint``); the launcher then
+    exited by the signal, its scratch folder left behind. Returns torchrun's status, or 128 + the signal passed
+    on where torchrun then failed (it raises its ``SignalException`` once the workers have stopped)."""
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    passed: list[int] = []
+
+    def pass_on(signum: int, _frame: object) -> None:
+        passed.append(signum)
+        process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in PASSED_ON}
+    try:
+        status = process.wait()
+        return 128 + passed[0] if passed and status != 0 else status
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import atexit
 import json
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,8 @@ def train(trainer: Any, checkpoint: str | None) -> None:
     """Train from ``checkpoint`` (or from the start) up to the stage's last step, and no further.
 
     A run killed while saving its final result left a checkpoint that already holds the last step;
-    transformers would resume from it and train one step more, so its weights are loaded instead.
+    transformers would resume from it and train one step more, so its weights are loaded instead. A SIGTERM
+    saves the step under way and exits with status 143 (:mod:`rectune.training.sigterm_checkpoint`).
     """
     with states_read_as_data():  # DeepSpeed's resume unpickles its states: weights only, whatever it asks
         if checkpoint is not None and _holds_the_last_step(trainer.args, Path(checkpoint)):
@@ -200,6 +202,9 @@ def train(trainer: Any, checkpoint: str | None) -> None:
             trainer._load_from_checkpoint(checkpoint)
             trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
             return
+        from rectune.training.sigterm_checkpoint import checkpoint_on_sigterm, stopped_text
+
+        sigterm = checkpoint_on_sigterm(trainer)  # a scheduler's SIGTERM: the step under way saved, then a stop
         try:
             trainer.train(resume_from_checkpoint=checkpoint)
         except Exception as err:
@@ -209,6 +214,9 @@ def train(trainer: Any, checkpoint: str | None) -> None:
                     "and rerun: it resumes from the last complete checkpoint"
                 ) from None
             raise
+    if sigterm.stopped_at is not None:  # not finished: the rerun resumes from that checkpoint
+        trainer.accelerator.print(stopped_text(trainer.args.output_dir, sigterm.stopped_at, trainer.state.max_steps))
+        raise SystemExit(128 + signal.SIGTERM)
 
 
 def _holds_the_last_step(training_args: Any, checkpoint: Path) -> bool:

@@ -1,0 +1,130 @@
+"""A SIGTERM while training (a scheduler's time limit, a preemption) saves the step under way as a checkpoint and
+stops with status 143; the rerun resumes from that step. The run had stopped at once, and its rerun trained every
+step since the last `save_steps` checkpoint again."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+from conftest import ROOT
+from test_training import grpo_recipe, sft_recipe
+
+from rectune.training.resumable import checkpoint_problem
+from rectune.training.sigterm_checkpoint import CheckpointOnSigterm
+
+STOPPED = re.compile(r"stopped by SIGTERM after step (\d+) of 100000, saved as checkpoint-\1; run the same command")
+
+
+def terminated_after(command: list, losses: int, group: bool = False) -> tuple[int, str]:
+    """Run ``command``; once it has logged ``losses`` training losses, send SIGTERM (to its whole process group
+    with ``group``, as Slurm signals every process of a job step). Returns its status and its output."""
+    process = subprocess.Popen(
+        [sys.executable, *map(str, command)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )  # fmt: skip
+    watchdog = threading.Timer(600, os.killpg, (process.pid, signal.SIGKILL))  # a run that never stops fails
+    watchdog.start()
+    lines, logged = [], 0
+    for line in process.stdout:
+        lines.append(line)
+        logged += "'loss'" in line
+        if logged == losses and "'loss'" in line:
+            os.killpg(process.pid, signal.SIGTERM) if group else process.send_signal(signal.SIGTERM)
+    status = process.wait()
+    watchdog.cancel()
+    return status, "".join(lines)
+
+
+def steps_logged(checkpoint):
+    history = json.loads((checkpoint / "trainer_state.json").read_text())["log_history"]
+    return [entry["step"] for entry in history if "loss" in entry]
+
+
+def test_a_sigterm_saves_the_step_under_way_and_the_rerun_resumes_there(tmp_path, tiny_model, train_data):
+    """With transformers' own `enable_jit_checkpoint` on, which RecTune's takes the place of: its stop after a
+    SIGTERM, 3 s later, saved and marked nothing, and the run said the data had run out."""
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path / "sft.yaml", tiny_model, train_data, out, max_steps=100000, save_steps=100000,
+                        enable_jit_checkpoint=True)  # fmt: skip
+    status, output = terminated_after(["train/sft.py", recipe], losses=2)
+    assert status == 128 + signal.SIGTERM, output[-3000:]
+    step = int(STOPPED.search(output).group(1))
+    assert step >= 2 and "Traceback" not in output
+    assert [p.name for p in out.glob("checkpoint-*")] == [f"checkpoint-{step}"]
+    assert checkpoint_problem(out / f"checkpoint-{step}") is None
+    assert steps_logged(out / f"checkpoint-{step}") == list(range(1, step + 1))
+    assert not (out / "finished.json").exists() and not (out / "adapter_model.safetensors").exists()
+
+    status, output = terminated_after(["train/sft.py", recipe], losses=1)
+    assert status == 128 + signal.SIGTERM, output[-3000:]
+    assert f"resuming from {out / f'checkpoint-{step}'}" in output
+    later = int(STOPPED.search(output).group(1))
+    assert later > step and steps_logged(out / f"checkpoint-{later}") == list(range(1, later + 1))
+
+
+def test_a_grpo_run_stops_so_too(tmp_path, tiny_model, train_data):
+    out = tmp_path / "rft"
+    recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, out, max_steps=100000, save_steps=100000)
+    status, output = terminated_after(["train/grpo.py", recipe], losses=1)
+    assert status == 128 + signal.SIGTERM, output[-3000:]
+    step = int(STOPPED.search(output).group(1))
+    assert checkpoint_problem(out / f"checkpoint-{step}") is None
+    assert steps_logged(out / f"checkpoint-{step}") == list(range(1, step + 1))
+
+
+def test_processes_of_a_distributed_run_signalled_together_stop_at_one_step(tmp_path, tiny_model, train_data):
+    """Slurm signals every process of a job step, and torchrun passes its own SIGTERM on to its workers."""
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path / "sft.yaml", tiny_model, train_data, out, max_steps=100000, save_steps=100000)
+    launch = ["-m", "rectune.training.cpu_launch", "--config_file", ROOT / "accelerate_configs/ddp.yaml",
+              "--num_processes", "2", "train/sft.py", recipe]  # fmt: skip
+    status, output = terminated_after(launch, losses=2, group=True)
+    assert status == 128 + signal.SIGTERM, output[-3000:]
+    step = int(STOPPED.search(output).group(1))
+    checkpoint = out / f"checkpoint-{step}"
+    assert checkpoint_problem(checkpoint) is None, output[-3000:]
+    assert sorted(p.name for p in checkpoint.glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
+    assert [p.name for p in out.glob("checkpoint-*")] == [checkpoint.name]
+
+
+def test_the_step_a_sigterm_comes_in_is_saved_and_the_last_for_a_single_process():
+    callback, control = CheckpointOnSigterm(), SimpleNamespace(should_save=False, should_evaluate=True,
+                                                               should_training_stop=False)  # fmt: skip
+    args, state = SimpleNamespace(device="cpu"), SimpleNamespace(global_step=7)
+    previous = signal.getsignal(signal.SIGTERM)
+    callback.on_train_begin(args, state, control)
+    try:
+        callback.on_step_end(args, state, control)
+        assert (control.should_save, control.should_training_stop, callback.stopped_at) == (False, False, None)
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # the same request again (torchrun's): no exit
+        callback.on_step_end(args, state, control)
+    finally:
+        callback.on_train_end(args, state, control)
+    assert signal.getsignal(signal.SIGTERM) is previous
+    assert (control.should_save, control.should_evaluate, control.should_training_stop) == (True, False, True)
+    assert callback.stopped_at == 7
+
+
+def test_transformers_jit_checkpointing_gives_way_and_its_handler_is_put_back():
+    """Left in place, its handler (a timer, then a checkpoint request nobody reads) took a SIGTERM after training."""
+    from transformers.trainer_callback import CallbackHandler
+    from transformers.trainer_jit_checkpoint import JITCheckpointCallback
+
+    from rectune.training.sigterm_checkpoint import checkpoint_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    jit = JITCheckpointCallback()
+    handler = CallbackHandler([jit], None, None, None, None)
+    trainer = SimpleNamespace(args=SimpleNamespace(enable_jit_checkpoint=True), callback_handler=handler,
+                              add_callback=handler.add_callback, remove_callback=handler.remove_callback)  # fmt: skip
+    jit.set_trainer(trainer)
+    assert signal.getsignal(signal.SIGTERM) == jit.jit_manager._sigterm_handler
+    callback = checkpoint_on_sigterm(trainer)
+    assert handler.callbacks == [callback]
+    assert signal.getsignal(signal.SIGTERM) is before
