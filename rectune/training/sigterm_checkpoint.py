@@ -38,7 +38,8 @@ class CheckpointOnSigterm(TrainerCallback):
     def _ask(self, _signum: int, _frame: object) -> None:
         if not self.asked:
             self.asked = True
-            os.write(2, ASKED)  # a handler may interrupt logging's own write; this cannot block or interleave
+            if os.environ.get("RANK", "0") == "0":  # one line a run, not one a process
+                os.write(2, ASKED)  # a handler may interrupt logging's own write; this cannot block or interleave
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not asked_on_any_process(self.asked, args.device):

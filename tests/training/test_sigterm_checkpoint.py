@@ -90,6 +90,7 @@ def test_processes_of_a_distributed_run_signalled_together_stop_at_one_step(tmp_
     assert checkpoint_problem(checkpoint) is None, output[-3000:]
     assert sorted(p.name for p in checkpoint.glob("rng_state_*.pth")) == ["rng_state_0.pth", "rng_state_1.pth"]
     assert [p.name for p in out.glob("checkpoint-*")] == [checkpoint.name]
+    assert output.count("SIGTERM: the step under way ends") == 1 and output.count("stopped by SIGTERM") == 1
 
 
 def test_the_step_a_sigterm_comes_in_is_saved_and_the_last_for_a_single_process():
