@@ -90,7 +90,7 @@ def main() -> None:
     check_hub_upload(training_args)  # push_to_hub: its repository made now, or one line
     reads = [("model_name_or_path", model_name), *read_files(files),
              ("init_adapter", rft_args.init_adapter), ("catalog", rft_args.catalog), ("kg", rft_args.kg)]  # fmt: skip
-    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
+    own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     stage = "sft_rft" if rft_args.init_adapter else "rft"
     if already_finished(training_args.output_dir, stage):
         return
@@ -159,7 +159,7 @@ def main() -> None:
     trainer.accelerator.print(peak_memory())
 
     configs = (training_args, model_args, mixture, run_args, rft_args, shaping)
-    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter, claimed_at)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, rft_args.init_adapter)
     trainer.accelerator.print(f"saved the RFT adapter to {training_args.output_dir}")
     # Last lines of the run: which rewards gave GRPO a signal (per-step values are in the logs and W&B)
     report = summary(trainer.state.log_history, trainer.reward_func_names)

@@ -79,7 +79,7 @@ def main() -> None:
     check_named_checkpoint(training_args, model_args, model_name)  # resume_from_checkpoint: whole, this adapter
     check_hub_upload(training_args)  # push_to_hub: its repository made now, or one line
     reads = [("model_name_or_path", model_name), *read_files(files)]
-    claimed_at = own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
+    own_output_dir(training_args.output_dir, overwrite=run_args.overwrite, reads=reads)  # ours alone
     if already_finished(training_args.output_dir, "sft"):
         return
 
@@ -126,7 +126,7 @@ def main() -> None:
     trainer.accelerator.print(peak_memory())
 
     configs = (training_args, model_args, mixture, run_args)
-    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path, claimed_at=claimed_at)
+    save_stage(trainer, configs, metadata, recipe, model_args.model_name_or_path)
     trainer.accelerator.print(f"saved the SFT adapter to {training_args.output_dir}")
     finish(trainer)
 

@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,14 @@ def save_stage(
     recipe: Path | None,
     base_model: str,
     sft_adapter: str | None = None,
-    claimed_at: int = 0,
 ) -> None:
     """Save the stage: adapter, portable base record, run files (:func:`write_run_files`), then ``finished.json``.
 
     The card and the base record are written before any Hub push (``push_to_hub``), in place of the
-    trainer's own card, so the pushed folder is the one described here. Files this run wrote since
-    ``claimed_at`` (``own_output_dir``) are made readable to others; nothing else is touched.
+    trainer's own card, so the pushed folder is the one described here. The files this save wrote are made
+    readable to others (safetensors writes them private), as each checkpoint's are as it is saved
+    (:func:`rectune.training.stages.checkpoints_like_the_stage`); nothing else is touched, a private file of
+    yours put in the folder while it trained included.
     """
     output_dir = trainer.args.output_dir
 
@@ -67,6 +69,7 @@ def save_stage(
         write_run_files(output_dir, configs, metadata, recipe, card)
 
     trainer.create_model_card = write_files
+    saving_at = time.time_ns()
     with keeping_upload_failures(trainer) as upload_failures:
         trainer.save_model(output_dir)
     if trainer.accelerator.is_main_process:
@@ -80,7 +83,7 @@ def save_stage(
             log.warning(upload_failed_text(trainer, reason))
         if sft_adapter and drop_merged_model(Path(output_dir) / MERGED_SFT_BASE):  # 12 GB at 3B; no file names it
             trainer.accelerator.print(f"removed the merged SFT base {MERGED_SFT_BASE} (train/sft_base.py builds one)")
-        make_shareable(output_dir, written_since_ns=claimed_at)
+        make_shareable(output_dir, written_since_ns=saving_at)
         if not short:
             seal_output_dir(output_dir)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, fault_point, read_json, write_json
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
-from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
+from rectune.core.outputs import MARKER, claim_output, disk_full, make_shareable, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, finished_stage
 from rectune.models.fingerprints import adapter_fingerprint, model_record
 from rectune.models.hub import local_model_folder
@@ -33,15 +33,14 @@ log = logging.getLogger(__name__)
 TRAINING_KIND = "training run"
 
 
-def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False, reads: list = ()) -> int:
-    """Claim ``output_dir`` for the whole run (main process) and return when, in ``time.time_ns()``.
+def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False, reads: list = ()) -> None:
+    """Claim ``output_dir`` for the whole run (main process).
 
     It must be new, empty or a RecTune training folder (its marker), so a run never writes into a folder of the
     user's; ``overwrite`` trains into any folder but one that is or holds an input it ``reads`` (``(flag, path)``).
     A second run into it stops at once, instead of both writing checkpoints that a resume would then mix.
     """
     refuse_outputs_over_inputs([("output_dir", output_dir)], reads)
-    claimed_at = time.time_ns()
     if int(os.environ.get("RANK", "0")) == 0:
         folder = claim_output(output_dir, TRAINING_KIND, overwrite=overwrite)
         if read_marker(folder) is None:
@@ -49,7 +48,6 @@ def own_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False, re
             folder.mkdir(parents=True, exist_ok=True)
             write_marker(folder, TRAINING_KIND, [], hashed=[])
             atexit.register(_release_unused, folder, made)
-    return claimed_at
 
 
 def _release_unused(folder: Path, made: list[Path]) -> None:
@@ -239,20 +237,27 @@ def fault_callbacks() -> list:
 
 
 def checkpoints_like_the_stage(training_args: Any, base_model: str, sft_adapter: str | None = None) -> list:
-    """Each checkpoint made to load on its own as the stage's end makes its adapter: its base recorded by a portable
-    name and, for SFT then RFT, the SFT adapter it builds on (``base_chain.json``: the merged SFT base a checkpoint
-    names is removed as the stage ends, and evaluating ``checkpoint-N`` then failed on a missing base); GRPO's chat
-    template variables beside it (evaluating it rendered its prompts without them: Qwen3's ``enable_thinking:
-    false`` trained on, thinking evaluated)."""
+    """Each checkpoint made readable to others as it is saved (a run killed later left its weights private), and
+    to load on its own as the stage's end makes its adapter: its base recorded by a portable name and, for SFT
+    then RFT, the SFT adapter it builds on (``base_chain.json``: the merged SFT base a checkpoint names is removed
+    as the stage ends, and evaluating ``checkpoint-N`` then failed on a missing base); GRPO's chat template
+    variables beside it (evaluating it rendered its prompts without them: Qwen3's ``enable_thinking: false``
+    trained on, thinking evaluated)."""
     from transformers import TrainerCallback
 
     options = getattr(training_args, "chat_template_kwargs", None)
 
     class LikeTheStage(TrainerCallback):
+        step_ended_at = 0
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.step_ended_at = time.time_ns()
+
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if not state.is_world_process_zero or not (folder / "adapter_config.json").is_file():
                 return
+            make_shareable(folder, written_since_ns=self.step_ended_at)  # safetensors writes its files private
             make_portable(folder, base_model, sft_adapter)
             if options:
                 write_json(folder / TEMPLATE_OPTIONS_FILE, options)

@@ -276,6 +276,34 @@ def test_merge_on_a_full_disk_gets_one_line_and_leaves_nothing(tmp_path, adapter
     assert result.stdout.split("status=2\n")[1] == ""  # nothing left on the full disk: no staging folder, no lock
 
 
+def test_training_makes_its_weights_shareable_and_leaves_a_private_file_of_yours_private(tmp_path, tiny_model,
+                                                                                         train_data):  # fmt: skip
+    """safetensors writes private files, which the run's end made readable; it did so to every private file in
+    the folder changed since the run began, one of yours put there while it trained too."""
+    out = tmp_path / "run"
+    recipe = write_recipe(
+        tmp_path / "sft.yaml", model_name_or_path=str(tiny_model), output_dir=str(out), max_steps=60,
+        save_steps=25, logging_steps=1, report_to=["none"], use_peft=True, lora_r=4, lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+        datasets=[{"path": "json", "data_files": str(train_data / "train_sft.jsonl")}],
+    )  # fmt: skip
+    run = subprocess.Popen(
+        [sys.executable, ROOT / "train/sft.py", recipe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    output = []
+    for line in run.stdout:
+        output.append(line)
+        if "'loss'" in line and not (out / "notes.txt").exists():  # training: the folder is the run's
+            (out / "notes.txt").write_text("my API key\n")
+            (out / "notes.txt").chmod(0o600)
+    assert run.wait(timeout=600) == 0, "".join(output)[-3000:]
+    assert (out / "finished.json").is_file()
+    assert (out / "notes.txt").stat().st_mode & 0o777 == 0o600
+    for weights in (out / "adapter_model.safetensors", out / "checkpoint-25" / "adapter_model.safetensors"):
+        assert weights.stat().st_mode & 0o777 == SHAREABLE, weights
+
+
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
 def test_training_on_a_full_disk_gets_one_line(tmp_path, tiny_model, train_data):
     """The run folder on a 64 KB tmpfs: its marker and records fit, its first checkpoint does not."""

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from conftest import ROOT
 from test_training import grpo_recipe, sft_recipe
 
+from rectune.core.io import UMASK
 from rectune.training.resumable import checkpoint_problem
 from rectune.training.sigterm_checkpoint import CheckpointOnSigterm
 
@@ -59,6 +60,8 @@ def test_a_sigterm_saves_the_step_under_way_and_the_rerun_resumes_there(tmp_path
     assert checkpoint_problem(out / f"checkpoint-{step}") is None
     assert steps_logged(out / f"checkpoint-{step}") == list(range(1, step + 1))
     assert not (out / "finished.json").exists() and not (out / "adapter_model.safetensors").exists()
+    weights = out / f"checkpoint-{step}" / "adapter_model.safetensors"
+    assert weights.stat().st_mode & 0o777 == 0o666 & ~UMASK  # readable as it was saved, not at the stage's end
 
     status, output = terminated_after(["train/sft.py", recipe], losses=1)
     assert status == 128 + signal.SIGTERM, output[-3000:]
