@@ -50,7 +50,12 @@ class CheckpointOnSigterm(TrainerCallback):
         control.should_training_stop = True
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        signal.signal(signal.SIGTERM, self._previous)
+        self.restore()
+
+    def restore(self) -> None:
+        """Put the handler from before training back (training raised, or ended: either way a SIGTERM stops now)."""
+        if signal.getsignal(signal.SIGTERM) == self._ask:
+            signal.signal(signal.SIGTERM, self._previous)
 
 
 def checkpoint_on_sigterm(trainer: Any) -> CheckpointOnSigterm:

@@ -212,6 +212,8 @@ def train(trainer: Any, checkpoint: str | None) -> None:
                     "and rerun: it resumes from the last complete checkpoint"
                 ) from None
             raise
+        finally:
+            sigterm.restore()
     if sigterm.stopped_at is not None:  # not finished: the rerun resumes from that checkpoint
         trainer.accelerator.print(stopped_text(trainer.args.output_dir, sigterm.stopped_at, trainer.state.max_steps))
         raise SystemExit(128 + signal.SIGTERM)
