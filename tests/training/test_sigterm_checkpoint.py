@@ -47,8 +47,8 @@ def steps_logged(checkpoint):
 
 
 def test_a_sigterm_saves_the_step_under_way_and_the_rerun_resumes_there(tmp_path, tiny_model, train_data):
-    """With transformers' own `enable_jit_checkpoint` on, which RecTune's takes the place of: its stop after a
-    SIGTERM, 3 s later, saved and marked nothing, and the run said the data had run out."""
+    """With transformers' own `enable_jit_checkpoint` on, which RecTune's takes the place of (with it each process
+    of a distributed run decides alone, and the stage was then saved as if its data had run out)."""
     out = tmp_path / "sft"
     recipe = sft_recipe(tmp_path / "sft.yaml", tiny_model, train_data, out, max_steps=100000, save_steps=100000,
                         enable_jit_checkpoint=True)  # fmt: skip
