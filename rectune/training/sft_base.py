@@ -55,7 +55,7 @@ def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
     with staged_folder(target, replace=True) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / MERGED_FROM).write_text(source + "\n")
+        (staging / MERGED_FROM).write_text(source + "\n", encoding="utf-8")
     return target
 
 
