@@ -17,6 +17,8 @@ from rectune.core.io import RecTuneError
 from rectune.models.model_folders import check_model_folder
 
 HUB_TIMEOUT_S = 10.0
+# a push's requests: a minute without a byte from the Hub is a Hub that stopped answering
+HUB_READ_TIMEOUT_S = 60.0
 # the Hub's client logs each request at INFO, which the scripts show: dozens of lines before a model has loaded
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -97,6 +99,16 @@ def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None 
     except Exception as err:  # no network, DNS, a proxy: whatever the HTTP stack raises
         reason = " ".join(str(err).split())[:160] or type(err).__name__
         raise RecTuneError(f"push_to_hub: the Hub cannot be reached to make {repo_id} ({reason})") from None
+
+
+def bound_hub_requests() -> None:
+    """Give the Hub client's shared connection deadlines. It has none (``timeout=None``): a Hub that stopped
+    answering while a run trained (a network that dropped) held its uploads, and the one in the stage's save that
+    comes before ``finished.json``, forever. A request that sets its own timeout keeps it."""
+    import httpx2
+    from huggingface_hub.utils import get_session
+
+    get_session().timeout = httpx2.Timeout(HUB_READ_TIMEOUT_S, connect=HUB_TIMEOUT_S)
 
 
 def local_model_folder(name: str) -> Path | None:

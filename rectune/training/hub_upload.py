@@ -18,7 +18,7 @@ from typing import Any
 from rectune.core.escaping import shell_word
 from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import finished_stage
-from rectune.models.hub import check_hub_repo
+from rectune.models.hub import bound_hub_requests, check_hub_repo
 
 
 def hub_repo(training_args: Any) -> str:
@@ -33,6 +33,7 @@ def check_hub_upload(training_args: Any) -> None:
         return  # the Trainer makes the repository on the main process alone
     if finished_stage(training_args.output_dir) is None:
         check_hub_repo(hub_repo(training_args), training_args.hub_token, training_args.hub_private_repo)
+        bound_hub_requests()  # the uploads that follow, as checkpoints are saved and as the stage ends
 
 
 @contextmanager

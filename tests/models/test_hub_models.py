@@ -4,6 +4,7 @@ offline or with the Hub out of reach, for evaluation and training, and no output
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -66,6 +67,40 @@ def test_the_offline_variable_named_is_the_one_the_hub_client_obeys(monkeypatch,
     assert hub_offline_variable() == named
     client = run_with(env, "-c", "import huggingface_hub.constants as c; print(c.HF_HUB_OFFLINE)")
     assert client.stdout.strip() == str(named is not None)
+
+
+def test_the_hub_clients_requests_end_when_the_hub_stops_answering(monkeypatch):
+    """huggingface_hub's shared client waits without end (`timeout=None`): a push's uploads, and the stage's save
+    they are part of, hung on a Hub that had stopped answering while the run trained."""
+    import httpx2
+    import huggingface_hub.constants
+    from huggingface_hub.utils import get_session
+
+    import rectune.models.hub as hub
+
+    session = get_session()
+    before = session.timeout
+    monkeypatch.setattr(hub, "HUB_READ_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # CI's: every request refused at once
+    try:
+        hub.bound_hub_requests()
+        outcome = []
+
+        def upload(url):
+            try:
+                get_session().post(url)
+            except httpx2.ReadTimeout:
+                outcome.append("timed out")
+
+        with socket.create_server(("127.0.0.1", 0)) as silent:  # takes the connection, never answers
+            url = f"http://127.0.0.1:{silent.getsockname()[1]}/api/models/a/b/preupload/main"
+            asking = threading.Thread(target=upload, args=(url,), daemon=True)
+            asking.start()
+            asking.join(timeout=10)  # unbounded, it waits until the socket closes
+        assert outcome == ["timed out"]
+        assert get_session().timeout.connect == hub.HUB_TIMEOUT_S
+    finally:
+        session.timeout = before
 
 
 def test_a_cached_hub_model_is_read_from_its_snapshot_and_fingerprinted_by_its_files(tmp_path, monkeypatch):
