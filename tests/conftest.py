@@ -308,6 +308,14 @@ def grounded_data(tmp_path_factory) -> Path:
     return out
 
 
+def can_mount_tmpfs() -> bool:
+    """Whether a test may make a small tmpfs (a real full disk) in a mount namespace of its own."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True)
+    return probe.returncode == 0
+
+
 def write_recipe(path: Path, **values) -> Path:
     import yaml
 

@@ -55,12 +55,32 @@ def staged_folder(target: str | os.PathLike, *, replace: bool) -> Iterator[Path]
         record.unlink(missing_ok=True)
 
 
-def disk_full(err: BaseException) -> bool:
-    """ENOSPC/EDQUOT, however the writer reports it (safetensors and torch.save wrap it in their own errors)."""
+def disk_full(err: BaseException, where: str | os.PathLike | None = None) -> bool:
+    """ENOSPC/EDQUOT, however the writer reports it (safetensors and tokenizers wrap it in their own errors).
+
+    torch.save's writer drops the errno (``basic_ios::clear: iostream error``, ``unexpected pos 64 vs 0``): its
+    RuntimeError counts where the file system holding ``where`` has no byte left to give.
+    """
     if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(err)
-    return "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text
+    if "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text:
+        return True
+    torch_writer = isinstance(err, RuntimeError) and any(part in text for part in _TORCH_WRITER_FAILURES)
+    return torch_writer and where is not None and _free_bytes(Path(where)) == 0
+
+
+_TORCH_WRITER_FAILURES = ("iostream error", "inline_container.cc", "PytorchStreamWriter", "file write failed")
+
+
+def _free_bytes(path: Path) -> int | None:
+    """The bytes this user may still write on the file system holding ``path`` (None: it cannot be asked)."""
+    for folder in (path, *path.parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return None
 
 
 MARKER = ".rectune.json"  # names the kind of output a folder is and the entries RecTune wrote into it

@@ -25,7 +25,7 @@ from rectune.models.template_options import TEMPLATE_OPTIONS_FILE
 from rectune.training.hub_upload import keeping_upload_failures, upload_failed_text
 from rectune.training.recipes import resolved_recipe
 from rectune.training.sft_base import MERGED_SFT_BASE, drop_merged_model
-from rectune.training.stages import mark_finished, seal_output_dir
+from rectune.training.stages import full_disk_said, mark_finished, seal_output_dir
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,11 @@ def save_stage(
 
     trainer.create_model_card = write_files
     saving_at = time.time_ns()
-    with keeping_upload_failures(trainer) as upload_failures:
+    with full_disk_said(output_dir, "the stage"), keeping_upload_failures(trainer) as upload_failures:
         trainer.save_model(output_dir)
     if trainer.accelerator.is_main_process:
-        write_files()
+        with full_disk_said(output_dir, "the stage"):
+            write_files()
         short = stopped_short(trainer)
         if short:  # a data order that ran dry: the stage is not done, and a rerun must resume it
             trainer.accelerator.print(f"{output_dir}: {short}; saved, not marked finished: rerun to resume")

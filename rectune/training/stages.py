@@ -8,11 +8,13 @@ stage is final: rerunning it does nothing, so ``make`` dependencies never train 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,19 +206,28 @@ def train(trainer: Any, checkpoint: str | None) -> None:
 
         sigterm = checkpoint_on_sigterm(trainer)  # a scheduler's SIGTERM: the step under way saved, then a stop
         try:
-            trainer.train(resume_from_checkpoint=checkpoint)
-        except Exception as err:
-            if disk_full(err):  # safetensors and torch report it in their own errors
-                raise RecTuneError(
-                    f"{trainer.args.output_dir}: no space left on the device while saving a checkpoint; free some "
-                    "and rerun: it resumes from the last complete checkpoint"
-                ) from None
-            raise
+            with full_disk_said(trainer.args.output_dir, "a checkpoint"):
+                trainer.train(resume_from_checkpoint=checkpoint)
         finally:
             sigterm.restore()
     if sigterm.stopped_at is not None:  # not finished: the rerun resumes from that checkpoint
         trainer.accelerator.print(stopped_text(trainer.args.output_dir, sigterm.stopped_at, trainer.state.max_steps))
         raise SystemExit(128 + signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def full_disk_said(output_dir: str | os.PathLike, saving: str) -> Iterator[None]:
+    """A disk that fills while the run saves ``saving`` into ``output_dir`` as one line, however the writer
+    reports it (safetensors, tokenizers and torch.save each in their own error): the rerun resumes."""
+    try:
+        yield
+    except Exception as err:
+        if disk_full(err, output_dir):
+            raise RecTuneError(
+                f"{output_dir}: no space left on the device while saving {saving}; free some and rerun: it resumes "
+                "from the last complete checkpoint"
+            ) from None
+        raise
 
 
 def _holds_the_last_step(training_args: Any, checkpoint: Path) -> bool:

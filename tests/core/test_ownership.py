@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import RELEASE, ROOT, run_script, write_recipe
+from conftest import RELEASE, ROOT, can_mount_tmpfs, run_script, write_recipe
 
 from rectune.core.io import UMASK
 from rectune.core.locks import lock_path
@@ -250,14 +250,7 @@ def test_training_eval_and_merge_stop_while_another_process_owns_their_output(
 # --- a full disk ------------------------------------------------------------------------------
 
 
-def _can_mount_tmpfs() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
 def test_merge_on_a_full_disk_gets_one_line_and_leaves_nothing(tmp_path, adapters):
     """The full model goes to a 64 KB tmpfs (a real full disk, private to the command's mount namespace)."""
     small = tmp_path / "small"
@@ -304,7 +297,7 @@ def test_training_makes_its_weights_shareable_and_leaves_a_private_file_of_yours
         assert weights.stat().st_mode & 0o777 == SHAREABLE, weights
 
 
-@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
 def test_training_on_a_full_disk_gets_one_line(tmp_path, tiny_model, train_data):
     """The run folder on a 64 KB tmpfs: its marker and records fit, its first checkpoint does not."""
     small = tmp_path / "small"
