@@ -16,6 +16,7 @@ import re
 import resource
 import signal
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from pathlib import Path
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
+from rectune.core.outputs import disk_full
 
 USER_ERROR = 2  # argparse's status for a bad command line; ours for every user error
 _OS_USER_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EROFS, errno.ENOTDIR,
@@ -45,7 +47,7 @@ def run(main: Callable[[], object]) -> None:
         if err.errno not in _OS_USER_ERRORS:
             raise
         where = f": {err.filename}" if err.filename else ""
-        _fail(f"{err.strerror or err}{where}")
+        _fail(f"{err.strerror or err}{where}{_in_temporary_folder(err)}")
     except KeyboardInterrupt:
         sys.exit(130)
     except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError, NumPy's a MemoryError
@@ -57,10 +59,23 @@ def run(main: Callable[[], object]) -> None:
             "per_device_train_batch_size with more gradient_accumulation_steps, max_length or max_completion_length, "
             "num_generations, gradient_checkpointing; evaluation: --batch-size; compare.py: --bootstrap-samples)"
         )
+    except Exception as err:  # a library's own error for a full disk: DuckDB's IOException (the rating store)
+        if not disk_full(err):
+            raise
+        _fail(f"{err}{_in_temporary_folder(err)}")
     except BaseException as err:  # noqa: BLE001 (a Rust library's panic is a BaseException, not an Exception)
         if type(err).__name__ != "PanicException":
             raise
         _fail(_native_failure(str(err)))
+
+
+def _in_temporary_folder(err: BaseException) -> str:
+    """Where a full disk is the temporary folder's (the rating store's database, its spill files), what to do."""
+    folder = tempfile.gettempdir()
+    named = f"{err} {getattr(err, 'filename', None) or ''}"
+    if not disk_full(err) or os.path.join(folder, "") not in named:
+        return ""
+    return f" (in the temporary folder {folder}: set TMPDIR to a folder on a disk with room)"
 
 
 def _native_failure(message: str) -> str:

@@ -4,6 +4,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import can_mount_tmpfs
 
 from rectune.core.io import DataError
 from rectune.data.rating_store import RatingStore
@@ -113,3 +114,34 @@ def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_pat
     assert f"removed {stores[0]} (" in again.stderr and "left by a process that was killed" in again.stderr
     assert list(scratch.iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "out", "scratch"]  # the killed run's lock gone too
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
+def test_a_temporary_folder_that_fills_is_one_line_saying_where_and_leaves_nothing(tmp_path):
+    """The store's database in a 1 MiB temporary folder (a real full disk): DuckDB's own error was a traceback."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    from perf.movielens_world import synthetic, write
+
+    release = write(tmp_path / "ml", "ml-100k", synthetic(943, 1682, 100_000, seed=0))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    script = Path(__file__).resolve().parents[2] / "data_prep" / "perrecbench.py"
+    build = shlex.join([sys.executable, str(script), "--reviews", str(release), "--domain", "movies", "--out",
+                        str(tmp_path / "out")])  # fmt: skip
+    folder = shlex.quote(str(scratch))
+    shell = (
+        f"mount -t tmpfs -o size=1m tmpfs {folder} && {{ TMPDIR={folder} {build}; echo status=$?; ls -A {folder}; }}"
+    )
+    result = subprocess.run(["unshare", "-rm", "sh", "-c", shell], capture_output=True, text=True)
+    assert result.stdout.endswith("status=2\n"), result.stderr[-3000:]  # nothing left in the temporary folder
+    assert "Traceback" not in result.stderr
+    said = rf'error: .*"{re.escape(str(scratch))}/rectune-ratings-\w+/ratings\.duckdb(\.wal)?": No space left on device'
+    assert re.fullmatch(
+        rf"{said} \(in the temporary folder {re.escape(str(scratch))}: set TMPDIR to a folder on a disk with room\)",
+        result.stderr.splitlines()[-1],
+    ), result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml", "scratch"]  # no out/, no staging folder
