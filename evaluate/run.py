@@ -67,7 +67,7 @@ from rectune.evaluation.answer_files import load_answers
 from rectune.evaluation.endpoint import Endpoint, generate_endpoint
 from rectune.evaluation.model_card import record_results
 from rectune.evaluation.reports import evaluate_checkpoint, write_batch_file
-from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_of
+from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_digest
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
 from rectune.models.generation import GenerationSettings, generate, generate_vllm
@@ -293,7 +293,7 @@ def main() -> None:
     print(f"wrote {args.out}/report.json, report.md and predictions.jsonl")
     if checkpoint.kind in ("adapter", "run"):  # a RecTune training folder's card lists its scores
         print(record_results(checkpoint.adapter, report, str(args.data), str(args.out)))
-    if not args.no_wandb and logged == scores_of(report):
+    if not args.no_wandb and logged == scores_digest(report):
         print(f"W&B: the same scores were logged from {args.out} before; no new run")
     elif not args.no_wandb:
         log_to_wandb(args.out, report, table_rows, args.wandb_project)

@@ -46,7 +46,9 @@ def run(main: Callable[[], object]) -> None:
     except OSError as err:
         if err.errno not in _OS_USER_ERRORS:
             raise
-        where = f": {err.filename}" if err.filename else ""
+        # a copy names its source first and the file it writes second (shutil's): a full disk is the second's
+        named = err.filename2 if disk_full(err) and err.filename2 else err.filename
+        where = f": {named}" if named else ""
         _fail(f"{err.strerror or err}{where}{_in_temporary_folder(err)}")
     except KeyboardInterrupt:
         sys.exit(130)
@@ -72,7 +74,7 @@ def run(main: Callable[[], object]) -> None:
 def _in_temporary_folder(err: BaseException) -> str:
     """Where a full disk is the temporary folder's (the rating store's database, its spill files), what to do."""
     folder = tempfile.gettempdir()
-    named = f"{err} {getattr(err, 'filename', None) or ''}"
+    named = str((err.filename2 or err.filename) if isinstance(err, OSError) else err)  # the file it writes
     if not disk_full(err) or os.path.join(folder, "") not in named:
         return ""
     return f" (in the temporary folder {folder}: set TMPDIR to a folder on a disk with room)"

@@ -37,6 +37,7 @@ from rectune.evaluation.endpoint import endpoint_usage
 from rectune.evaluation.predictions import answers_at_token_limit, failed_requests, run_generation
 from rectune.evaluation.sampling import selection_record, selection_text, stratified_sample
 from rectune.evaluation.scoring import check_coverage, score_benchmark
+from rectune.evaluation.tracking import LOGGED
 from rectune.models.checkpoints import Checkpoint, finished_stage, wandb_run_record
 from rectune.models.generation import GenerationSettings
 
@@ -265,7 +266,7 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
 
 REPORT_KIND = "eval report"
 REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "details.jsonl", "batch_requests.jsonl")
-REPORT_ENTRIES = [*REPORT_FILES, "wandb"]
+REPORT_ENTRIES = [*REPORT_FILES, "wandb", LOGGED]
 OPTIONAL_SETTINGS = ("stop", "chat_template_kwargs")
 
 

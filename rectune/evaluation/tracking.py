@@ -3,10 +3,15 @@ metrics in its summary and one table row per query."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from rectune.core.io import RecTuneError, read_json
+from rectune.core.io import RecTuneError, fault_point, read_json, write_json
+from rectune.core.outputs import disk_full
 from rectune.core.secrets import argv_redacted
 from rectune.core.wandb_mode import init_run, offline_unless_logged_in, quiet_settings, where_logged
 
@@ -22,17 +27,24 @@ def eval_run_name(config: dict) -> str:
     return f"{Path(config['checkpoint'].removeprefix('embedded:')).name}-{data}"
 
 
-def logged_scores(out: str | os.PathLike) -> dict | None:
-    """The scores of a report folder whose last evaluation was logged to W&B (``out/wandb`` holds its
-    run), read before this evaluation rewrites them; None when there is none."""
-    out = Path(out)
-    if not (out / "wandb").is_dir() or not (out / "report.json").is_file():
-        return None
+LOGGED = "wandb_logged.json"  # the scores the folder's last W&B run shows, written once that run has finished
+
+
+def logged_scores(out: str | os.PathLike) -> str | None:
+    """The digest (:func:`scores_digest`) of the scores the last W&B run logged from report folder ``out`` shows;
+    None when no run finished there. A run cut short (a full disk, a crash, Ctrl-C) leaves no record, so the
+    next evaluation logs its scores again: the folder's ``wandb/`` alone had counted as logged."""
     try:
-        report = read_json(out / "report.json")
+        record = read_json(Path(out) / LOGGED)
     except (RecTuneError, OSError):
         return None
-    return scores_of(report) if isinstance(report, dict) else None  # another shape: no scores to match
+    digest = record.get("scores_sha256") if isinstance(record, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def scores_digest(report: dict) -> str:
+    """SHA-256 of what a W&B run of ``report`` shows (:func:`scores_of`)."""
+    return hashlib.sha256(json.dumps(scores_of(report), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def scores_of(report: dict) -> dict:
@@ -43,9 +55,8 @@ def scores_of(report: dict) -> dict:
 
 
 def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], project: str) -> None:
-    """Per-task metrics in the run summary, the config, and a per-query table; grouped by data set."""
-    import wandb
-
+    """Per-task metrics in the run summary, the config, and a per-query table; grouped by data set. Recorded in
+    ``out``'s :data:`LOGGED` once the run has finished."""
     config = report["config"]
     baseline = report.get("baseline")
     tags = ["eval"]
@@ -53,6 +64,7 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
         config = {**config, "baseline": baseline}
         tags += ["baseline", *(["ceiling"] if baseline.get("ceiling") else [])]
     offline_unless_logged_in()
+    (Path(out) / LOGGED).unlink(missing_ok=True)  # the scores change, or an earlier run never finished
     with argv_redacted():  # W&B records the command line: no key from a --base-url in it
         run = init_run(
             project=project,
@@ -64,6 +76,25 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
             dir=str(out),
             settings=quiet_settings(),
         )
+    fault_point("wandb:started")
+    try:
+        _log_scores(run, report, table_rows)
+    except BaseException as err:
+        with contextlib.suppress(Exception):  # W&B's own threads wound down before the error ends the process
+            run.finish(exit_code=1)
+        if disk_full(err):
+            raise RecTuneError(
+                f"{out}: no space left on the device for W&B's run ({err}); the report is written: free some and "
+                "rerun to log it"
+            ) from None
+        raise
+    write_json(Path(out) / LOGGED, {"scores_sha256": scores_digest(report), "run_id": run.id, "project": project})
+    print(where_logged(run))
+
+
+def _log_scores(run: Any, report: dict, table_rows: list[dict]) -> None:
+    import wandb
+
     for name, value in (report.get("endpoint") or {}).items():
         if isinstance(value, (int, float)):
             run.summary[f"endpoint/{name}"] = value
@@ -76,4 +107,3 @@ def log_to_wandb(out: str | os.PathLike, report: dict, table_rows: list[dict], p
     table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in table_rows])
     run.log({"per_query": table})
     run.finish()
-    print(where_logged(run))

@@ -209,6 +209,35 @@ def test_the_cli_reports_a_full_disk_by_file(capsys):
     assert capsys.readouterr().err == "error: No space left on device: out/train_sft.jsonl\n"
 
 
+def test_a_full_disk_a_copy_meets_names_the_file_it_writes_and_the_temporary_folder_says_so(capsys, tmp_path,
+                                                                                             monkeypatch):  # fmt: skip
+    """shutil's copy names its source first: W&B's media copied from the temporary folder into a full report folder
+    was blamed on the temporary folder; a library's own error for a full disk (DuckDB's) was a traceback."""
+    import errno
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def copy_to_a_full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device", f"{tmp_path}/tmp/t.json", None, "out/wandb/t.json")
+
+    class IOException(Exception):  # DuckDB's, as its rating store raises it: no OSError
+        pass
+
+    def store_in_a_full_temporary_folder():
+        raise IOException(f'IO Error: Could not write file "{tmp_path}/tmp/r/ratings.duckdb": No space left on device')
+
+    for failing in (copy_to_a_full_disk, store_in_a_full_temporary_folder):
+        with pytest.raises(SystemExit) as stopped:
+            run(failing)
+        assert stopped.value.code == 2
+    hint = f"(in the temporary folder {tmp_path}/tmp: set TMPDIR to a folder on a disk with room)"
+    assert capsys.readouterr().err.splitlines() == [
+        "error: No space left on device: out/wandb/t.json",
+        f'error: IO Error: Could not write file "{tmp_path}/tmp/r/ratings.duckdb": No space left on device {hint}',
+    ]
+
+
 def test_a_bug_still_shows_its_traceback():
     def bug():
         raise KeyError("bug")

@@ -2,6 +2,7 @@
 it has scored (as training does)."""
 
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -117,15 +118,34 @@ def test_an_evaluation_that_changes_nothing_opens_no_new_run(tmp_path, monkeypat
     assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 2
 
 
-def test_a_report_json_of_another_shape_is_no_logged_run(tmp_path):
-    from rectune.evaluation.tracking import logged_scores
+def test_a_wandb_run_cut_short_counts_as_none_and_the_rerun_logs_the_scores(tmp_path, monkeypatch):
+    """Killed while W&B logged (or W&B's disk full), the folder's ``wandb/`` had counted as logged: the rerun said
+    "the same scores were logged" and W&B never got them."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    prepare(tmp_path / "data", "--test-size", "0.5")
+    out = tmp_path / "popularity"
+    data = tmp_path / "data" / "test.jsonl"
+    args = ("evaluate/run.py", "--model", "baseline:popularity", "--data", data, "--out", out)
+    killed = run_script(*args, fault="wandb:started", check=False)
+    assert killed.returncode == -9 and (out / "report.json").is_file() and (out / "wandb").is_dir()
+    assert not (out / "wandb_logged.json").exists()
+    again = run_script(*args)
+    assert f"W&B: run baseline:popularity-data saved offline in {out / 'wandb'}/offline-run-" in again.stdout
+    assert len([p for p in (out / "wandb").iterdir() if p.name.startswith("offline-run-")]) == 2
+    assert "no new run" in run_script(*args).stdout  # now it finished: recorded
 
-    (tmp_path / "wandb").mkdir()
-    for text in ("[1, 2]", "not json", '"a string"'):
-        (tmp_path / "report.json").write_text(text)
+
+def test_a_logged_record_of_another_shape_is_no_logged_run(tmp_path):
+    from rectune.evaluation.tracking import LOGGED, logged_scores, scores_digest
+
+    assert logged_scores(tmp_path) is None
+    for text in ("[1, 2]", "not json", '"a string"', '{"scores_sha256": 7}'):
+        (tmp_path / LOGGED).write_text(text)
         assert logged_scores(tmp_path) is None
-    (tmp_path / "report.json").write_text('{"overall": {"n": 1}, "config": {"predictions_key": "k"}}')
-    assert logged_scores(tmp_path)["predictions_key"] == "k"
+    report = {"overall": {"n": 1}, "config": {"predictions_key": "k"}}
+    (tmp_path / LOGGED).write_text(json.dumps({"scores_sha256": scores_digest(report)}))
+    assert logged_scores(tmp_path) == scores_digest(report)
+    assert scores_digest({**report, "overall": {"n": 2}}) != scores_digest(report)
 
 
 def test_a_netrc_of_no_utf8_or_unreadable_is_searched_as_bytes_or_counts_as_none(tmp_path, monkeypatch):
@@ -172,3 +192,29 @@ def test_a_key_wandb_login_saved_is_found_for_the_host_wandb_logs_to(tmp_path, m
     monkeypatch.setenv("WANDB_BASE_URL", "not a url")  # pydantic's ValidationError, a traceback as W&B started
     with pytest.raises(RecTuneError, match="^W&B refuses a WANDB_ setting of the environment: 1 validation error"):
         wandb_host()
+
+
+def test_a_disk_filling_as_wandb_logs_is_one_line_and_records_no_logged_run(tmp_path, monkeypatch):
+    """W&B's run in the report folder, on a disk that fills as it copies the per-query table in: W&B's threads
+    went on, failing to write, about 230 lines of logging errors after the traceback."""
+    import errno
+
+    import wandb
+
+    from rectune.evaluation import tracking
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+
+    def table_to_a_full_disk(run, report, table_rows):
+        raise OSError(errno.ENOSPC, "No space left on device", "/tmp/t.json", None, f"{tmp_path}/wandb/t.json")
+
+    monkeypatch.setattr(tracking, "_log_scores", table_to_a_full_disk)
+    report = {"config": {"data": str(tmp_path / "data" / "test.jsonl"), "checkpoint": "m"}, "overall": {"n": 1}}
+    with pytest.raises(RecTuneError) as refused:
+        tracking.log_to_wandb(tmp_path, report, [], "rectune")
+    assert str(refused.value) == (
+        f"{tmp_path}: no space left on the device for W&B's run ([Errno 28] No space left on device: '/tmp/t.json' -> "
+        f"'{tmp_path}/wandb/t.json'); the report is written: free some and rerun to log it"
+    )
+    assert tracking.logged_scores(tmp_path) is None
+    assert wandb.run is None  # finished, its threads wound down
