@@ -67,13 +67,13 @@ def disk_full(err: BaseException, where: str | os.PathLike | None = None) -> boo
     if "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text:
         return True
     torch_writer = isinstance(err, RuntimeError) and any(part in text for part in _TORCH_WRITER_FAILURES)
-    return torch_writer and where is not None and _free_bytes(Path(where)) == 0
+    return torch_writer and where is not None and free_bytes(Path(where)) == 0
 
 
 _TORCH_WRITER_FAILURES = ("iostream error", "inline_container.cc", "PytorchStreamWriter", "file write failed")
 
 
-def _free_bytes(path: Path) -> int | None:
+def free_bytes(path: Path) -> int | None:
     """The bytes this user may still write on the file system holding ``path`` (None: it cannot be asked)."""
     for folder in (path, *path.parents):
         try:

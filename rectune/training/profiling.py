@@ -9,9 +9,11 @@ others.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import logging
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback
 
 from rectune.core.io import atomic_write
+from rectune.core.outputs import free_bytes
 from rectune.core.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,9 @@ class StepProfiler(TrainerCallback):
         with atomic_write(trace_path, "wb") as handle, scratch_folder("rectune-trace-") as scratch:
             raw = scratch / "trace.json"  # hundreds of MB on a GPU; a killed run's goes with the next
             self.profiler.export_chrome_trace(str(raw))
+            if free_bytes(scratch) == 0:  # torch's exporter gives up on a full disk without a word: no file, or half
+                raise OSError(errno.ENOSPC, f"no space left in the temporary folder {tempfile.gettempdir()} for the "
+                              "raw trace (set TMPDIR to a folder on a disk with room)", str(raw))  # fmt: skip
             with raw.open("rb") as trace, gzip.GzipFile(fileobj=handle, mode="wb") as packed:
                 shutil.copyfileobj(trace, packed)
         log.info("profiled steps %d-%d (%.2f s): %s", self.first, last, seconds, self.folder / f"{name}.txt")

@@ -2,10 +2,16 @@
 
 import gzip
 import json
+import re
+import shlex
+import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import can_mount_tmpfs
 from transformers import TrainerState, TrainingArguments
 
 from rectune.core.scratch import HOLDER
@@ -96,3 +102,31 @@ def test_a_profile_that_cannot_be_written_leaves_training_going(tmp_path, caplog
     run_steps(profiler, tmp_path)  # raises nothing
     assert "profile_steps: the profile of steps 2-2 was not written: " in caplog.text
     assert profiler.profiler is None  # stopped all the same
+
+
+@pytest.mark.skipif(not can_mount_tmpfs(), reason="needs unshare and a mount namespace (to make a small tmpfs)")
+def test_a_full_temporary_folder_says_so_and_the_table_is_still_written(tmp_path):
+    """torch's trace exporter gives up on a full disk without a word: the warning said the raw trace was missing."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    script = (
+        f"import sys; sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parents[1])]!r}; "
+        "from pathlib import Path; "
+        "from transformers import TrainingArguments; from test_profiling import run_steps, step_profiler; "
+        f"out = Path({str(tmp_path / 'run')!r}); "
+        "(profiler,) = step_profiler(TrainingArguments(output_dir=str(out), report_to=[]), [2]); "
+        "run_steps(profiler, out)"
+    )
+    folder = shlex.quote(str(scratch))
+    python = f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"
+    shell = f"mount -t tmpfs -o size=4k tmpfs {folder} && TMPDIR={folder} {python}"
+    result = subprocess.run(["unshare", "-rm", "sh", "-c", shell], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    warned = [line for line in result.stderr.splitlines() if "profile_steps:" in line]
+    said = (
+        rf"profile_steps: the profile of steps 2-2 was not written: \[Errno 28\] no space left in the temporary "
+        rf"folder {re.escape(str(scratch))} for the raw trace \(set TMPDIR to a folder on a disk with room\): "
+        rf"'{re.escape(str(scratch))}/rectune-trace-\w+/trace\.json'"
+    )
+    assert len(warned) == 1 and re.search(said + "$", warned[0]), result.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "run" / "profile").iterdir()) == ["steps-2-2.txt"]
