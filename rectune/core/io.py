@@ -277,6 +277,30 @@ def require_file(path: str | os.PathLike, missing: str = "file not found") -> No
     raise DataError(path, problem or missing)
 
 
+def present_file(path: str | os.PathLike) -> bool:
+    """Whether an optional input is there: True for a plain file (or a link to one), False where nothing is, and
+    one line for anything else under its name (a folder, a link to nothing or to itself, a FIFO): a release's
+    ``ratings.dat`` that is a folder had been warned about as not found, and the benchmark built without it."""
+    path = Path(path)
+    if path.is_file():
+        return True
+    if not os.path.lexists(path):
+        return False
+    require_file(path, _broken_link(path))
+    return True
+
+
+def _broken_link(path: Path) -> str:
+    """Why a symbolic link ``path`` that leads to no file reads as nothing."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link that leads back to itself, not a file"
+        return f"is a symbolic link to {os.readlink(path)}, which is not there"
+    return "is not a plain file"
+
+
 def _folder_given(path: Path) -> str:
     """A folder where a file was wanted, with the JSONL files it holds: ``--data data/movie`` meant one of them."""
     held = sorted(entry.name for entry in path.glob("*.jsonl") if entry.is_file())

@@ -34,7 +34,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rectune.core.io import BOM, CONTROL, MAX_LINE_BYTES, DataError, check_plain_files, decode_text, require_file
+from rectune.core.io import (
+    BOM,
+    CONTROL,
+    MAX_LINE_BYTES,
+    DataError,
+    check_plain_files,
+    decode_text,
+    present_file,
+    require_file,
+)
 from rectune.data.item_ids import id_order, whole_number
 from rectune.data.titles import CatalogItem, display_title
 
@@ -47,8 +56,7 @@ OCCUPATIONS = {
     "14": "sales/marketing", "15": "scientist", "16": "self-employed", "17": "technician/engineer",
     "18": "tradesman/craftsman", "19": "unemployed", "20": "writer",
 }  # fmt: skip
-# ml-100k u.genre, in flag order (used when the release has no u.genre)
-GENRES_100K = (
+GENRES_100K = (  # ml-100k u.genre, in flag order (used when the release has no u.genre)
     "unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
     "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western",
 )  # fmt: skip
@@ -122,7 +130,7 @@ def release_file(path: str | os.PathLike, role: str) -> Path | None:
     if not path.is_dir():
         return path
     check_plain_files(path)
-    found = [path / name for name in RELEASE_FILES[role] if (path / name).is_file()]
+    found = [path / name for name in RELEASE_FILES[role] if present_file(path / name)]
     return found[0] if found else None
 
 
@@ -232,7 +240,7 @@ def _movie(item_id: str, title: str, genres: list[str]) -> Movie:
 
 
 def _genre_names(path: Path) -> tuple[str, ...]:
-    if not path.is_file():
+    if not present_file(path):
         return GENRES_100K
     names = {}
     for number, line in lines(path):

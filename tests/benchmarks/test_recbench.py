@@ -247,3 +247,27 @@ def test_missing_optional_files_and_empty_query_files_warn(tmp_path, caplog):
     assert "ratings.dat: not found: queries get no user history" in said
     assert "movies.dat: not found: the catalog holds only titles the queries name, without genres" in said
     assert {"ratings.dat", "movies.dat"} <= set(release.missing_files)
+
+
+@pytest.mark.parametrize("name", ["ImplicitQuery.json", "ratings.dat", "movies.dat"])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.mkdir(), "is a folder, not a file"),
+        (lambda path: path.symlink_to(path.name), "is a symbolic link that leads back to itself, not a file"),
+        (lambda path: path.symlink_to("gone.json"), "is a symbolic link to gone.json, which is not there"),
+    ],
+)
+def test_a_release_file_that_is_no_file_is_named_not_skipped_as_missing(tmp_path, name, make, message):
+    # Each was warned about as "not found" and the benchmark built without it: no history, genres or queries.
+    root = tmp_path / "release"
+    shutil.copytree(RELEASE, root)
+    path = root / "data" / "movie" / name
+    path.unlink()
+    make(path)
+    out = tmp_path / "out"
+    result = run_script("data_prep/recbench.py", "--src", root, "--domain", "movie", "--out", out, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(f"{path}: {message}")
+    assert result.stderr.count("\n") == 1
+    assert not out.exists()

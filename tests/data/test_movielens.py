@@ -97,6 +97,15 @@ def test_unknown_formats_fail_naming_the_accepted_ones(tmp_path):
         read_reviews(tmp_path)
 
 
+def test_a_release_folder_whose_users_file_links_to_nothing_names_it(tmp_path):
+    # users.dat linking to a file not copied along was read as missing: a benchmark without demographics
+    folder = write(tmp_path / "ml-1m", "ml-1m", SMALL)
+    (folder / "users.dat").unlink()
+    (folder / "users.dat").symlink_to("../elsewhere/users.dat")
+    with pytest.raises(DataError, match=r"users.dat: is a symbolic link to ../elsewhere/users.dat, which is not there"):
+        movielens.release_file(folder, "users")  # build_benchmark.py's optional users, as data_prep reads them
+
+
 def test_csv_titles_with_commas_and_tags(tmp_path):
     world = World(movies=[("5", '"Great Escape, The (1963)"', ["War"])], ratings=[("1", "5", 4.5, 10)])
     folder = write(tmp_path, "ml-latest", world)

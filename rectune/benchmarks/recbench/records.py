@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rectune.benchmarks.recbench.rows import NAME
-from rectune.core.io import DataError, parse_json, read_text
+from rectune.core.io import DataError, parse_json, present_file, read_text
 from rectune.data.movielens import release_file
 
 LAYOUTS = ("dataset", "data")  # current first
@@ -47,7 +47,7 @@ def domain_folder(root: str | Path, domain: str) -> Path:
 
 def query_file(folder: Path, task: str) -> Path | None:
     """The task's query file in ``folder`` under any of its release names, or None."""
-    return next((folder / name for name in QUERY_FILES[task] if (folder / name).is_file()), None)
+    return next((folder / name for name in QUERY_FILES[task] if present_file(folder / name)), None)
 
 
 def load_records(path: Path) -> list:

@@ -16,7 +16,7 @@ from pathlib import Path
 from rectune.benchmarks.recbench.metrics import condition_bucket
 from rectune.benchmarks.recbench.records import QUERY_FILES, domain_folder, load_records, parse_records, query_file
 from rectune.benchmarks.recbench.rows import RecBenchRow
-from rectune.core.io import DataError, RecTuneError, check_plain_files, numbered_jsonl
+from rectune.core.io import DataError, RecTuneError, check_plain_files, numbered_jsonl, present_file
 from rectune.data.catalog import KnowledgeGraph
 from rectune.data.movielens import chronological
 from rectune.data.ratings import MOVIELENS_SCALE, dat_fields, rating_value, timestamp_value
@@ -80,14 +80,14 @@ def read_release(root: str | Path, domain: str, history_len: int = 20, extra_kg:
         raise DataError(folder, "no query records found")
 
     ratings_path = folder / "ratings.dat"
-    if ratings_path.is_file():
+    if present_file(ratings_path):
         ratings = load_ratings(ratings_path)
     else:
         ratings = {}
         log.warning("%s: not found: queries get no user history", ratings_path)
         missing.append(ratings_path.name)
     movies_path = folder / "movies.dat"
-    if movies_path.is_file():
+    if present_file(movies_path):
         catalog = load_movies(movies_path)
     else:
         catalog = _catalog_from_titles(parsed, ratings)
