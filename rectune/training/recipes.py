@@ -23,12 +23,13 @@ from typing import Any, NoReturn
 import yaml
 
 from rectune.core.cli import check_utf8_arguments, run
-from rectune.core.io import LONE_SURROGATE, DataError, RecTuneError, require_file
+from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.model_init_kwargs import check_model_init, keep_dtype_given
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_types import check_types
 from rectune.training.recipe_values import check_values, keep_target_modules_listed
+from rectune.training.recipe_yaml import check_recipe_yaml
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def read_recipe(recipe: Path) -> dict[str, Any]:
     except UnicodeDecodeError as err:
         raise DataError(recipe, f"not UTF-8 text (byte {err.start + 1})") from None
     try:
-        _refuse_aliases_and_repeated_keys(recipe, text)
+        check_recipe_yaml(recipe, text)
         config = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise DataError(recipe, f"malformed YAML: {err}") from None
@@ -294,33 +295,6 @@ def _refuse_argument(message: str, recipe: Path | None, given: frozenset[str]) -
     if name in given or recipe is None:
         raise RecTuneError(f"command line: --{name}: {problem}")
     raise RecTuneError(f"{recipe}: key {name!r}: {problem}")
-
-
-def _refuse_aliases_and_repeated_keys(recipe: Path, text: str) -> None:
-    """Refuse a YAML alias (``*name``): a few lines can expand into gigabytes (the "billion laughs"), and recipes
-    need none. Refuse a key given twice in one mapping: YAML keeps the last without a word, so a value added at
-    the bottom of a long recipe would quietly replace the one above it. Refuse half a UTF-16 pair (``"\\uDCFF"``)."""
-    open_nodes: list[list] = []  # per open collection: [a mapping's keys seen (key: line) or None, next is a key]
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.AliasEvent):
-            raise DataError(recipe, f"YAML alias *{event.anchor}: write the value out instead", line)
-        if isinstance(event, yaml.ScalarEvent) and LONE_SURROGATE.search(event.value):
-            raise DataError(recipe, f"{ascii(event.value)[:80]}: holds half of a UTF-16 pair, no character", line)
-        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            open_nodes.pop()
-        elif not isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            continue  # the stream's and documents' own events
-        parent = open_nodes[-1] if open_nodes else None
-        if isinstance(event, yaml.ScalarEvent) and parent and parent[0] is not None and parent[1]:
-            if event.value in parent[0]:
-                first = parent[0][event.value]
-                raise DataError(recipe, f"key {event.value!r} given twice (first on line {first}); keep one", line)
-            parent[0][event.value] = line
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            open_nodes.append([{} if isinstance(event, yaml.MappingStartEvent) else None, True])
-        elif parent and parent[0] is not None:  # a key or a value ended: the parent mapping expects the other
-            parent[1] = not parent[1]
 
 
 def _plain(value: Any) -> Any:

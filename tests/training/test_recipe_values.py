@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from rectune.models import model_folders
 from rectune.models.model_folders import check_weights, safetensors_problem
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.recipe_values import check_reward_weights
+from rectune.training.recipe_yaml import check_recipe_yaml
 from rectune.training.recipes import parse_recipe
 from rectune.training.resumable import checkpoint_problem
 from rectune.training.setup import check_model_fits
@@ -186,15 +188,24 @@ def test_grpo_lengths_and_reward_weights(tmp_path):
     ("text", "words"),
     [
         (b"lora_r: " + b"9" * 5000 + b"\n", "malformed YAML"),
-        (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "malformed YAML"),
+        (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "shared.yaml:1: values nested more than 32 deep"),
+        # PyYAML's scanner is quadratic in this depth: minutes before its stack ran out
+        (b"lora_r: 8\na: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "shared.yaml:2: values nested more than 32"),
         (b"lora_r: 8\nname: \xff\xfe\n", "not UTF-8 text"),
     ],
-    ids=["5000 digits", "nested 5000 deep", "not UTF-8"],
+    ids=["5000 digits", "nested 5000 deep", "nested 100000 deep", "not UTF-8"],
 )
 def test_malformed_recipes_are_one_line(tmp_path, text, words):
     recipe = tmp_path / "shared.yaml"
     recipe.write_bytes(text)
-    one_line(run_script("train/sft.py", recipe, check=False), "shared.yaml", words)
+    one_line(run_script("train/sft.py", recipe, check=False, timeout=60), "shared.yaml", words)
+
+
+def test_a_recipe_nests_values_32_deep_and_no_deeper():
+    recipe = Path("r.yaml")
+    check_recipe_yaml(recipe, "a: " + "[" * 31 + "]" * 31 + "\n")  # the top mapping and 31 lists
+    with pytest.raises(DataError, match=r"^r.yaml:3: values nested more than 32 deep: no recipe needs that$"):
+        check_recipe_yaml(recipe, "b: 1\nc: 2\na: " + "[" * 32 + "]" * 32 + "\n")
 
 
 REPEATED_KEYS = [
