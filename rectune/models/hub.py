@@ -16,8 +16,8 @@ from pathlib import Path
 from rectune.core.io import RecTuneError
 from rectune.models.model_folders import check_model_folder
 
-HUB_TIMEOUT_S = 10.0
-# a push's requests: a minute without a byte from the Hub is a Hub that stopped answering
+HUB_TIMEOUT_S = 10.0  # to connect, and for each answer before a run starts
+# a push's requests once the run trains: a minute without a byte from the Hub is a Hub that stopped answering
 HUB_READ_TIMEOUT_S = 60.0
 # the Hub's client logs each request at INFO, which the scripts show: dozens of lines before a model has loaded
 logging.getLogger("httpx2").setLevel(logging.WARNING)
@@ -78,15 +78,11 @@ def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None 
     advice = "log in with `hf auth login` (or set HF_TOKEN), or train without push_to_hub"
     if offline := hub_offline_variable():
         raise RecTuneError(f"push_to_hub: {offline} is set, so nothing can be uploaded to {repo_id}")
-    from huggingface_hub import constants, create_repo
+    from huggingface_hub import create_repo
     from huggingface_hub.errors import HfHubHTTPError
-    from huggingface_hub.utils import build_hf_headers, get_session
 
     try:
-        # create_repo waits forever on a Hub that never answers (a firewall that drops packets): ask it first
-        # with a deadline; its answer is create_repo's to judge
-        whoami = f"{constants.ENDPOINT}/api/whoami-v2"
-        get_session().get(whoami, headers=build_hf_headers(token=token), timeout=HUB_TIMEOUT_S)
+        bound_hub_requests(HUB_TIMEOUT_S)  # unbounded, create_repo waits forever on a firewall that drops packets
         create_repo(repo_id, token=token, private=private, exist_ok=True)
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else None
@@ -101,14 +97,15 @@ def check_hub_repo(repo_id: str, token: str | None = None, private: bool | None 
         raise RecTuneError(f"push_to_hub: the Hub cannot be reached to make {repo_id} ({reason})") from None
 
 
-def bound_hub_requests() -> None:
-    """Give the Hub client's shared connection deadlines. It has none (``timeout=None``): a Hub that stopped
-    answering while a run trained (a network that dropped) held its uploads, and the one in the stage's save that
-    comes before ``finished.json``, forever. A request that sets its own timeout keeps it."""
+def bound_hub_requests(read_s: float | None = None) -> None:
+    """Give the Hub client's shared connection deadlines: ``read_s`` without a byte (``HUB_READ_TIMEOUT_S``
+    unless given). It has none (``timeout=None``): a Hub that stopped answering while a run trained (a network
+    that dropped) held its uploads, and the one in the stage's save that comes before ``finished.json``, forever.
+    A request that sets its own timeout keeps it."""
     import httpx2
     from huggingface_hub.utils import get_session
 
-    get_session().timeout = httpx2.Timeout(HUB_READ_TIMEOUT_S, connect=HUB_TIMEOUT_S)
+    get_session().timeout = httpx2.Timeout(read_s or HUB_READ_TIMEOUT_S, connect=HUB_TIMEOUT_S)
 
 
 def local_model_folder(name: str) -> Path | None:

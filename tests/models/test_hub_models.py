@@ -99,6 +99,8 @@ def test_the_hub_clients_requests_end_when_the_hub_stops_answering(monkeypatch):
             asking.join(timeout=10)  # unbounded, it waits until the socket closes
         assert outcome == ["timed out"]
         assert get_session().timeout.connect == hub.HUB_TIMEOUT_S
+        hub.bound_hub_requests(hub.HUB_TIMEOUT_S)  # before the run starts, as the repository is made
+        assert get_session().timeout.read == hub.HUB_TIMEOUT_S == 10.0
     finally:
         session.timeout = before
 
