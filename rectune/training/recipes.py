@@ -85,6 +85,9 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     keep_target_modules_listed(parsed)
     keep_dtype_given(parsed, given | set(config))
     for item in parsed:
+        if getattr(item, "enable_jit_checkpoint", False):  # its handler decides on each process alone
+            log.info("enable_jit_checkpoint: RecTune's own checkpoint on SIGTERM takes its place")
+            item.enable_jit_checkpoint = False
         if isinstance(item, RunArguments) and item.recipe_name is None:
             item.recipe_name = recipe.stem if recipe else "run"
         secret = set(getattr(item, "model_init_kwargs", None) or {}) & set(SECRET_KWARGS)

@@ -59,13 +59,8 @@ class CheckpointOnSigterm(TrainerCallback):
 
 
 def checkpoint_on_sigterm(trainer: Any) -> CheckpointOnSigterm:
-    """Give ``trainer`` the callback, in place of the one ``enable_jit_checkpoint`` adds, whose handler it had
-    installed as the trainer was made: put back, the one before it handles a SIGTERM after training."""
-    for callback in list(trainer.callback_handler.callbacks):
-        manager = getattr(callback, "jit_manager", None)
-        if manager is not None:
-            signal.signal(signal.SIGTERM, manager._original_sigterm_handler)
-            trainer.remove_callback(callback)
+    """Give ``trainer`` the callback (``parse_recipe`` turns ``enable_jit_checkpoint`` off, whose handler would
+    take the signal first and, left after training, a SIGTERM after it)."""
     callback = CheckpointOnSigterm()
     trainer.add_callback(callback)
     return callback

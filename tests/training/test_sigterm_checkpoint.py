@@ -11,7 +11,7 @@ import sys
 import threading
 from types import SimpleNamespace
 
-from conftest import ROOT
+from conftest import ROOT, write_recipe
 from test_training import grpo_recipe, sft_recipe
 
 from rectune.core.io import UMASK
@@ -115,20 +115,21 @@ def test_the_step_a_sigterm_comes_in_is_saved_and_the_last_for_a_single_process(
     assert callback.stopped_at == 7
 
 
-def test_transformers_jit_checkpointing_gives_way_and_its_handler_is_put_back():
-    """Left in place, its handler (a timer, then a checkpoint request nobody reads) took a SIGTERM after training."""
-    from transformers.trainer_callback import CallbackHandler
-    from transformers.trainer_jit_checkpoint import JITCheckpointCallback
+def test_transformers_jit_checkpointing_gives_way_to_ours(tmp_path, tiny_model):
+    """Left on, its handler (a timer, then a checkpoint request nobody reads) is the one ours puts back after
+    training, and a SIGTERM then went to it."""
+    from transformers import AutoModelForCausalLM, Trainer
+    from trl import DatasetMixtureConfig, ModelConfig, SFTConfig
 
-    from rectune.training.sigterm_checkpoint import checkpoint_on_sigterm
+    from rectune.training.arguments import RunArguments
+    from rectune.training.recipes import parse_recipe
 
+    recipe = write_recipe(tmp_path / "r.yaml", model_name_or_path=str(tiny_model), enable_jit_checkpoint=True,
+                          max_steps=3, report_to=["none"])  # fmt: skip
+    arguments = (SFTConfig, ModelConfig, DatasetMixtureConfig, RunArguments)
+    training, *_ = parse_recipe(arguments, [str(recipe), "--output_dir", str(tmp_path / "out")])
+    assert training.enable_jit_checkpoint is False
     before = signal.getsignal(signal.SIGTERM)
-    jit = JITCheckpointCallback()
-    handler = CallbackHandler([jit], None, None, None, None)
-    trainer = SimpleNamespace(args=SimpleNamespace(enable_jit_checkpoint=True), callback_handler=handler,
-                              add_callback=handler.add_callback, remove_callback=handler.remove_callback)  # fmt: skip
-    jit.set_trainer(trainer)
-    assert signal.getsignal(signal.SIGTERM) == jit.jit_manager._sigterm_handler
-    callback = checkpoint_on_sigterm(trainer)
-    assert handler.callbacks == [callback]
+    trainer = Trainer(model=AutoModelForCausalLM.from_pretrained(tiny_model), args=training)
     assert signal.getsignal(signal.SIGTERM) is before
+    assert not any(hasattr(callback, "jit_manager") for callback in trainer.callback_handler.callbacks)
