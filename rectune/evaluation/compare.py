@@ -187,6 +187,7 @@ def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], paths: list[Pa
     """The table (and ``note`` below it) as Markdown, the table as CSV, and a chart of grouped bars per
     metric and task (``OUTPUT_SUFFIXES``)."""
     table, sheet, chart = paths
+    png = _chart(rows, specs)  # drawn first: a chart matplotlib refuses leaves no table behind
     with atomic_write(table) as handle:
         handle.write(markdown(rows, specs) + (f"\n\n{markdown_cell(note)}" if note else "") + "\n")
     buffer = io.StringIO()
@@ -201,7 +202,8 @@ def write_outputs(rows: list[dict], specs: dict[str, MetricSpec], paths: list[Pa
         writer.writerow(flat)
     with atomic_write(sheet) as handle:
         handle.write(buffer.getvalue())
-    _chart(rows, specs, chart)
+    with atomic_write(chart, "wb") as handle:  # a tagged, exclusive temporary file: no link is followed
+        handle.write(png)
 
 
 def _has_diff(rows: list[dict]) -> bool:
@@ -239,10 +241,16 @@ def charted_metrics(rows: list[dict]) -> list[str]:
 MAX_LABELLED_BARS = 16  # beyond this a panel's value labels run into each other; the table has the values
 
 
-def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
+def _chart(rows: list[dict], specs: dict[str, MetricSpec]) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
+    # names come from folders and reports: a `$` there was read as TeX (`run$\frac{1$` a traceback)
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _drawn_chart(rows, specs)
+
+
+def _drawn_chart(rows: list[dict], specs: dict[str, MetricSpec]) -> bytes:
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(r["task"] for r in rows))
@@ -289,8 +297,9 @@ def _chart(rows: list[dict], specs: dict[str, MetricSpec], path: Path) -> None:
     # one legend above the panels, where no bar is
     fig.legend(handles, labels, loc="upper center", ncol=min(len(names), 6), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
+    png = io.BytesIO()
     try:
-        with atomic_write(path, "wb") as handle:  # a tagged, exclusive temporary file: no link is followed
-            fig.savefig(handle, format="png", dpi=110)
+        fig.savefig(png, format="png", dpi=110)
     finally:
         plt.close(fig)
+    return png.getvalue()

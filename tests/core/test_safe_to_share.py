@@ -67,6 +67,24 @@ def test_compare_escapes_names(tmp_path):
     assert all(line.count("|") - line.count("\\|") == 8 for line in table.splitlines() if line.startswith("| "))
 
 
+def test_compare_charts_names_that_read_as_tex_as_they_are(tmp_path):
+    """matplotlib reads `$...$` in a label as TeX: a folder `a$\\frac{1$` or a colleague's task `$^{$` was its
+    ParseSyntaxException, a traceback once the table and CSV were written."""
+    summary = {"n": 1, "precision": 0.5, "recall": 0.5, "cmr": None, "ftr": 0.0}
+    names = ["a$\\frac{1$", "b$^{$"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        report = {"overall": summary, "by_task": {"$\\sqrt{$": summary}}
+        (tmp_path / name / "report.json").write_text(json.dumps(report))
+    prefix = tmp_path / "comparison"
+    run_script("evaluate/compare.py", *(tmp_path / n for n in names), "--out", prefix)
+    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    rows = list(csv.DictReader(prefix.with_suffix(".csv").open()))
+    assert {(row["task"], row["checkpoint"]) for row in rows} == {
+        (task, name) for task in ("$\\sqrt{$", "overall") for name in names
+    }
+
+
 def test_compare_prints_a_colleagues_names_escaped(tmp_path):
     """A report's checkpoint is named by whoever wrote it: a bidirectional override or a one-byte CSI (C1) in it
     reached the terminal, which Markdown's escaping (C0 controls become spaces) let through."""
