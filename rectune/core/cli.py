@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rectune.core.closed_pipes import tolerate_gone_readers
 from rectune.core.escaping import terminal_text
 from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
@@ -37,6 +38,7 @@ def run(main: Callable[[], object]) -> None:
     a scheduler's time limit) exits with status 143 through the ``with`` blocks, so staged outputs and the
     on-disk rating store are removed as on any other failure."""
     signal.signal(signal.SIGTERM, _terminated)
+    tolerate_gone_readers()  # `| head`: the run goes on where a print had raised BrokenPipeError
     logging.setLogRecordFactory(_TerminalRecord)
     warnings.showwarning = _terminal_warning
     try:

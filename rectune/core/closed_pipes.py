@@ -1,0 +1,61 @@
+"""Standard output and error whose reader has gone: the run goes on, and what it would print there is dropped.
+
+``python train/sft.py r.yaml | head``, or a pager quit before the run ends, closes the pipe's reading end. The
+next write there raised ``BrokenPipeError``, a traceback that ended the run: training stopped mid-epoch, an
+evaluation stopped after its report and before its W&B run and its model card's scores. The files a run writes
+matter more than lines nobody can read any more, so the stream's descriptor is pointed at ``/dev/null`` instead,
+and a broken standard output is said once on standard error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, TextIO
+
+GONE = "{name}'s reader has gone (a pipe to head, or a pager that quit): the run goes on, its {name} dropped\n"
+
+
+class ReaderTolerant:
+    """``stream`` (``sys.stdout`` or ``sys.stderr``), whose writes and flushes survive the reader's leaving."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop()
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+            self._stream.flush()
+
+    def _drop(self) -> None:
+        """Point the stream's descriptor at /dev/null: what its buffer holds, and all that follows, goes there."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())
+        os.close(null)
+        if self._name == "stdout":
+            try:
+                sys.stderr.write(GONE.format(name=self._name))
+                sys.stderr.flush()
+            except (OSError, ValueError):  # stderr is gone too, or closed
+                pass
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
+
+
+def tolerate_gone_readers() -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` (once: an entry script may be run twice in one process)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ReaderTolerant):
+            setattr(sys, name, ReaderTolerant(stream, name))
