@@ -26,6 +26,7 @@ from rectune.core.io import RecTuneError, fault_point
 
 _HELD: dict[Path, int] = {}  # lock file -> open descriptor, for the locks this process holds
 _MADE: dict[Path, list[Path]] = {}  # lock file -> the folders made for it, deepest first
+CANNOT_LOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)  # a file system without flock (NFS with no lockd)
 
 
 def lock_path(target: str | os.PathLike) -> Path:
@@ -47,6 +48,9 @@ def hold_output_lock(target: str | os.PathLike) -> None:
         except FileNotFoundError:  # another run removed the empty folder it had made between the two calls
             if attempt == 2:
                 raise
+        except RecTuneError:
+            _remove_empty(made)
+            raise
     _MADE[path] = made
     holder = {
         "pid": os.getpid(),
@@ -67,6 +71,7 @@ def _locked_descriptor(path: Path, target: str | os.PathLike) -> int:
     would otherwise flock a file no longer there while a third locks the new one: both would hold the lock.
     """
     while True:
+        created = not os.path.lexists(path)
         try:  # O_NONBLOCK: a FIFO planted at the path must not hang the open
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
         except OSError as err:
@@ -87,6 +92,16 @@ def _locked_descriptor(path: Path, target: str | os.PathLike) -> int:
             raise RecTuneError(
                 f"{target}: in use by {holder}; wait for it to finish or choose another folder"
             ) from None
+        except OSError as err:
+            os.close(descriptor)
+            if err.errno not in CANNOT_LOCK:
+                raise
+            if created:
+                path.unlink(missing_ok=True)
+            raise RecTuneError(  # an NFS mount without its lock service: flock's ENOLCK, a traceback
+                f"{target}: the file system there cannot lock files ({err.strerror}), and a lock keeps a second "
+                "process out of the folder; write it to a disk that can (a local one)"
+            ) from None
         if still_at(descriptor, path):
             return descriptor
         os.close(descriptor)  # locked a file its holder removed on release: lock the one at path now
@@ -101,9 +116,14 @@ def _release(path: Path) -> None:
     if descriptor is not None:
         path.unlink(missing_ok=True)  # while still holding it, so no one locks a file about to vanish
         os.close(descriptor)  # closing the only descriptor releases the flock
-    for folder in _MADE.pop(path, []):
+    _remove_empty(_MADE.pop(path, []))
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """The folders made for a lock, deepest first: only an empty folder goes, one something came into stays."""
+    for folder in folders:
         try:
-            folder.rmdir()  # only an empty folder goes: one something was written into stays
+            folder.rmdir()
         except OSError:
             break
 

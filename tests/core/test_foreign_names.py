@@ -8,6 +8,7 @@ from test_endpoint import ScriptedEndpoint
 from test_faults import KILLED, prepare
 from test_hostile import evaluate, one_line
 
+from rectune.core.io import RecTuneError
 from rectune.core.locks import lock_path
 
 
@@ -60,3 +61,30 @@ def test_a_predictions_file_linked_elsewhere_is_never_followed(tmp_path, movie_d
         assert victim.read_text() == "a log of yours\n" and (out / "predictions.jsonl").is_symlink()
     finally:
         endpoint.close()
+
+
+def test_a_file_system_that_cannot_lock_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """An NFS mount without its lock service answers flock with ENOLCK: a traceback, the lock file and the
+    folders made for it left behind."""
+    import errno
+    import fcntl
+
+    from rectune.core import locks
+
+    def no_locks(descriptor, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    out = tmp_path / "reports" / "new" / "out"
+    with pytest.raises(RecTuneError) as refused:
+        locks.hold_output_lock(out)
+    assert str(refused.value) == (
+        f"{out}: the file system there cannot lock files (No locks available), and a lock keeps a second process "
+        "out of the folder; write it to a disk that can (a local one)"
+    )
+    assert list(tmp_path.iterdir()) == []  # neither the lock file nor the folders made to hold it
+    mine = lock_path(tmp_path / "out")
+    mine.write_text("")  # a lock file there before: not this run's to remove
+    with pytest.raises(RecTuneError):
+        locks.hold_output_lock(tmp_path / "out")
+    assert mine.exists()
