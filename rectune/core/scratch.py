@@ -23,7 +23,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from rectune.core.locks import still_at
+from rectune.core.io import RecTuneError
+from rectune.core.locks import CANNOT_LOCK, still_at
 
 HOLDER = ".holder"  # flocked while the folder is in use; names the process, written once locked
 _HELD: set[Path] = set()  # this process's own: where flock is emulated by per-process locks (NFS), a
@@ -44,7 +45,15 @@ def scratch_folder(prefix: str) -> Iterator[Path]:
     try:
         descriptor = os.open(folder / HOLDER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                              0o600)  # fmt: skip
-        fcntl.flock(descriptor, fcntl.LOCK_EX)  # waits out a process that took it to look, finding it empty
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)  # waits out a process that took it to look, finding it empty
+        except OSError as err:
+            if err.errno not in CANNOT_LOCK:
+                raise
+            raise RecTuneError(
+                f"the temporary folder {root} cannot lock files ({err.strerror}), which its scratch folders need to "
+                "be cleaned up after a killed run; set TMPDIR to a folder on a local disk"
+            ) from None
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": Path(sys.argv[0]).name}
         os.write(descriptor, json.dumps(holder).encode() + b"\n")
         _HELD.add(folder)
@@ -97,6 +106,10 @@ def _lock_free(descriptor: int) -> bool:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False  # its process is alive and using it
+    except OSError as err:
+        if err.errno not in CANNOT_LOCK:
+            raise
+        return False  # no lock tells whether its process lives: left alone
     return True
 
 

@@ -109,3 +109,27 @@ def test_a_folder_this_process_holds_is_never_its_own_abandoned_one(tmp, monkeyp
     with scratch_folder(PREFIX) as outer, scratch_folder(PREFIX) as inner:
         assert outer.is_dir() and inner.is_dir()
     assert list(tmp.iterdir()) == []
+
+
+def test_a_temporary_directory_that_cannot_lock_is_one_line_and_an_old_folder_there_is_kept(tmp, monkeypatch):
+    """TMPDIR on an NFS mount without its lock service: flock's ENOLCK was a traceback."""
+    import errno
+    import fcntl
+
+    from rectune.core.io import RecTuneError
+
+    held, path = holding_process(tmp)  # a folder some process made while locks worked
+    held.send_signal(signal.SIGKILL)
+    held.wait()
+
+    def no_locks(descriptor, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(RecTuneError) as refused, scratch_folder(PREFIX):
+        pass
+    assert str(refused.value) == (
+        f"the temporary folder {tmp} cannot lock files (No locks available), which its scratch folders need to be "
+        "cleaned up after a killed run; set TMPDIR to a folder on a local disk"
+    )
+    assert [str(p) for p in tmp.iterdir()] == [path]  # no lock says whether its process lives: kept
