@@ -15,6 +15,7 @@ before or after training (``rectune.core.cli``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from typing import Any
@@ -39,7 +40,10 @@ class CheckpointOnSigterm(TrainerCallback):
         if not self.asked:
             self.asked = True
             if os.environ.get("RANK", "0") == "0":  # one line a run, not one a process
-                os.write(2, ASKED)  # a handler may interrupt logging's own write; this cannot block or interleave
+                # a handler may interrupt logging's own write; this cannot interleave. A stderr nobody reads any
+                # more (`| head`) raised EPIPE here, in whatever the training step was doing
+                with contextlib.suppress(OSError):
+                    os.write(2, ASKED)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not asked_on_any_process(self.asked, args.device):

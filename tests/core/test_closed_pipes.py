@@ -2,8 +2,10 @@
 to its end: a print there had raised BrokenPipeError, a traceback that stopped training or evaluation midway."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 from conftest import ROOT
 from test_training import sft_recipe
@@ -40,3 +42,40 @@ def test_training_whose_stdout_and_stderr_readers_left_runs_to_its_end(tmp_path,
                            stderr_too=True)  # fmt: skip
     assert status == 0
     assert (out / "finished.json").is_file() and (out / "checkpoint-4").is_dir()
+
+
+def test_a_sigterm_with_no_reader_of_stderr_still_saves_the_step_and_stops(tmp_path, tiny_model, train_data):
+    out = tmp_path / "sft"
+    recipe = sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out, max_steps=100000, save_steps=2)
+    read, write = os.pipe()
+    os.close(read)
+    process = subprocess.Popen([sys.executable, str(ROOT / "train/sft.py"), str(recipe)], stdout=write, stderr=write,
+                               cwd=ROOT)  # fmt: skip
+    os.close(write)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoint-2" / "trainer_state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=300) == 128 + signal.SIGTERM
+    assert not (out / "finished.json").exists()
+    assert max(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*")) > 2  # the step under way, saved
+
+
+def test_the_sigterm_handlers_line_to_a_stderr_nobody_reads_raises_nothing(monkeypatch):
+    """It writes to the descriptor itself: where no print had found the reader gone before, its EPIPE was raised
+    inside whatever the training step was doing."""
+    from rectune.training.sigterm_checkpoint import CheckpointOnSigterm
+
+    monkeypatch.delenv("RANK", raising=False)
+    read, write = os.pipe()
+    os.close(read)
+    saved = os.dup(2)
+    try:
+        os.dup2(write, 2)
+        callback = CheckpointOnSigterm()
+        callback._ask(signal.SIGTERM, None)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(write)
+    assert callback.asked
