@@ -22,6 +22,7 @@ class ReaderTolerant:
     def __init__(self, stream: TextIO, name: str) -> None:
         self._stream = stream
         self._name = name
+        self._dropped = False
 
     def write(self, text: str) -> int:
         try:
@@ -42,12 +43,13 @@ class ReaderTolerant:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, self._stream.fileno())
         os.close(null)
-        if self._name == "stdout":
+        if self._name == "stdout" and not self._dropped:  # said once, where two threads found it gone
             try:
                 sys.stderr.write(GONE.format(name=self._name))
                 sys.stderr.flush()
             except (OSError, ValueError):  # stderr is gone too, or closed
                 pass
+        self._dropped = True
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer: the stream's own
         return getattr(self._stream, name)
