@@ -263,6 +263,19 @@ def check_utf8_arguments(args: Sequence[str]) -> None:
             )
 
 
+def expand_home(args: Sequence[str]) -> list[str]:
+    """The arguments with a leading ``~/`` expanded as the shell would, in ``--flag=~/x`` too, where bash leaves it
+    (and in a quoted ``"~/x"``): read as a name, ``--out=~/x`` made a folder called ``~`` in the current one (which
+    ``rm -rf ~`` would then remove with the home folder), and ``--data=~/x`` was a file "not found"."""
+    expanded = []
+    for arg in args:
+        flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if value == "~" or value.startswith("~/"):
+            arg = flag + equals + os.path.expanduser(value)
+        expanded.append(arg)
+    return expanded
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse as every entry script uses it: no prefix matching (``--baselin`` is not ``--baseline``), a
     raw description (the scripts' docstrings keep their line breaks), and an unknown flag answered with
@@ -278,7 +291,8 @@ class ArgumentParser(argparse.ArgumentParser):
         """argparse's, its arguments UTF-8 (:func:`check_utf8_arguments`), then an output folder
         (:func:`add_output_arguments`) checked against every other path given: a folder built whole and swapped in
         must not be, hold or lie in what the run reads."""
-        check_utf8_arguments(sys.argv[1:] if args is None else args)
+        args = expand_home(sys.argv[1:] if args is None else args)
+        check_utf8_arguments(args)
         parsed, extra = super().parse_known_args(args, namespace)
         outputs = getattr(self, "rectune_outputs", ())
         if outputs:

@@ -163,6 +163,28 @@ def keep_target_modules_listed(configs: tuple[Any, ...]) -> None:
             config.lora_target_modules = [targets]
 
 
+def expand_home_paths(configs: tuple[Any, ...]) -> None:
+    """Expand a leading ``~/`` in every string of ``configs`` (a dataset's ``data_files`` too), as transformers
+    does for ``output_dir`` alone: ``data_files: ~/data/train_sft.jsonl`` was a file "not found"."""
+
+    def expanded(value: Any) -> Any:
+        if isinstance(value, str) and (value == "~" or value.startswith("~/")):
+            return os.path.expanduser(value)
+        if isinstance(value, list):
+            return [expanded(item) for item in value]
+        if isinstance(value, dict):
+            return {key: expanded(item) for key, item in value.items()}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for item in dataclasses.fields(value):
+                before = getattr(value, item.name, None)
+                if (after := expanded(before)) != before:  # the others left untouched
+                    setattr(value, item.name, after)
+        return value
+
+    for config in configs:
+        expanded(config)
+
+
 def check_reward_weights(weights: list[float] | None, rewards: list[str], source: object) -> None:
     """``reward_weights`` must give one finite weight per reward."""
     if weights is None:

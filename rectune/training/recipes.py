@@ -22,13 +22,13 @@ from typing import Any, NoReturn
 
 import yaml
 
-from rectune.core.cli import check_utf8_arguments, run
+from rectune.core.cli import check_utf8_arguments, expand_home, run
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
 from rectune.training.model_init_kwargs import check_model_init, keep_dtype_given
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_types import check_types
-from rectune.training.recipe_values import check_values, keep_target_modules_listed
+from rectune.training.recipe_values import check_values, expand_home_paths, keep_target_modules_listed
 from rectune.training.recipe_yaml import check_recipe_yaml
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     """
     from trl import TrlParser
 
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = expand_home(sys.argv[1:] if argv is None else argv)
     check_utf8_arguments(args)
     if "-h" in args or "--help" in args:
         print(short_help(dataclass_types))
@@ -83,6 +83,7 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
     check_values(parsed, recipe or "command line", given, given | set(config))
     check_model_init(parsed, "command line" if recipe is None or "model_init_kwargs" in given else recipe)
     keep_target_modules_listed(parsed)
+    expand_home_paths(parsed)
     keep_dtype_given(parsed, given | set(config))
     for item in parsed:
         if getattr(item, "enable_jit_checkpoint", False):  # its handler decides on each process alone

@@ -93,3 +93,27 @@ def test_a_path_whose_bytes_are_no_utf8_is_one_line_before_anything_is_written(t
         f"error: {recipe}:2: 'runs/caf\\udce9': holds half of a UTF-16 pair, no character"
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["caf\udce9", "r.yaml"]
+
+
+def test_a_leading_tilde_the_shell_left_is_expanded_as_it_would_be(monkeypatch):
+    from rectune.core.cli import expand_home
+
+    monkeypatch.setenv("HOME", "/home/ada")
+    given = ["--out=~/runs/a", "~/data/test.jsonl", "~", "--stop", "~~", "a~/b", "~bob/x", "--k=~3", "--out", "~x"]
+    assert expand_home(given) == [
+        "--out=/home/ada/runs/a", "/home/ada/data/test.jsonl", "/home/ada", "--stop", "~~", "a~/b", "~bob/x",
+        "--k=~3", "--out", "~x",
+    ]  # fmt: skip
+
+
+def test_an_out_after_an_equals_sign_goes_home_not_into_a_folder_named_tilde(tmp_path, tiny_model, movie_data):
+    """bash expands `~` only at a word's start: `--out=~/rep` reached the script as it is, and made `./~/rep` (one
+    `rm -rf ~` from the home folder). Quoted, `--data "~/test.jsonl"` was a file "not found"."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    (home / "data").mkdir(parents=True)
+    for name in ("test.jsonl", "catalog.jsonl", "kg.jsonl"):
+        (home / "data" / name).write_bytes((movie_data / name).read_bytes())
+    run_script("evaluate/run.py", "--model", tiny_model, "--data", "~/data/test.jsonl", "--out=~/rep", "--no-wandb",
+               "--max-new-tokens", "2", cwd=work, env={"HOME": str(home)})  # fmt: skip
+    assert (home / "rep" / "report.json").is_file() and list(work.iterdir()) == []

@@ -502,3 +502,17 @@ def test_a_recipe_without_a_lora_adapter_is_one_line_before_the_run_claims_its_f
     )  # fmt: skip
     one_line(run_script("train/sft.py", recipe, check=False), "recipe key 'use_peft': not true")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_recipes_paths_under_home_are_expanded_as_its_output_dir_is(tmp_path, monkeypatch):
+    """transformers expands `~` in `output_dir` alone: `data_files: ~/data/train_sft.jsonl` was a file "not
+    found", and so was `--train_data=~/x` on the command line."""
+    monkeypatch.setenv("HOME", "/home/ada")
+    recipe = write_recipe(
+        tmp_path / "r.yaml", model_name_or_path="~/models/qwen", output_dir="~/runs/sft",
+        datasets=[{"path": "json", "data_files": ["~/data/train_sft.jsonl"]}], wandb_tags=["~x"],
+    )  # fmt: skip
+    training, model, mixture, run = parse_recipe(SFT, [str(recipe), "--train_data=~/data/more"])[:4]
+    assert model.model_name_or_path == "/home/ada/models/qwen" and training.output_dir == "/home/ada/runs/sft"
+    assert mixture.datasets[0].data_files == ["/home/ada/data/train_sft.jsonl"]
+    assert run.train_data == "/home/ada/data/more" and run.wandb_tags == ["~x"]
