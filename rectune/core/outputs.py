@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from rectune.core.file_modes import make_shareable
 from rectune.core.io import TEMP_TAG, UMASK, RecTuneError, fault_point, write_json
 from rectune.core.locks import hold_output_lock, output_lock
 from rectune.core.output_paths import check_output_path
@@ -328,17 +329,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # alive, but another user's
     return True
-
-
-def make_shareable(folder: str | os.PathLike, *, written_since_ns: int = 0) -> None:
-    """Give the files under ``folder`` (a folder RecTune made) the usual modes (0644 under umask 022): some
-    writers (safetensors, ``tempfile``) create them private (0600), which breaks sharing a run folder.
-
-    Only private files this process wrote are touched: those changed since ``written_since_ns`` and owned
-    by it; a symbolic link and what it points to never are.
-    """
-    for path in Path(folder).rglob("*"):
-        stat = path.lstat()
-        ours = not path.is_symlink() and path.is_file() and stat.st_uid == os.getuid()
-        if ours and stat.st_mtime_ns >= written_since_ns and not stat.st_mode & 0o044:  # private: made so by a writer
-            os.chmod(path, 0o666 & ~UMASK)

@@ -7,7 +7,6 @@ import gc
 import logging
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,8 @@ from typing import Any
 import torch
 import yaml
 
+from rectune.core.file_modes import make_shareable, private_files
 from rectune.core.io import RecTuneError, atomic_write, write_json
-from rectune.core.outputs import make_shareable
 from rectune.models.chat_format import load_tokenizer, render_chat
 from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import LEARNED, check_adapter_patterns, context_positions, error_text, on_meta_device
@@ -69,7 +68,7 @@ def save_stage(
         write_run_files(output_dir, configs, metadata, recipe, card)
 
     trainer.create_model_card = write_files
-    saving_at = time.time_ns()
+    private_before = private_files(output_dir)  # what the save leaves private is made readable after it
     with full_disk_said(output_dir, "the stage"), keeping_upload_failures(trainer) as upload_failures:
         trainer.save_model(output_dir)
     if trainer.accelerator.is_main_process:
@@ -84,7 +83,7 @@ def save_stage(
             log.warning(upload_failed_text(trainer, reason))
         if sft_adapter and drop_merged_model(Path(output_dir) / MERGED_SFT_BASE):  # 12 GB at 3B; no file names it
             trainer.accelerator.print(f"removed the merged SFT base {MERGED_SFT_BASE} (train/sft_base.py builds one)")
-        make_shareable(output_dir, written_since_ns=saving_at)
+        make_shareable(output_dir, before=private_before)
         if not short:
             seal_output_dir(output_dir)
 

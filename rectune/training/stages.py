@@ -13,14 +13,14 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rectune.core.file_modes import make_shareable, private_files
 from rectune.core.io import RecTuneError, fault_point, read_json, write_json
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
-from rectune.core.outputs import MARKER, claim_output, disk_full, make_shareable, read_marker, sha256_of, write_marker
+from rectune.core.outputs import MARKER, claim_output, disk_full, read_marker, sha256_of, write_marker
 from rectune.models.checkpoints import FINISHED, finished_stage
 from rectune.models.fingerprints import adapter_fingerprint, model_record
 from rectune.models.hub import local_model_folder
@@ -261,16 +261,17 @@ def checkpoints_like_the_stage(training_args: Any, base_model: str, sft_adapter:
     options = getattr(training_args, "chat_template_kwargs", None)
 
     class LikeTheStage(TrainerCallback):
-        step_ended_at = 0
+        private_before: dict = {}
 
-        def on_step_end(self, args, state, control, **kwargs):
-            self.step_ended_at = time.time_ns()
+        def on_step_end(self, args, state, control, **kwargs):  # the save, if any, comes next
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            self.private_before = private_files(folder) if folder.is_dir() else {}
 
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if not state.is_world_process_zero or not (folder / "adapter_config.json").is_file():
                 return
-            make_shareable(folder, written_since_ns=self.step_ended_at)  # safetensors writes its files private
+            make_shareable(folder, before=self.private_before)  # safetensors writes its files private
             make_portable(folder, base_model, sft_adapter)
             if options:
                 write_json(folder / TEMPLATE_OPTIONS_FILE, options)
