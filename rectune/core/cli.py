@@ -270,7 +270,7 @@ def expand_home(args: Sequence[str]) -> list[str]:
     expanded = []
     for arg in args:
         flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        if value == "~" or value.startswith("~/"):
+        if value.startswith("~/"):
             arg = flag + equals + os.path.expanduser(value)
         expanded.append(arg)
     return expanded

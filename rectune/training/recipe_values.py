@@ -168,7 +168,7 @@ def expand_home_paths(configs: tuple[Any, ...]) -> None:
     does for ``output_dir`` alone: ``data_files: ~/data/train_sft.jsonl`` was a file "not found"."""
 
     def expanded(value: Any) -> Any:
-        if isinstance(value, str) and (value == "~" or value.startswith("~/")):
+        if isinstance(value, str) and value.startswith("~/"):
             return os.path.expanduser(value)
         if isinstance(value, list):
             return [expanded(item) for item in value]

@@ -99,10 +99,10 @@ def test_a_leading_tilde_the_shell_left_is_expanded_as_it_would_be(monkeypatch):
     from rectune.core.cli import expand_home
 
     monkeypatch.setenv("HOME", "/home/ada")
-    given = ["--out=~/runs/a", "~/data/test.jsonl", "~", "--stop", "~~", "a~/b", "~bob/x", "--k=~3", "--out", "~x"]
-    assert expand_home(given) == [
-        "--out=/home/ada/runs/a", "/home/ada/data/test.jsonl", "/home/ada", "--stop", "~~", "a~/b", "~bob/x",
-        "--k=~3", "--out", "~x",
+    given = ["--out=~/runs/a", "~/data/test.jsonl", "--stop", "~", "--stop=~", "a~/b", "~bob/x", "--k=~3", "~x"]
+    assert expand_home(given) == [  # a lone ~ quoted past the shell is a stop string, not the home folder
+        "--out=/home/ada/runs/a", "/home/ada/data/test.jsonl", "--stop", "~", "--stop=~", "a~/b", "~bob/x", "--k=~3",
+        "~x",
     ]  # fmt: skip
 
 
