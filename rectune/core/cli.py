@@ -270,10 +270,13 @@ def expand_home(args: Sequence[str]) -> list[str]:
     expanded = []
     for arg in args:
         flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        if value.startswith("~/"):
-            arg = flag + equals + os.path.expanduser(value)
-        expanded.append(arg)
+        expanded.append(flag + equals + home_path(value))
     return expanded
+
+
+def home_path(value: str) -> str:
+    """``value`` with a leading ``~/`` expanded as the shell would (a lone ``~`` stays: a stop string, say)."""
+    return os.path.expanduser(value) if value.startswith("~/") else value
 
 
 class ArgumentParser(argparse.ArgumentParser):

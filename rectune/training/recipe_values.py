@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any, NoReturn
 
-from rectune.core.cli import SEED_MAX
+from rectune.core.cli import SEED_MAX, home_path
 from rectune.core.io import RecTuneError
 from rectune.core.wandb_mode import names_problem
 from rectune.models.template_options import check_template_options
@@ -168,8 +168,8 @@ def expand_home_paths(configs: tuple[Any, ...]) -> None:
     does for ``output_dir`` alone: ``data_files: ~/data/train_sft.jsonl`` was a file "not found"."""
 
     def expanded(value: Any) -> Any:
-        if isinstance(value, str) and value.startswith("~/"):
-            return os.path.expanduser(value)
+        if isinstance(value, str):
+            return home_path(value)
         if isinstance(value, list):
             return [expanded(item) for item in value]
         if isinstance(value, dict):
