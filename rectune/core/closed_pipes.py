@@ -1,7 +1,8 @@
 """Standard output and error whose reader has gone: the run goes on, and what it would print there is dropped.
 
-``python train/sft.py r.yaml | head``, or a pager quit before the run ends, closes the pipe's reading end. The
-next write there raised ``BrokenPipeError``, a traceback that ended the run: training stopped mid-epoch, an
+``python train/sft.py r.yaml | head``, or a pager quit before the run ends, closes the pipe's reading end; a run
+left going after its terminal closed (``disown``, then a logout) writes to a terminal that hung up. The next write
+there raised ``BrokenPipeError`` (or ``EIO``), a traceback that ended the run: training stopped mid-epoch, an
 evaluation stopped after its report and before its W&B run and its model card's scores. The files a run writes
 matter more than lines nobody can read any more, so the stream's descriptor is pointed at ``/dev/null`` instead,
 and a broken standard output is said once on standard error.
@@ -9,11 +10,16 @@ and a broken standard output is said once on standard error.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Any, TextIO
 
-GONE = "{name}'s reader has gone (a pipe to head, or a pager that quit): the run goes on, its {name} dropped\n"
+READER_GONE = (errno.EPIPE, errno.EIO)  # a pipe's reader exited; a terminal hung up (a disowned job, logged out)
+GONE = (
+    "{name}'s reader has gone (a pipe to head, a pager that quit, a closed terminal): the run goes on, its {name} "
+    "dropped\n"
+)
 
 
 class ReaderTolerant:
@@ -27,14 +33,18 @@ class ReaderTolerant:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as err:
+            if err.errno not in READER_GONE:
+                raise
             self._drop()
             return self._stream.write(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as err:
+            if err.errno not in READER_GONE:
+                raise
             self._drop()
             self._stream.flush()
 

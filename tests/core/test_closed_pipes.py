@@ -36,6 +36,25 @@ def test_an_evaluation_whose_reader_left_writes_and_logs_its_report(tmp_path, ti
     assert (out / "report.json").is_file() and (out / "wandb_logged.json").is_file()  # the W&B run after the table
 
 
+def test_an_evaluation_left_going_on_a_terminal_that_closed_writes_its_report(tmp_path, tiny_model, movie_data):
+    """A job disowned before a logout: its terminal hung up, and every write there was EIO, a traceback."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    os.close(controller)  # the terminal's other end gone: the writes there fail with EIO
+    out = tmp_path / "report"
+    try:
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "evaluate/run.py"), "--model", str(tiny_model), "--data",
+             str(movie_data / "test.jsonl"), "--out", str(out), "--no-wandb", "--max-new-tokens", "4"],
+            stdout=terminal, stderr=terminal, cwd=ROOT, timeout=600,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+    assert result.returncode == 0
+    assert (out / "report.json").is_file() and (out / "report.md").is_file()
+
+
 def test_training_whose_stdout_and_stderr_readers_left_runs_to_its_end(tmp_path, tiny_model, train_data):
     out = tmp_path / "sft"
     status, _ = run_unread("train/sft.py", sft_recipe(tmp_path / "r.yaml", tiny_model, train_data, out),
