@@ -15,6 +15,8 @@ import runpy
 import sys
 from pathlib import Path
 
+from rectune.core.closed_pipes import tolerate_gone_readers
+
 SCRIPTS = {
     "sft": "train/sft.py",
     "grpo": "train/grpo.py",
@@ -37,6 +39,7 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    tolerate_gone_readers()  # `rectune --help | head -1`: its usage printed to a pipe already closed
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())

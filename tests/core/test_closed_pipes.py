@@ -98,3 +98,14 @@ def test_the_sigterm_handlers_line_to_a_stderr_nobody_reads_raises_nothing(monke
         os.close(saved)
         os.close(write)
     assert callback.asked
+
+
+def test_the_rectune_commands_usage_to_a_closed_pipe_is_no_traceback():
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run([sys.executable, "-m", "rectune.core.command", "--help"], stdout=write,
+                                stderr=subprocess.PIPE, cwd=ROOT, timeout=60)  # fmt: skip
+    finally:
+        os.close(write)
+    assert result.returncode == 0 and result.stderr.decode() == GONE.format(name="stdout")
