@@ -16,7 +16,6 @@ import re
 import resource
 import signal
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from rectune.core.closed_pipes import tolerate_gone_readers
 from rectune.core.escaping import terminal_text
+from rectune.core.folder_hints import folder_hint
 from rectune.core.io import RecTuneError
 from rectune.core.kept_inputs import refuse_outputs_over_inputs
 from rectune.core.outputs import disk_full
@@ -51,7 +51,7 @@ def run(main: Callable[[], object]) -> None:
         # a copy names its source first and the file it writes second (shutil's): a full disk is the second's
         named = err.filename2 if disk_full(err) and err.filename2 else err.filename
         where = f": {named}" if named else ""
-        _fail(f"{err.strerror or err}{where}{_in_temporary_folder(err)}")
+        _fail(f"{err.strerror or err}{where}{folder_hint(err)}")
     except KeyboardInterrupt:
         sys.exit(130)
     except (RuntimeError, MemoryError) as err:  # torch.OutOfMemoryError is a RuntimeError, NumPy's a MemoryError
@@ -66,20 +66,11 @@ def run(main: Callable[[], object]) -> None:
     except Exception as err:  # a library's own error for a full disk: DuckDB's IOException (the rating store)
         if not disk_full(err):
             raise
-        _fail(f"{err}{_in_temporary_folder(err)}")
+        _fail(f"{err}{folder_hint(err)}")
     except BaseException as err:  # noqa: BLE001 (a Rust library's panic is a BaseException, not an Exception)
         if type(err).__name__ != "PanicException":
             raise
         _fail(_native_failure(str(err)))
-
-
-def _in_temporary_folder(err: BaseException) -> str:
-    """Where a full disk is the temporary folder's (the rating store's database, its spill files), what to do."""
-    folder = tempfile.gettempdir()
-    named = str((err.filename2 or err.filename) if isinstance(err, OSError) else err)  # the file it writes
-    if not disk_full(err) or os.path.join(folder, "") not in named:
-        return ""
-    return f" (in the temporary folder {folder}: set TMPDIR to a folder on a disk with room)"
 
 
 def _native_failure(message: str) -> str:

@@ -238,6 +238,40 @@ def test_a_full_disk_a_copy_meets_names_the_file_it_writes_and_the_temporary_fol
     ]
 
 
+def test_a_hugging_face_cache_that_cannot_be_written_names_the_variable_to_set(capsys, tmp_path, monkeypatch):
+    """`HF_HOME` on a folder that cannot be made was "No such file or directory: /proc/1/hf", naming no variable."""
+    import errno
+
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+
+    def cache_view():
+        raise OSError(errno.EACCES, "Permission denied", str(tmp_path / "hf" / "datasets" / "rectune-views"))
+
+    def elsewhere():
+        raise OSError(errno.EACCES, "Permission denied", str(tmp_path / "hf-notes"))
+
+    for failing in (cache_view, elsewhere):
+        with pytest.raises(SystemExit):
+            run(failing)
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: Permission denied: {tmp_path}/hf/datasets/rectune-views (the Hugging Face cache, HF_HOME="
+        f"{tmp_path}/hf: set it to a folder you can write)",
+        f"error: Permission denied: {tmp_path}/hf-notes",
+    ]
+    monkeypatch.delenv("HF_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def default_cache():  # no variable set: the default cache under the home folder
+        raise OSError(errno.EROFS, "Read-only file system", f"{tmp_path}/.cache/huggingface")
+
+    with pytest.raises(SystemExit):
+        run(default_cache)
+    hint = f"(the Hugging Face cache, {tmp_path}/.cache/huggingface: set HF_HOME to a folder you can write)"
+    assert capsys.readouterr().err.strip().endswith(hint)
+
+
 def test_a_bug_still_shows_its_traceback():
     def bug():
         raise KeyError("bug")
