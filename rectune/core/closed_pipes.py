@@ -10,6 +10,7 @@ and a broken standard output is said once on standard error.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -54,11 +55,9 @@ class ReaderTolerant:
         os.dup2(null, self._stream.fileno())
         os.close(null)
         if self._name == "stdout" and not self._dropped:  # said once, where two threads found it gone
-            try:
+            with contextlib.suppress(OSError, ValueError):  # stderr is gone too, or closed
                 sys.stderr.write(GONE.format(name=self._name))
                 sys.stderr.flush()
-            except (OSError, ValueError):  # stderr is gone too, or closed
-                pass
         self._dropped = True
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer: the stream's own

@@ -127,7 +127,7 @@ def test_a_temporary_directory_that_cannot_lock_is_one_line_and_an_old_folder_th
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with pytest.raises(RecTuneError) as refused, scratch_folder(PREFIX):
-        pass
+        pytest.fail("a scratch folder was given where no lock can be held")
     assert str(refused.value) == (
         f"the temporary folder {tmp} cannot lock files (No locks available), which its scratch folders need to be "
         "cleaned up after a killed run; set TMPDIR to a folder on a local disk"
