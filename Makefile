@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 96 --batch-size 16
 
-.PHONY: gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: bench-startup gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -101,6 +101,11 @@ bench-endpoint: install
 
 bench-train: install
 	$(PY) -m perf.bench_training
+
+# A short SFT run's and evaluation's time in the garbage collector, Python's defaults against RecTune's settings.
+bench-startup: install
+	test -f data/demo_movie/test.jsonl || $(MAKE) -s data-demo
+	$(PY) -m perf.bench_startup
 
 # every baseline on its benchmark's demo data (make data-experiment data-perrec-demo data-llmrec-demo first)
 bench-baselines: install
