@@ -37,6 +37,7 @@ from transformers import GenerationConfig, LlamaForCausalLM
 
 from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.generation import one_answer_a_prompt
+from rectune.training.cpu_paged_cache import size_cache_to_the_step
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -282,6 +283,10 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
         )  # fmt: skip
         if dropped:
             log.info("rollouts: %s", dropped)
+        if self.use_transformers_continuous_batching and self.accelerator.device.type == "cpu":
+            sized = size_cache_to_the_step(self.continuous_batching_config, self.args, longest_prompt_tokens(self))
+            if sized:
+                log.info("rollouts: %s", sized)
         if compile_rollouts:
             longest = longest_prompt_tokens(self)
             cache = longest + self.args.max_completion_length if longest else None

@@ -1,6 +1,7 @@
 """Sampling GRPO completions from merged LoRA weights: the same function, the adapter restored after."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -219,6 +220,14 @@ def test_grpo_trains_with_continuous_batching_without_a_rollout_copy(tmp_path, t
     assert said in result.stderr
     assert "static key/value cache" not in result.stderr
     assert "sampled from a bfloat16 copy" not in result.stderr  # no copy built: the engine would not use it
+    # on a CPU the paged cache holds the step's 4 completions, not half the machine's memory
+    sized = re.search(r"a paged cache of (\d+) pages of 256 tokens \(4 completions at once, each the longest "
+                      r"prompt's (\d+) tokens and max_completion_length 8\)", result.stderr)  # fmt: skip
+    if torch.cuda.is_available():
+        assert sized is None  # a GPU keeps TRL's share of its free memory
+    else:
+        pages, longest = map(int, sized.groups())
+        assert pages == 4 * -(-(longest + 8) // 256) and longest > 0
     assert (tmp_path / "rft" / "adapter_model.safetensors").is_file()
 
 
