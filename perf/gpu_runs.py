@@ -14,6 +14,7 @@ from perf import ROOT
 from perf.folders import GrowingFolder
 
 GRPO_PARTS = ("generate", "prefill", "forward", "backward")  # rectune/training/diagnostics.py's seconds/<part>
+CONCURRENCY = 32  # requests the served evaluation keeps in flight
 
 
 def run(command: list[str], log: Path, env: dict | None = None, fatal: bool = True) -> float | None:
@@ -89,6 +90,18 @@ def generated_tokens(model: str, folder: Path) -> int:
     return sum(len(tokenizer(row["completion"], add_special_tokens=False)["input_ids"]) for row in rows)
 
 
+def serve_command(model: str, port: int, device: str) -> list[str]:
+    """``transformers serve --continuous-batching`` on ``port``. On a CPU its paged cache is sized for the
+    evaluation's requests in flight, 2,048 tokens each: else transformers sizes the cache and its attention
+    masks from 0.9 of the machine's whole RAM (12.4 GiB for the toy; docs/evaluation.md)."""
+    # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
+    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1",
+               "--port", str(port), "--device", device, "--continuous-batching"]  # fmt: skip
+    if device == "cpu":
+        command += ["--cb-num-blocks", str(CONCURRENCY * 2048 // 256), "--cb-max-batch-tokens", "1024"]
+    return command
+
+
 def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: GrowingFolder) -> tuple[float | None, str]:
     """``transformers serve --continuous-batching`` on a free loopback port, evaluated through it: the wall seconds,
     or None and why the server or the evaluation failed (its row says so, and the check goes on)."""
@@ -98,9 +111,7 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Grow
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    # the CLI's module, not its script: an offline kit installs packages where no script is on PATH
-    serve = [sys.executable, "-m", "transformers.cli.transformers", "serve", model, "--host", "127.0.0.1", "--port",
-             str(port), "--device", device, "--continuous-batching"]  # fmt: skip
+    serve = serve_command(model, port, device)
     serve_log = out.entry("serve.log")
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with serve_log.open("w", encoding="utf-8") as log:  # the server holds its own copy of the file
@@ -117,7 +128,7 @@ def serve_and_evaluate(model: str, device: str, eval_flags: list[str], out: Grow
             ended = f"exited ({server.returncode})" if server.poll() is not None else "did not answer in 600 s"
             return None, f"transformers serve {ended}: {failure(serve_log)}"
         served = [*eval_flags, "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}/v1", "--api-model",
-                  model, "--concurrency", "32", "--out", str(out.entry("eval_served"))]  # fmt: skip
+                  model, "--concurrency", str(CONCURRENCY), "--out", str(out.entry("eval_served"))]  # fmt: skip
         seconds = run([sys.executable, "evaluate/run.py", *served], out.entry("eval_served.log"), fatal=False)
         if seconds is None and server.poll() is not None:
             return None, f"transformers serve exited ({server.returncode}) mid-run: {failure(serve_log)}"

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 from perf.folders import GrowingFolder
-from perf.gpu_runs import failure, run, serve_and_evaluate, steady_tokens_per_second
+from perf.gpu_runs import failure, run, serve_and_evaluate, serve_command, steady_tokens_per_second
 from rectune.core.io import RecTuneError
 
 
@@ -48,6 +48,14 @@ def test_a_server_that_dies_is_a_row_naming_why_and_the_check_goes_on(tmp_path):
     seconds, why = serve_and_evaluate(str(tmp_path / "no-such-model"), "cpu", ["--data", "unused"], out)
     assert seconds is None and why.startswith("transformers serve exited (")
     assert (tmp_path / "check" / "serve.log").is_file() and not (tmp_path / "check" / "eval_served").exists()
+
+
+def test_a_server_on_a_cpu_holds_the_requests_in_flight_not_a_share_of_the_machines_ram():
+    cpu = serve_command("model", 8123, "cpu")
+    assert cpu[cpu.index("--cb-num-blocks") + 1] == "256"  # 32 requests x 2,048 tokens in pages of 256
+    assert cpu[cpu.index("--cb-max-batch-tokens") + 1] == "1024"
+    gpu = serve_command("model", 8123, "cuda")  # a GPU keeps transformers' share of its free memory
+    assert "--continuous-batching" in gpu and not [flag for flag in gpu if flag.startswith("--cb-")]
 
 
 def test_the_steady_rate_is_the_median_step_after_the_first(tmp_path):
