@@ -73,7 +73,7 @@ SETTINGS = {  # name: (flags, the package it needs)
 def grpo_engines(completions: int) -> dict[str, tuple[str, list[str]]]:
     """GRPO's engines, by name: (label, flags). Plain generate; it as TRL takes it (the anchor row); it with a
     static cache and compiled decoding (``compile_rollouts``); continuous batching, as TRL sets it up (on a CPU
-    RecTune's trainer sizes that cache too: rectune/training/cpu_paged_cache.py) and sized."""
+    RecTune's trainer sizes that cache too: rectune/training/continuous_batching.py) and sized."""
     from perf.bench_rollouts import sized_to_the_step  # here: it loads transformers, after main's JAX setting
 
     continuous = ["--use_transformers_continuous_batching", "true"]

@@ -27,6 +27,7 @@ from rectune.models.chat_format import configured_vocabulary
 from rectune.models.embedded import resolve_model_name
 from rectune.models.hub import check_model_available
 from rectune.training.best_checkpoint import best_checkpoint_callbacks
+from rectune.training.continuous_batching import check_continuous_batching_config
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.diagnostics import DIAGNOSTICS, summary
 from rectune.training.finite_weights import FiniteWeights
@@ -82,6 +83,7 @@ def main() -> None:
     model_name = resolve_model_name(model_args.model_name_or_path)  # the embedded model's folder
     positions = check_model_fits(model_name, model_args, training_args)  # LoRA targets the model lacks: one line
     check_generation_kwargs(training_args, configured_vocabulary(model_name), where_set("generation_kwargs", recipe))
+    check_continuous_batching_config(training_args, where_set("transformers_continuous_batching_config", recipe))
     use_train_data(mixture, run_args.train_data, "rft")  # the recipe's prepared rows, or --train_data's
     files = data_files(mixture)  # each there, or a view of rows there: one line, no folder
     if rft_args.init_adapter:

@@ -45,7 +45,7 @@ def generation_kwargs_problem(kwargs: Any, vocabulary: int | None) -> str | None
     allowed = ", ".join([*SAMPLING, *FLAGS, *TOKEN_LISTS])
     for key, value in kwargs.items():
         if key in SAMPLING:
-            problem = _number_problem(value, SAMPLING[key], key in WHOLE)
+            problem = number_problem(value, SAMPLING[key], key in WHOLE)
         elif key in FLAGS:
             problem = None if isinstance(value, bool) else f"{value!r} is not true or false"
         elif key in TOKEN_LISTS:
@@ -60,7 +60,8 @@ def generation_kwargs_problem(kwargs: Any, vocabulary: int | None) -> str | None
     return None
 
 
-def _number_problem(value: Any, interval: str, whole: bool) -> str | None:
+def number_problem(value: Any, interval: str, whole: bool) -> str | None:
+    """Why ``value`` is not a (``whole``) number in ``interval``, such as ``"(0, 1]"`` (None: it is)."""
     if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
         return f"{value!r} is not a {'whole ' if whole else ''}number"
     if not math.isfinite(value) or not inside(value, interval):

@@ -37,7 +37,7 @@ from transformers import GenerationConfig, LlamaForCausalLM
 
 from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.generation import one_answer_a_prompt
-from rectune.training.cpu_paged_cache import size_cache_to_the_step
+from rectune.training.continuous_batching import size_cache_to_the_step
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
