@@ -13,7 +13,9 @@ GRPO run holds it (the CPU GRPO recipes' adapter: r 16 on q, k, v, o, no dropout
   GRPO recipes' setting), at two completion lengths (``--max-new-tokens``, ``--short-max-new-tokens``); the KL
   divergence of the copy's next-token distribution from the policy's is printed below the table;
 * merged, continuous batching: ``generate_batch`` (TRL's ``use_transformers_continuous_batching``), as TRL
-  sets it up and with its cache and batches sized to the step (:func:`sized_to_the_step`).
+  sets it up and with its cache and batches sized to the step (:func:`sized_to_the_step`). On a CPU, where
+  TRL's share of memory is a share of the machine's whole RAM, the first is RecTune's CPU cache instead
+  (rectune/training/continuous_batching.py: each completion the pages of the longest prompt and the completion).
 
 Every path samples with TRL's generation settings (temperature 1, no top-k or top-p) and is timed with
 its merge, unmerge and refresh. Tokens are counted up to each sequence's end of answer. Every path runs
@@ -35,6 +37,7 @@ from transformers import GenerationConfig
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
+from rectune.training.continuous_batching import BATCH_TOKENS, pages_for_the_step
 from rectune.training.rollouts import RolloutCopy, generating_with, merged_for_sampling
 
 # the CPU GRPO recipes' adapter
@@ -151,6 +154,11 @@ def main() -> None:
     prompts = prompt_ids(tokenizer, args.prompts)
     long, short = args.max_new_tokens, args.short_max_new_tokens
     sized = sized_to_the_step(args.prompts * args.generations)
+    first, first_cache = None, "as TRL sets it up"  # TRL's share of the device's memory
+    if args.device == "cpu":  # on a CPU a share of the machine's whole RAM, which RecTune's trainer replaces
+        rows, longest = args.prompts * args.generations, max(map(len, prompts))
+        pages = pages_for_the_step(rows, longest, long, 256)  # 256: transformers' default page size
+        first, first_cache = {"num_blocks": pages, "max_batch_tokens": BATCH_TOKENS}, "with RecTune's CPU cache"
 
     def trl_path(model):
         model.train()
@@ -173,8 +181,8 @@ def main() -> None:
         f"merged LoRA, eval mode, inverse-CDF draw (`merge_for_sampling`), {long} tokens": lambda: merged(long),
         f"merged LoRA, bfloat16 copy (`rollout_dtype`), inverse-CDF draw, {long} tokens": lambda: merged(long, rollout),
         f"merged LoRA, bfloat16 copy, inverse-CDF draw, {short} tokens": lambda: merged(short, rollout),
-        f"merged LoRA, continuous batching as TRL sets it up, {long} tokens": lambda: merged(
-            long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest)
+        f"merged LoRA, continuous batching {first_cache}, {long} tokens": lambda: merged(
+            long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest, settings=first)
         ),
         f"merged LoRA, continuous batching sized to the step, {long} tokens": lambda: merged(
             long, inverse_cdf=False, generate=lambda model, _tokenizer, *rest: continuous(model, *rest, settings=sized)
