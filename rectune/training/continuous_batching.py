@@ -7,8 +7,9 @@ of memory past 1 tracebacks at the first step. :func:`check_continuous_batching_
 before anything loads.
 
 TRL sizes the cache as a share of the device's memory (``max_memory_percent`` 0.5 of what transformers finds). On
-a CPU transformers counts the machine's whole RAM less this process's (psutil), not what is free, and the cache is
-zero-filled again at every step (TRL builds a new manager each step): on a 24 GiB machine the rollouts of 8
+a CPU transformers counts the machine's whole RAM less this process's (psutil), not what is free, and fills it
+again at every step (TRL builds a new manager each step) with the cache and the attention masks over it (8,192
+batch tokens by the cache's length, in the model's precision): on a 24 GiB machine the rollouts of 8
 completions by a 2-layer SmolLM2 took the run to 10.8 GiB and 17 of its step's 18 seconds, whatever else the
 machine was running. A step needs room for its own completions only (docs/measured-figures.md, GRPO rollouts).
 """
