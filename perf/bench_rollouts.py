@@ -37,7 +37,7 @@ from transformers import GenerationConfig
 from perf.bench_generation import QUERIES
 from rectune.benchmarks.recbench.prompts import system_prompt
 from rectune.models.checkpoints import load_for_generation, resolve_checkpoint
-from rectune.training.continuous_batching import BATCH_TOKENS, pages_for_the_step
+from rectune.training.continuous_batching import cpu_cache
 from rectune.training.rollouts import RolloutCopy, generating_with, merged_for_sampling
 
 # the CPU GRPO recipes' adapter
@@ -156,9 +156,8 @@ def main() -> None:
     sized = sized_to_the_step(args.prompts * args.generations)
     first, first_cache = None, "as TRL sets it up"  # TRL's share of the device's memory
     if args.device == "cpu":  # on a CPU a share of the machine's whole RAM, which RecTune's trainer replaces
-        rows, longest = args.prompts * args.generations, max(map(len, prompts))
-        pages = pages_for_the_step(rows, longest, long, 256)  # 256: transformers' default page size
-        first, first_cache = {"num_blocks": pages, "max_batch_tokens": BATCH_TOKENS}, "with RecTune's CPU cache"
+        first = cpu_cache(args.prompts * args.generations, max(map(len, prompts)), long)
+        first_cache = "with RecTune's CPU cache"
 
     def trl_path(model):
         model.train()

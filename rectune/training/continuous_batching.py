@@ -97,6 +97,13 @@ def pages_for_the_step(rows: int, longest_prompt: int, max_completion: int, page
     return rows * -(-(longest_prompt + max_completion) // page_size)
 
 
+def cpu_cache(rows: int, longest_prompt: int, max_completion: int, page_size: int = 256) -> dict[str, int]:
+    """The settings RecTune gives continuous batching on a CPU: ``num_blocks`` for ``rows`` completions at once
+    (:func:`pages_for_the_step`) and forwards of ``BATCH_TOKENS``. 256: transformers' default page size."""
+    return {"num_blocks": pages_for_the_step(rows, longest_prompt, max_completion, page_size),
+            "max_batch_tokens": BATCH_TOKENS}  # fmt: skip
+
+
 def size_cache_to_the_step(config: Any, args: Any, longest_prompt: int | None) -> str | None:
     """Set ``config`` (TRL's ``ContinuousBatchingConfig``) to hold one generation's completions on this process
     (TRL's ``GRPOConfig`` ``args``: ``per_device_train_batch_size × steps_per_generation`` of
@@ -107,8 +114,8 @@ def size_cache_to_the_step(config: Any, args: Any, longest_prompt: int | None) -
     if longest_prompt is None or any(key in recipe for key in SIZING_KEYS):
         return None
     rows, completion = args.per_device_train_batch_size * args.steps_per_generation, args.max_completion_length
-    config.num_blocks = pages_for_the_step(rows, longest_prompt, completion, config.page_size)
-    config.max_batch_tokens = BATCH_TOKENS
+    for key, value in cpu_cache(rows, longest_prompt, completion, config.page_size).items():
+        setattr(config, key, value)
     return (
         f"continuous batching on a CPU: a paged cache of {config.num_blocks} pages of {config.page_size} tokens "
         f"({rows} completions at once, each the longest prompt's {longest_prompt} tokens and "
