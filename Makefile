@@ -46,7 +46,7 @@ DEMO_RUN := smollm2_movie_cpu
 DEMO_BASELINES := bm25 popularity kg-oracle
 DEMO_EVAL := $(PY) evaluate/run.py --data data/demo_movie/test.jsonl --max-new-tokens 96 --batch-size 16
 
-.PHONY: bench-startup gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
+.PHONY: bench-cpu-precision bench-startup gpu-kit bench-grpo-step bench-lm-head experiment-llmrec experiment-perrec data-rerec experiment-rerec baselines bench-baselines learn-check docs bench-rollouts memory-check experiment data-experiment bench-movielens bench-scale bench-large test-unit dist-cpu gpu-check llmrec data-llmrec data-llmrec-demo perrec perrec-sft perrec-merge perrec-eval data-perrec data-perrec-demo demo install test test-fast lint bench-score bench-prep bench-gen bench-endpoint bench-train data-recbench data-demo sft rft rft-after-sft
 
 install: $(STAMP)
 
@@ -140,6 +140,12 @@ gpu-kit: install
 bench-grpo-step: install
 	test -f data/experiment_movie/train.jsonl || $(MAKE) -s data-experiment
 	$(PY) -m perf.bench_grpo_step $(GRPO_STEP_ARGS)
+
+# SFT tokens/s and GRPO prompts per minute in bf16 against fp32 on a CPU with bfloat16 instructions (both recipes'
+# data), and the bf16 gradients' distance from fp32's
+bench-cpu-precision: install
+	test -f data/experiment_movie/train.jsonl || $(MAKE) -s data-experiment
+	$(PY) -m perf.bench_cpu_precision $(CPU_PRECISION_ARGS)
 
 # SFT and GRPO steps on a CPU with TRL's output head as shipped and as RecTune tunes it (both recipes' data).
 bench-lm-head: install

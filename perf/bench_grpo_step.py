@@ -37,9 +37,9 @@ import torch
 
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
+from rectune.training.cpu_precision import cpu_has_bfloat16
 from rectune.training.recipes import parse_recipe
 from rectune.training.rewards import resolve_rewards, rft_resources
-from rectune.training.rollouts import cpu_has_bfloat16
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
 from rectune.training.shaping import ShapingArguments
 from rectune.training.views import data_files, load_examples
@@ -47,13 +47,14 @@ from rectune.training.views import data_files, load_examples
 RECIPE = "recipes/smollm2_movie_experiment_grpo.yaml"
 
 
-def build_trainer(recipe: str, checkpointing: bool = False) -> ShapedGRPOTrainer:
+def build_trainer(recipe: str, flags: list[str] | None = None, checkpointing: bool = False) -> ShapedGRPOTrainer:
+    """RecTune's GRPO trainer for ``recipe`` with command-line ``flags`` (``["--bf16", "true"]``)."""
     from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, get_peft_config
 
     from rectune.models.embedded import resolve_model_name
 
     types = (GRPOConfig, ModelConfig, DatasetMixtureConfig, RunArguments, RftArguments, ShapingArguments)
-    overrides = ["--output_dir", "/tmp/rectune-bench-grpo-step", "--report_to", "none"]
+    overrides = ["--output_dir", "/tmp/rectune-bench-grpo-step", "--report_to", "none", *(flags or [])]
     overrides += ["--activation_checkpointing", "true"] if checkpointing else []
     args, model_args, mixture, run_args, rft_args, shaping, _ = parse_recipe(types, [recipe, *overrides])
     dataset = load_examples(mixture, "rft", None, args.seed)
@@ -124,7 +125,7 @@ def main() -> None:
         "--checkpointing", action="store_true", help="the loss under activation checkpointing, as the GPU recipes"
     )
     args = parser.parse_args()
-    trainer = build_trainer(args.recipe, args.checkpointing)
+    trainer = build_trainer(args.recipe, checkpointing=args.checkpointing)
     generations = trainer.num_generations
     examples = list(trainer.train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = {n: [example for example in examples[:n] for _ in range(generations)] for n in (2, args.prompts)}

@@ -89,7 +89,7 @@ def main() -> None:
     dataset = load_examples(mixture, "sft", run_args.max_train_samples, training_args.seed)
     validation = eval_examples(training_args, run_args, mixture, "sft")
 
-    # Model: the embedded default or any hub/local model; fp32 on CPU, the recipe's bf16 on GPUs.
+    # Model: the embedded default or any hub/local model; the recipe's bf16 on GPUs, on CPUs where asked and native.
     dataset, validation = fit_chat_template(
         model_name, training_args.chat_template_path, dataset, validation, eos_token=training_args.eos_token,
         pad_token=training_args.pad_token,

@@ -25,6 +25,7 @@ import yaml
 from rectune.core.cli import check_utf8_arguments, expand_home, run
 from rectune.core.io import DataError, RecTuneError, require_file
 from rectune.training.arguments import RunArguments
+from rectune.training.cpu_precision import bf16_asked, cpu_has_bfloat16, cpu_precision
 from rectune.training.model_init_kwargs import check_model_init, keep_dtype_given
 from rectune.training.recipe_trust import LEFT_OUT_OF_SAVED_RECIPES, announce_code, refuse_untrusted
 from rectune.training.recipe_types import check_types
@@ -32,9 +33,6 @@ from rectune.training.recipe_values import check_values, expand_home_paths, keep
 from rectune.training.recipe_yaml import check_recipe_yaml
 
 log = logging.getLogger(__name__)
-
-
-DEVICE_DEFAULTS = {"bf16": False, "fp16": False, "use_cpu": True}  # what RecTune sets without a GPU
 
 
 def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = None) -> tuple[Any, ...]:
@@ -62,10 +60,12 @@ def parse_recipe(dataclass_types: tuple[type, ...], argv: list[str] | None = Non
 
     device = []  # (the recipe alone is parsed with them again where a refusal needs telling apart)
     if not torch.cuda.is_available():
-        # No GPU: fp32 (TRL's default bf16 fails on CPUs), use_cpu (else torchrun's workers run alone, not MULTI_CPU)
+        # No GPU: fp32 unless bf16 is asked and computed natively (cpu_precision), use_cpu (else torchrun's workers
+        # run alone, not MULTI_CPU)
+        settings, why = cpu_precision(bf16_asked(args, config), cpu_has_bfloat16())
         if argv is None:  # the script's own parse; resolved_recipe parses the same command line again
-            log.info("no CUDA device: training on CPU in fp32")
-        device = [arg for key, value in DEVICE_DEFAULTS.items() for arg in (f"--{key}", str(value).lower())]
+            log.info("no CUDA device: %s", why)
+        device = [arg for key, value in settings.items() for arg in (f"--{key}", str(value).lower())]
     args += device
     parser = TrlParser(dataclass_types)
     parser.error = lambda message: _refuse_argument(message, recipe, given)  # not argparse's usage of 300 flags

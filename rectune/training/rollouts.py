@@ -38,6 +38,7 @@ from transformers import GenerationConfig, LlamaForCausalLM
 from rectune.models.finished_rows import skipping_finished_rows
 from rectune.models.generation import one_answer_a_prompt
 from rectune.training.continuous_batching import size_cache_to_the_step
+from rectune.training.cpu_precision import cpu_has_bfloat16
 from rectune.training.inverse_cdf import generate_drawing_by_inverse_cdf
 from rectune.training.prefix_decoding import SharedPrefixCache, can_share, decoding_shared_prefix
 from rectune.training.shared_prefix import SharedPrefixGRPOTrainer
@@ -201,13 +202,6 @@ class RolloutCopy:
         """Copy the policy's current (merged) weights in, cast to this copy's dtype."""
         for source, target in self._pairs:
             target.copy_(source)
-
-
-def cpu_has_bfloat16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (AVX-512 or AMX, as oneDNN decides): on one with AVX2
-    only, a bfloat16 copy of SmolLM2 sampled a GRPO step's completions 4x slower than the float32 policy
-    (measured)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def compile_decoding(generation_config: GenerationConfig, max_cache_len: int | None = None) -> None:

@@ -10,6 +10,7 @@ from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig, SFTConfig
 
 from rectune.benchmarks import get_benchmark
 from rectune.training.arguments import RftArguments, RunArguments
+from rectune.training.cpu_precision import cpu_has_bfloat16
 from rectune.training.recipes import parse_recipe
 from rectune.training.shaping import ShapingArguments
 
@@ -39,11 +40,13 @@ def test_recipe_parses(recipe):
     assert mixture.datasets and training.output_dir.startswith("outputs/")
     import torch
 
-    # fp32 on CPU chosen automatically without a GPU; on a GPU the recipe's own precision stands
+    # on a GPU the recipe's own precision stands; without one fp32, or bf16 where the recipe asks for it and the CPU
+    # computes it (rectune/training/cpu_precision.py)
+    asked = "bf16: true" in recipe.read_text()
     if torch.cuda.is_available():
-        assert not training.use_cpu and (training.bf16 or "bf16: true" not in recipe.read_text())
+        assert not training.use_cpu and (training.bf16 or not asked)
     else:
-        assert training.use_cpu and not training.bf16
+        assert training.use_cpu and training.bf16 == (asked and cpu_has_bfloat16())
 
 
 def _recipe_benchmark(stem: str) -> str:

@@ -9,10 +9,10 @@ from conftest import model_asking_for, one_step_grpo_recipe, run_script
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from rectune.training.cpu_precision import cpu_has_bfloat16
 from rectune.training.rollouts import (
     RolloutCopy,
     compile_decoding,
-    cpu_has_bfloat16,
     engine_sampling,
     generating_with,
     longest_prompt_tokens,
