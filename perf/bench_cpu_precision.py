@@ -4,13 +4,14 @@ Without a GPU RecTune trains in fp32 unless the recipe or the command line asks 
 has bfloat16 instructions (rectune/training/cpu_precision.py). This times both on the experiment's recipes
 (``make data-experiment`` first), in one run, rounds interleaved, after one round that warms each up:
 
-* SFT: ``train/sft.py recipes/smollm2_movie_experiment.yaml`` for ``--sft-steps`` steps, once with
-  ``--bf16 false`` and once with ``--bf16 true``; tokens/s of the median step after the first (from the
-  ``step_time`` and ``num_tokens`` each step logs), and the last step's loss;
+* SFT: ``train/sft.py recipes/smollm2_movie_experiment.yaml`` (without its validation) for ``--sft-steps``
+  steps, once with ``--bf16 false`` and once with ``--bf16 true``; tokens/s of the median step after the
+  first (from the ``step_time`` and ``num_tokens`` each step logs), and the last step's loss;
 * GRPO: one step of ``--prompts`` prompts x 8 completions through RecTune's trainer
   (perf/bench_grpo_step.py's parts: rollouts, rewards, the loss's forward and backward) on the same prompts
-  and seeds; then the bf16 trainer's loss and LoRA gradients on the fp32 trainer's completions, with the fp32
-  trainer's adapter weights, against the fp32 ones (cosine and relative difference).
+  and seeds, each trainer sampling as it would in a run (in bf16 on a CPU: from a bfloat16 copy); then the
+  bf16 trainer's loss and LoRA gradients on the fp32 trainer's completions, with the fp32 trainer's adapter
+  weights, against the fp32 ones (cosine and relative difference).
 
     python -m perf.bench_cpu_precision [--prompts 8] [--rounds 2] [--sft-steps 6]
 """
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+import yaml
 
 from perf.bench_grpo_step import RECIPE as GRPO_RECIPE
 from perf.bench_grpo_step import build_trainer, one_step
@@ -33,11 +35,22 @@ SFT_RECIPE = "recipes/smollm2_movie_experiment.yaml"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sft_run(bf16: bool, steps: int, out: Path) -> dict:
+def sft_recipe(folder: Path) -> Path:
+    """The experiment's SFT recipe without its validation (the bench times training steps only)."""
+    recipe = yaml.safe_load((ROOT / SFT_RECIPE).read_text())
+    for key in ("eval_strategy", "eval_steps", "load_best_model_at_end", "metric_for_best_model",
+                "early_stopping_patience", "per_device_eval_batch_size"):  # fmt: skip
+        recipe.pop(key, None)
+    path = folder / "sft.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def sft_run(recipe: Path, bf16: bool, steps: int, out: Path) -> dict:
     """tokens/s of the median step after the first, and the last loss, of one SFT run."""
     flags = ["--bf16", str(bf16).lower(), "--max_steps", str(steps), "--output_dir", str(out), "--report_to", "none",
-             "--eval_strategy", "no", "--save_steps", str(steps), "--logging_steps", "1"]  # fmt: skip
-    subprocess.run([sys.executable, str(ROOT / "train/sft.py"), SFT_RECIPE, *flags], check=True, cwd=ROOT,
+             "--save_steps", str(steps), "--logging_steps", "1"]  # fmt: skip
+    subprocess.run([sys.executable, str(ROOT / "train/sft.py"), str(recipe), *flags], check=True, cwd=ROOT,
                    capture_output=True)  # fmt: skip
     state = json.loads((out / f"checkpoint-{steps}" / "trainer_state.json").read_text())
     logged = [entry for entry in state["log_history"] if "step_time" in entry]
@@ -75,15 +88,19 @@ def main() -> None:
     if not cpu_has_bfloat16() or torch.cuda.is_available():
         sys.exit("bench_cpu_precision: needs a CPU with bfloat16 instructions and no GPU (elsewhere bf16 is as asked)")
     trainers = {"fp32": build_trainer(GRPO_RECIPE), "bf16": build_trainer(GRPO_RECIPE, ["--bf16", "true"])}
+    # what each trainer samples from (bf16 on a CPU: a bfloat16 copy), which one_step sets again each step
+    sampled_in = {name: str(t.rollout_dtype).removeprefix("torch.") if t.rollout_dtype else None
+                  for name, t in trainers.items()}  # fmt: skip
     examples = list(trainers["fp32"].train_dataset.shuffle(seed=0).select(range(args.prompts)))
     rows = [example for example in examples for _ in range(trainers["fp32"].num_generations)]
     sft: dict[str, list[dict]] = {"fp32": [], "bf16": []}
     grpo: dict[str, list[dict]] = {"fp32": [], "bf16": []}
     with tempfile.TemporaryDirectory() as scratch:
+        recipe = sft_recipe(Path(scratch))
         for round_ in range(-1, args.rounds):  # round 0 warms each up and is not counted
             for name, trainer in trainers.items():
-                run = sft_run(name == "bf16", args.sft_steps, Path(scratch) / f"sft-{name}-{round_ + 1}")
-                step = one_step(trainer, rows, True, True, True, True, None, seed=max(round_, 0))
+                run = sft_run(recipe, name == "bf16", args.sft_steps, Path(scratch) / f"sft-{name}-{round_ + 1}")
+                step = one_step(trainer, rows, True, True, True, True, sampled_in[name], seed=max(round_, 0))
                 parts = ", ".join(f"{k} {v:.1f}" for k, v in step.items() if isinstance(v, float))
                 print(f"round {round_ + 1} {name}: SFT {run['tokens/s']:.0f} tokens/s, GRPO {parts}", flush=True)
                 if round_ >= 0:

@@ -38,6 +38,7 @@ import torch
 from rectune.training.arguments import RftArguments, RunArguments
 from rectune.training.cpu_lm_head import tune_cpu_lm_head
 from rectune.training.cpu_precision import cpu_has_bfloat16
+from rectune.training.model_init_kwargs import set_model_init
 from rectune.training.recipes import parse_recipe
 from rectune.training.rewards import resolve_rewards, rft_resources
 from rectune.training.shaped_trainer import ShapedGRPOTrainer
@@ -60,6 +61,7 @@ def build_trainer(recipe: str, flags: list[str] | None = None, checkpointing: bo
     dataset = load_examples(mixture, "rft", None, args.seed)
     benchmark, resources = rft_resources(data_files(mixture)[0])
     rewards, _ = resolve_rewards(benchmark, rft_args.reward_funcs, resources)
+    set_model_init(args, model_args)  # the precision's dtype, as train/grpo.py loads the policy
     trainer = ShapedGRPOTrainer(
         model=resolve_model_name(model_args.model_name_or_path), reward_funcs=rewards, args=args,
         train_dataset=dataset, peft_config=get_peft_config(model_args), shaping=shaping, benchmark=benchmark,

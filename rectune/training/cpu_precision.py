@@ -4,9 +4,12 @@ TRL's configs default to ``bf16: true``, which a CPU run takes as an order it ca
 with AVX2 only, bfloat16 is emulated (a bfloat16 copy of SmolLM2 sampled a GRPO step's completions 4x slower
 than the float32 policy, measured). So without a GPU RecTune trains in fp32 unless the recipe or the command
 line itself says ``bf16: true`` and the CPU has bfloat16 instructions (AVX-512 BF16 or AMX, as oneDNN
-decides): then the run is what it is on a GPU, the base weights in bfloat16, the adapters in fp32, the
-forward under bf16 autocast (on the 2-core AVX-512 BF16 machine: a GRPO step's loss forward 2.1x and its
-backward 1.3x as fast; docs/measured-figures.md).
+decides). Then the forward runs under bf16 autocast over fp32 weights (model_init_kwargs.set_model_init), so
+the residual stream stays fp32, and GRPO samples from a bfloat16 copy of the merged policy unless the recipe
+sets ``rollout_dtype`` (rectune/training/rollouts.py). On the 2-core AVX-512 BF16 machine
+(``make bench-cpu-precision``, docs/measured-figures.md) that made 1.78x the GRPO prompts a minute and 1.38x
+the SFT tokens/s of fp32; bfloat16 weights, as on a GPU, were no faster (1.65x, 1.31x in another run) and their
+LoRA gradients a little further from fp32's.
 """
 
 from __future__ import annotations

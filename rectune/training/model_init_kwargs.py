@@ -83,11 +83,13 @@ def keep_dtype_given(configs: tuple[Any, ...], given: set[str]) -> None:
 
 
 def set_model_init(training_args: Any, model_args: Any) -> None:
-    """How the trainer loads the model: the dtype the recipe gives, else the precision mode's (fp32 on CPU); the
-    attention kernel."""
+    """How the trainer loads the model: the dtype the recipe gives, else the precision mode's on a GPU and fp32 on
+    a CPU, in bf16 too (rectune/training/cpu_precision.py); the attention kernel."""
     import torch
 
     precision = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
+    if training_args.use_cpu:
+        precision = torch.float32
     training_args.model_init_kwargs = {
         "dtype": model_args.dtype or precision,
         "attn_implementation": model_args.attn_implementation,

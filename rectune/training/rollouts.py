@@ -299,11 +299,16 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
         if merge_for_sampling and quantized:
             log.info("merge_for_sampling: off, the base is quantized (merging into it and back would round it)")
         self.merge_for_sampling = merge_for_sampling and not (sharded or self.is_fsdp_enabled or quantized)
+        on_cpu = self.accelerator.device.type == "cpu"
+        generating = self.merge_for_sampling and not self.use_transformers_continuous_batching  # RecTune's rollouts
+        if rollout_dtype is None and generating and self.args.bf16 and on_cpu:
+            rollout_dtype = "bfloat16"  # bf16 on a CPU keeps the weights in fp32 (cpu_precision): sample as a GPU would
+            log.info("rollouts: sampled in bfloat16, as the run trains in bf16 (rollout_dtype: float32 keeps fp32)")
         self.rollout_dtype = getattr(torch, rollout_dtype) if rollout_dtype else None
         if self.rollout_dtype is not None and not self.merge_for_sampling:
             warnings.warn("rollout_dtype needs merge_for_sampling and whole (unsharded) weights: ignored", stacklevel=2)
             self.rollout_dtype = None
-        if self.rollout_dtype == torch.bfloat16 and self.accelerator.device.type == "cpu" and not cpu_has_bfloat16():
+        if self.rollout_dtype == torch.bfloat16 and on_cpu and not cpu_has_bfloat16():
             log.warning("rollout_dtype: bfloat16 is ignored: this CPU has no bfloat16 instructions, where a bfloat16 "
                         "copy samples slower than the float32 policy")  # fmt: skip
             self.rollout_dtype = None

@@ -69,15 +69,17 @@ def test_a_recipe_asking_bf16_parses_to_what_the_cpu_computes(tmp_path, monkeypa
 
 
 def test_sft_and_grpo_asked_for_bf16_train_in_what_the_device_computes(tmp_path, tiny_model, train_data):
-    """On a GPU or a CPU with bfloat16 instructions: bf16 autocast over bfloat16 base weights, adapters in fp32,
-    and the loss follows the fp32 run's; on a CPU without them: fp32, and the line says why."""
-    in_bf16 = torch.cuda.is_available() or cpu_has_bfloat16()
-    setting = "bf16, base weights bfloat16" if in_bf16 else "fp32, base weights float32"
+    """On a GPU: bf16 autocast over bfloat16 base weights; on a CPU with bfloat16 instructions: over fp32 ones, GRPO
+    sampling from a bfloat16 copy; adapters in fp32, the loss following the fp32 run's. On a CPU without them:
+    fp32, and the line says why."""
+    gpu = torch.cuda.is_available()
+    in_bf16 = gpu or cpu_has_bfloat16()
+    setting = f"{'bf16' if in_bf16 else 'fp32'}, base weights {'bfloat16' if gpu else 'float32'}"
     recipe = sft_recipe(tmp_path / "s.yaml", tiny_model, train_data, tmp_path / "sft", per_device_train_batch_size=9,
                         max_steps=12, save_steps=12, learning_rate=1e-2)  # fmt: skip
     result = run_script("train/sft.py", recipe, "--bf16", "true")
     assert f", {setting}, attention" in result.stdout
-    if not torch.cuda.is_available():
+    if not gpu:
         expected = "training on CPU in bf16" if in_bf16 else "training on CPU in fp32: bf16: true asked"
         assert f"no CUDA device: {expected}" in result.stderr
     adapter = load_file(tmp_path / "sft" / "adapter_model.safetensors")
@@ -94,5 +96,7 @@ def test_sft_and_grpo_asked_for_bf16_train_in_what_the_device_computes(tmp_path,
     recipe = grpo_recipe(tmp_path / "g.yaml", tiny_model, train_data, rft)
     result = run_script("train/grpo.py", recipe, "--bf16", "true")
     assert f", {setting}, attention" in result.stdout
+    sampled = "rollouts: sampled in bfloat16, as the run trains in bf16 (rollout_dtype: float32 keeps fp32)"
+    assert (sampled in result.stderr) is (in_bf16 and not gpu)
     history = log_history(rft / "checkpoint-2")
     assert all(torch.isfinite(torch.tensor(entry["loss"])) for entry in history if "loss" in entry)
