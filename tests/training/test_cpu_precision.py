@@ -50,14 +50,13 @@ def test_a_cpu_run_trains_in_bf16_only_where_asked_and_computed():
     assert cpu_precision(False, True) == ({"fp16": False, "use_cpu": True, "bf16": False}, "training on CPU in fp32")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU keeps the recipe's own precision; this is the CPU rule")
 @pytest.mark.parametrize("has_bfloat16", [True, False])
-def test_a_recipe_asking_bf16_parses_to_what_the_cpu_computes(tmp_path, monkeypatch, caplog, has_bfloat16):
+def test_a_recipe_asking_bf16_parses_to_what_the_cpu_computes(tmp_path, monkeypatch, has_bfloat16):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU rule, on a GPU machine too
     monkeypatch.setattr(recipes, "cpu_has_bfloat16", lambda: has_bfloat16)
     recipe = tmp_path / "r.yaml"
     recipe.write_text("model_name_or_path: m\noutput_dir: out\nbf16: true\nfp16: false\n")
-    with caplog.at_level("INFO", logger="rectune.training.recipes"):
-        training, *_ = parse_recipe(SFT_TYPES, [str(recipe)])
+    training, *_ = parse_recipe(SFT_TYPES, [str(recipe)])
     assert training.use_cpu and not training.fp16 and training.bf16 is has_bfloat16
     training, *_ = parse_recipe(SFT_TYPES, [str(recipe), "--bf16", "false"])
     assert not training.bf16
