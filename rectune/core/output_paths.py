@@ -4,7 +4,7 @@ RecTune writes beside every output NAME: its lock (``.NAME.lock``), its temporar
 (``.NAME.rectune-PID-XXXXXXXX.tmp``), a folder's staging copy and swap record (and that record's temporary
 file). A path under a file or under a link to nothing, the current folder, or a NAME too long for those
 companions would fail half-way (``mkdir``'s ``FileExistsError``, the kernel's "File name too long" as the lock
-was made: tracebacks).
+was made: tracebacks). A path that starts with a ``~`` the shell left as it is would be a folder named ``~`` here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ NAME_MAX = 255  # where the file system does not say (Linux's ext4, XFS, btrfs: 
 
 def check_output_path(target: Path) -> None:
     """Refuse, in one line, an output path that can never be swapped in whole."""
+    _check_home_not_left_unexpanded(target)
     absolute = Path(os.path.abspath(target))
     _check_name_length(target, absolute)  # first: the kernel refuses even to look up a name past its limit
     if target.is_symlink():
@@ -38,6 +39,19 @@ def check_output_path(target: Path) -> None:
             if not folder.is_dir():
                 raise RecTuneError(f"{target}: {folder} is a file, so nothing can be written under it")
             break
+
+
+def _check_home_not_left_unexpanded(target: Path) -> None:
+    """A lone ``~`` (``--out=~``, ``--out "~"``) or ``~user`` reaches the script as it is where bash expands it only
+    at a word's start and unquoted, and :func:`rectune.core.cli.expand_home` expands ``~/`` alone (a lone ``~`` is a
+    stop string elsewhere): written to, it made a folder named ``~`` in the current one, which ``rm -rf ~`` would
+    take the home folder with."""
+    first = Path(target).parts[0] if Path(target).parts else ""
+    if first.startswith("~") and os.path.expanduser(first) != first:
+        raise RecTuneError(
+            f"{target}: would be a folder named {first!r} in the current one, where the shell reads {first} as "
+            f"{os.path.expanduser(first)} (it was quoted, or came after '='); give the path you mean"
+        )
 
 
 def _check_name_length(target: Path, absolute: Path) -> None:

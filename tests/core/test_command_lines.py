@@ -1,11 +1,12 @@
 """Entry scripts' command lines: no prefix matching, and an unknown flag answered with the closest one."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import RELEASE, ROOT, run_script
 
 from rectune.core.cli import ArgumentParser
 
@@ -117,3 +118,30 @@ def test_an_out_after_an_equals_sign_goes_home_not_into_a_folder_named_tilde(tmp
     run_script("evaluate/run.py", "--model", tiny_model, "--data", "~/data/test.jsonl", "--out=~/rep", "--no-wandb",
                "--max-new-tokens", "2", cwd=work, env={"HOME": str(home)})  # fmt: skip
     assert (home / "rep" / "report.json").is_file() and list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("out", ["--out=~", "~", "~root/scores"])
+def test_an_out_of_a_tilde_the_shell_left_is_refused_not_made_here(tmp_path, movie_data, out):
+    """A lone `~` (`--out=~`, `--out "~"`) or `~user` reaches the script as it is, and `expand_home` expands `~/`
+    alone: score.py wrote a file named `~` in the current folder, data_prep a folder (which `rm -rf ~` would take the
+    home folder with)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    given = [out] if out.startswith("--") else ["--out", out]
+    name = given[-1].removeprefix("--out=")
+    first = name.split("/")[0]
+    reads = os.path.expanduser(first) if first != "~" else str(home)
+    words = (f"error: {name}: would be a folder named '{first}' in the current one, where the shell reads {first} as "
+             f"{reads} (it was quoted, or came after '='); give the path you mean")  # fmt: skip
+    data = movie_data / "test.jsonl"
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": json.loads(line)["id"], "completion": "Heat"}) + "\n"
+                               for line in data.read_text().splitlines()))  # fmt: skip
+    scored = run_script("evaluate/score.py", "--data", data, "--predictions", answers, *given, cwd=work,
+                        env={"HOME": str(home)}, check=False)  # fmt: skip
+    prepared = run_script("data_prep/recbench.py", "--src", RELEASE, "--domain", "movie", *given, cwd=work,
+                          env={"HOME": str(home)}, check=False)  # fmt: skip
+    for result in (scored, prepared):
+        assert result.returncode == 2 and result.stderr.splitlines()[-1] == words
+    assert list(work.iterdir()) == [] and list(home.iterdir()) == []
