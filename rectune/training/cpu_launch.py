@@ -7,8 +7,8 @@
 to GPU launchers. This reads the config file with Accelerate's own parser and turns it into the
 environment ``accelerate launch`` would give its workers (Accelerate's ``prepare_*_env``), overrides
 only the device keys (``--num_processes``, no mixed precision, DeepSpeed's CPU accelerator), and
-starts the workers with ``torch.distributed.run`` (gloo), each through ``cpu_worker``. Used by
-``make dist-cpu`` and the tests.
+starts the workers with ``torch.distributed.run`` (gloo, through ``torchrun_agent``), each through
+``cpu_worker``. Used by ``make dist-cpu`` and the tests.
 
 Accelerate runs CPU workers as ``MULTI_CPU`` (DDP) whatever an FSDP config says: FSDP needs GPUs.
 """
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     env = worker_environment(args.config_file, args.num_processes, args.script)
     # torchrun's agent makes a log folder in $TMPDIR per launch and never removes it: one of ours instead
     with scratch_folder("rectune-launch-") as scratch:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.num_processes),
+        command = [sys.executable, "-m", "rectune.training.torchrun_agent", "--nproc_per_node", str(args.num_processes),
                    "--master_port", str(free_port()), "--log-dir", str(scratch / "torchelastic"),
                    "-m", "rectune.training.cpu_worker", args.script, *args.script_args]  # fmt: skip
         return run_passing_signals_on(command, env)
@@ -79,7 +79,7 @@ def run_passing_signals_on(command: list[str], env: dict[str, str]) -> int:
     signalled with the launcher's process group, torchrun had it twice, and the second interrupted the wait its
     first began for the workers to save their step (``rectune.training.sigterm_checkpoint``); the launcher then
     exited by the signal, its scratch folder left behind. Returns torchrun's status, or 128 + the signal passed
-    on where torchrun then failed (it raises its ``SignalException`` once the workers have stopped)."""
+    on where torchrun then failed (``torchrun_agent`` ends so once the workers have stopped)."""
     process = subprocess.Popen(command, env=env, start_new_session=True)
     passed: list[int] = []
 
