@@ -46,11 +46,12 @@ def _check_home_not_left_unexpanded(target: Path) -> None:
     at a word's start and unquoted, and :func:`rectune.core.cli.expand_home` expands ``~/`` alone (a lone ``~`` is a
     stop string elsewhere): written to, it made a folder named ``~`` in the current one, which ``rm -rf ~`` would
     take the home folder with."""
-    first = Path(target).parts[0] if Path(target).parts else ""
-    if first.startswith("~") and os.path.expanduser(first) != first:
+    first = next(iter(target.parts), "")
+    home = os.path.expanduser(first) if first.startswith("~") else first
+    if home != first:
         raise RecTuneError(
             f"{target}: would be a folder named {first!r} in the current one, where the shell reads {first} as "
-            f"{os.path.expanduser(first)} (it was quoted, or came after '='); give the path you mean"
+            f"{home} (it was quoted, or came after '='); give the path you mean"
         )
 
 

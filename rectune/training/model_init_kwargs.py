@@ -87,9 +87,8 @@ def set_model_init(training_args: Any, model_args: Any) -> None:
     a CPU, in bf16 too (rectune/training/cpu_precision.py); the attention kernel."""
     import torch
 
-    precision = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
-    if training_args.use_cpu:
-        precision = torch.float32
+    precision = (torch.float32 if training_args.use_cpu else torch.bfloat16 if training_args.bf16
+                 else torch.float16 if training_args.fp16 else torch.float32)  # fmt: skip
     training_args.model_init_kwargs = {
         "dtype": model_args.dtype or precision,
         "attn_implementation": model_args.attn_implementation,
