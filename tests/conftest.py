@@ -94,9 +94,10 @@ def read_jsonl(path) -> list[dict]:
 def wandb_run(run_file) -> dict:
     """What an offline W&B run file recorded, read back record by record with wandb's own protobufs.
 
-    Returns ``{"name": ..., "group": ..., "tags": [...], "history": [row, ...], "summary": {...}, "config": {...}}``
-    with JSON-decoded values and nested keys joined by "/". The file is a LevelDB-style log (7-byte header ``:W&B``,
-    32 KiB blocks, records split into FULL/FIRST/MIDDLE/LAST chunks); wandb 0.31 ships no reader for it.
+    Returns ``{"name": ..., "group": ..., "tags": [...], "history": [row, ...], "summary": {...}, "config": {...},
+    "artifacts": {name: {path: local file}}}`` with JSON-decoded values and nested keys joined by "/". The file is
+    a LevelDB-style log (7-byte header ``:W&B``, 32 KiB blocks, records split into FULL/FIRST/MIDDLE/LAST chunks);
+    wandb 0.31 ships no reader for it.
     """
     import struct
 
@@ -120,7 +121,7 @@ def wandb_run(run_file) -> dict:
             pending += chunk
         elif kind == 4:
             chunks.append(pending + chunk)
-    run: dict = {"name": None, "history": [], "summary": {}, "config": {}}
+    run: dict = {"name": None, "history": [], "summary": {}, "config": {}, "artifacts": {}}
 
     def items(entries) -> dict:
         return {entry.key or "/".join(entry.nested_key): json.loads(entry.value_json) for entry in entries}
@@ -135,6 +136,9 @@ def wandb_run(run_file) -> dict:
             run["summary"].update(items(record.summary.update))
         elif kind == "config":
             run["config"].update(items(record.config.update))
+        elif kind == "artifact":  # name -> {file in the artifact: where its bytes wait for `wandb sync`}
+            files = {entry.path: entry.local_path for entry in record.artifact.manifest.contents}
+            run["artifacts"][record.artifact.name] = files
         elif kind == "run":
             run["name"], run["group"], run["tags"] = (
                 record.run.display_name,

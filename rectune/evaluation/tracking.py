@@ -104,6 +104,25 @@ def _log_scores(run: Any, report: dict, table_rows: list[dict]) -> None:
                 run.summary[f"{task}/{metric}"] = summary[metric]
         run.summary[f"{task}/n"] = summary["n"]
     columns = list(table_rows[0]) if table_rows else []
-    table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in table_rows])
-    run.log({"per_query": table})
+    data = [[r[c] for c in columns] for r in table_rows]
+    if len(data) <= wandb.Table.MAX_ROWS:
+        run.log({"per_query": wandb.Table(columns=columns, data=data)})
+    else:  # a logged table keeps its first 10,000 rows (LLMRec's test set has a row per user and task)
+        run.summary["per_query/nrows"] = len(data)
+        run.log_artifact(per_query_artifact(wandb, run.id, columns, data))
+        print(
+            f"W&B: the per-query table ({len(data):,} rows, past the {wandb.Table.MAX_ROWS:,} a logged table keeps) "
+            f"is the run's artifact per_query-{run.id}"
+        )
     run.finish()
+
+
+def per_query_artifact(wandb: Any, run_id: str, columns: list[str], data: list[list]) -> Any:
+    """An artifact holding every row of the per-query table: tables ``per_query`` (then ``per_query-2``, ...) of
+    at most ``wandb.Table.MAX_ARTIFACT_ROWS`` rows each, the most an artifact's table keeps."""
+    artifact = wandb.Artifact(f"per_query-{run_id}", type="per_query")
+    size = wandb.Table.MAX_ARTIFACT_ROWS
+    for part, start in enumerate(range(0, len(data), size), start=1):
+        name = "per_query" if part == 1 else f"per_query-{part}"
+        artifact.add(wandb.Table(columns=columns, data=data[start : start + size]), name)
+    return artifact

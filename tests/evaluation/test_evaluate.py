@@ -454,6 +454,32 @@ def test_wandb_logging_records_every_task_and_metric(tmp_path):
     assert logged["config"]["checkpoint"] == "outputs/run/sft"
 
 
+@pytest.mark.integration  # wandb starts its own service process
+def test_a_per_query_table_past_wandbs_logged_rows_keeps_every_row_in_an_artifact(tmp_path, monkeypatch, capsys):
+    """W&B keeps a logged table's first 10,000 rows; 10,001 rows go whole into an artifact, here in parts of 4,000."""
+    import wandb
+
+    from rectune.evaluation.tracking import log_to_wandb
+
+    monkeypatch.setattr(wandb.Table, "MAX_ARTIFACT_ROWS", 4000)  # an artifact's table keeps 200,000
+    report = {"metrics": ["recall"], "by_task": {"explicit": {"n": 10001, "recall": 0.5}},
+              "overall": {"n": 10001, "recall": 0.5}, "config": {"data": str(tmp_path / "movie" / "test.jsonl"),
+                                                                 "checkpoint": "outputs/run/sft"}}  # fmt: skip
+    table = [{"id": f"q{i}", "recall": i % 2} for i in range(10001)]
+    log_to_wandb(tmp_path / "out", report, table, "rectune-test")
+    wandb.teardown()
+    (run_file,) = glob.glob(str(tmp_path / "out" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    logged = wandb_run(run_file)
+    assert "per_query/_type" not in logged["summary"]  # no table-file, cut to 10,000 rows, in the run itself
+    assert logged["summary"]["per_query/nrows"] == 10001
+    ((name, files),) = logged["artifacts"].items()
+    assert name == f"per_query-{Path(run_file).stem.removeprefix('run-')}" and name in capsys.readouterr().out
+    parts = [json.loads(Path(files[f"{part}.table.json"]).read_text())["data"]
+             for part in ("per_query", "per_query-2", "per_query-3")]  # fmt: skip
+    assert [len(rows) for rows in parts] == [4000, 4000, 2001] and len(files) == 3
+    assert [row for rows in parts for row in rows] == [[f"q{i}", i % 2] for i in range(10001)]
+
+
 def test_rows_that_finished_are_not_computed_and_the_answers_are_unchanged(tiny_model, movie_data, monkeypatch):
     model, tokenizer = load_for_generation(resolve_checkpoint(str(tiny_model)), dtype=torch.float32)
     prompts = [build_messages(r) for r in load_rows(movie_data / "test.jsonl")][:4]
