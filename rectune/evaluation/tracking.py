@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +110,11 @@ def _log_scores(run: Any, report: dict, table_rows: list[dict]) -> None:
         run.log({"per_query": wandb.Table(columns=columns, data=data)})
     else:  # a logged table keeps its first 10,000 rows (LLMRec's test set has a row per user and task)
         run.summary["per_query/nrows"] = len(data)
-        run.log_artifact(per_query_artifact(wandb, run.id, columns, data))
+        artifact = per_query_artifact(wandb, run.id, columns, data)
+        run.log_artifact(artifact)
         print(
             f"W&B: the per-query table ({len(data):,} rows, past the {wandb.Table.MAX_ROWS:,} a logged table keeps) "
-            f"is the run's artifact per_query-{run.id}"
+            f"is the run's artifact {artifact.name}"
         )
     run.finish()
 
@@ -120,7 +122,8 @@ def _log_scores(run: Any, report: dict, table_rows: list[dict]) -> None:
 def per_query_artifact(wandb: Any, run_id: str, columns: list[str], data: list[list]) -> Any:
     """An artifact holding every row of the per-query table: tables ``per_query`` (then ``per_query-2``, ...) of
     at most ``wandb.Table.MAX_ARTIFACT_ROWS`` rows each, the most an artifact's table keeps."""
-    artifact = wandb.Artifact(f"per_query-{run_id}", type="per_query")
+    # a run id set through WANDB_RUN_ID may hold characters W&B takes there but refuses in an artifact's name
+    artifact = wandb.Artifact(f"per_query-{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id)}", type="per_query")
     size = wandb.Table.MAX_ARTIFACT_ROWS
     for part, start in enumerate(range(0, len(data), size), start=1):
         name = "per_query" if part == 1 else f"per_query-{part}"

@@ -462,6 +462,7 @@ def test_a_per_query_table_past_wandbs_logged_rows_keeps_every_row_in_an_artifac
     from rectune.evaluation.tracking import log_to_wandb
 
     monkeypatch.setattr(wandb.Table, "MAX_ARTIFACT_ROWS", 4000)  # an artifact's table keeps 200,000
+    monkeypatch.setenv("WANDB_RUN_ID", "eval+1")  # a run id W&B takes, with a character no artifact name may hold
     report = {"metrics": ["recall"], "by_task": {"explicit": {"n": 10001, "recall": 0.5}},
               "overall": {"n": 10001, "recall": 0.5}, "config": {"data": str(tmp_path / "movie" / "test.jsonl"),
                                                                  "checkpoint": "outputs/run/sft"}}  # fmt: skip
@@ -473,7 +474,7 @@ def test_a_per_query_table_past_wandbs_logged_rows_keeps_every_row_in_an_artifac
     assert "per_query/_type" not in logged["summary"]  # no table-file, cut to 10,000 rows, in the run itself
     assert logged["summary"]["per_query/nrows"] == 10001
     ((name, files),) = logged["artifacts"].items()
-    assert name == f"per_query-{Path(run_file).stem.removeprefix('run-')}" and name in capsys.readouterr().out
+    assert name == "per_query-eval_1" and f"is the run's artifact {name}\n" in capsys.readouterr().out
     parts = [json.loads(Path(files[f"{part}.table.json"]).read_text())["data"]
              for part in ("per_query", "per_query-2", "per_query-3")]  # fmt: skip
     assert [len(rows) for rows in parts] == [4000, 4000, 2001] and len(files) == 3
