@@ -92,10 +92,11 @@ def fit_baseline(spec: str, data: str | os.PathLike, k: int, seed: int = 0, **re
     if len(combos) > 1:
         if not valid_path.is_file():
             raise DataError(valid_path, f"baseline:{baseline.name} chooses its hyper-parameters here: not found")
-        valid = [r for r in load_rows(valid_path) if baseline.answers_task(r.task)]
+        # data_prep's --valid-size of a small set can round to no row: the file is written, empty
+        valid = [r for r in load_rows(valid_path) if baseline.answers_task(r.task)] if valid_path.stat().st_size else []
         if not valid:
             raise DataError(valid_path, f"no rows baseline:{baseline.name} answers: nothing to choose its "
-                            "hyper-parameters on")  # fmt: skip
+                            "hyper-parameters on (data_prep's --valid-size holds rows out here)")  # fmt: skip
         valid_context = Context(Resources(valid_path, **resource_args), k, seed)
         for combo in combos:
             answers = baseline.answers(train, valid, combo, valid_context)

@@ -116,6 +116,20 @@ def test_a_baseline_on_foreign_rows_stops_in_one_line(tmp_path):
     one_line(result, "train.jsonl: holds perrecbench rows, but --data is recbench+")
 
 
+def test_a_baseline_with_no_validation_row_to_choose_on_says_where_rows_are_held_out(tmp_path):
+    """Seven users at --valid-size 0.05 hold out none: valid.jsonl is written empty ("file is empty" said no more)."""
+    from conftest import ROOT
+    from test_hostile import one_line
+
+    amazon, data = ROOT / "tests" / "fixtures" / "amazon", tmp_path / "data"
+    run_script("data_prep/llmrec.py", "--reviews", amazon / "reviews_2018.json", "--items", amazon / "meta_2018.json",
+               "--domain", "beauty", "--min-interactions", "2", "--out", data)  # fmt: skip
+    assert (data / "valid.jsonl").stat().st_size == 0
+    result = evaluate(data, tmp_path / "bias", "--model", "baseline:bias", check=False)
+    one_line(result, f"{data / 'valid.jsonl'}: no rows baseline:bias answers: nothing to choose its hyper-parameters "
+             "on (data_prep's --valid-size holds rows out here)")  # fmt: skip
+
+
 def test_a_sample_is_recorded_where_its_scores_are(tmp_path):
     """--sample and its seed (the generation seed) reach config.json, report.json and report.md."""
     data = tmp_path / "data"
