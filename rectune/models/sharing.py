@@ -29,6 +29,14 @@ _CODE_UNSAFE = re.compile(r"[^\w.-]+")  # what may not reach a command line in a
 
 CHAIN = "base_chain.json"
 MERGED_HASHES = "merged_sha256"  # each merged adapter's fingerprint when this adapter was trained on it
+MERGED_FROM = "merged_from.sha256"  # in a merged SFT base (train/sft_base.py): the adapter it was built from
+
+
+def merged_from(merged: Path) -> str | None:
+    """The fingerprint of the adapter the merged model folder ``merged`` was built from; None where RecTune did not
+    build it (a folder without :data:`MERGED_FROM`)."""
+    path = merged / MERGED_FROM
+    return path.read_bytes().decode(errors="replace").strip() if path.is_file() else None
 
 
 def portable_name(model: str) -> str:

@@ -19,7 +19,7 @@ from rectune.core.outputs import staged_folder
 from rectune.models.checkpoints import adapter_chain, check_adapters_fit, load_merged
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.hub import check_model_available
-from rectune.models.sharing import portable_name
+from rectune.models.sharing import MERGED_FROM, merged_from, portable_name
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
     adapter_dir, target = Path(adapter_dir), Path(target)
     base, merged = adapter_chain(adapter_dir)  # a clear error when this is no adapter folder (run SFT first)
     source = adapter_fingerprint(adapter_dir)
-    recorded = None if target.is_symlink() else _recorded_source(target)
+    recorded = None if target.is_symlink() else merged_from(target)
     if target.is_symlink() or (target.exists() and recorded is None):
         raise RecTuneError(
             f"{target}: is there and RecTune did not build it (it has no {MERGED_FROM}); move it away, "
@@ -57,9 +57,6 @@ def merged_model(adapter_dir: str | Path, target: str | Path) -> Path:
         tokenizer.save_pretrained(staging)
         (staging / MERGED_FROM).write_text(source + "\n", encoding="utf-8")
     return target
-
-
-MERGED_FROM = "merged_from.sha256"  # the adapter a merged model was built from
 
 
 def check_sft_adapter(adapter_dir: str | Path, model_name: str) -> None:
@@ -80,11 +77,6 @@ def _same_model(first: str, second: str) -> bool:
     if portable_name(first) == portable_name(second):
         return True
     return Path(first).is_dir() and Path(second).is_dir() and Path(first).resolve() == Path(second).resolve()
-
-
-def _recorded_source(merged: Path) -> str | None:
-    path = merged / MERGED_FROM
-    return path.read_bytes().decode(errors="replace").strip() if path.is_file() else None
 
 
 def drop_merged_model(target: str | Path) -> bool:

