@@ -24,7 +24,10 @@ CHUNK = 256  # prompts a call: a progress bar per chunk, and answers written as 
 
 def vllm_model(checkpoint: Any) -> str:
     """The model folder (or hub id) vLLM loads for ``checkpoint``: its base, or for an adapter trained on merged
-    ones the merged SFT base, when built from the SFT adapter as it is now; else one line saying how to build it."""
+    ones the merged SFT base, when built from the SFT adapter as it is now; else one line saying how to build it.
+    An adapter of a rank vLLM cannot serve is one line here too, before the report folder is claimed."""
+    if checkpoint.adapter:
+        max_lora_rank(checkpoint.adapter)
     if not checkpoint.merged:
         return checkpoint.base_model
     sft = Path(checkpoint.merged[-1])

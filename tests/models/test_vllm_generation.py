@@ -56,7 +56,7 @@ def test_vllm_sizes_its_lora_slots_for_the_adapters_largest_rank(tmp_path, confi
     assert max_lora_rank(str(folder)) == rank
 
 
-def test_a_rank_past_what_vllm_serves_is_one_line(tmp_path):
+def test_a_rank_past_what_vllm_serves_is_one_line_before_anything_loads(tmp_path):
     folder = adapter(tmp_path / "a", r=1024)
     with pytest.raises(RecTuneError, match=f"--backend vllm: {folder}: LoRA rank 1024 is past the 512 vLLM serves"):
-        max_lora_rank(str(folder))
+        vllm_model(resolve_checkpoint(str(folder)))
