@@ -265,6 +265,13 @@ def peft_loading(adapter: str | os.PathLike, base_model: str) -> Iterator[None]:
         raise DataError(config_file, f"PEFT cannot load it onto {base_model}: {error_text(err)}") from None
 
 
+def tokenizer_source(checkpoint: Checkpoint) -> str:
+    """Where a checkpoint's tokenizer is read: its adapter folder when it saved one, else its base model."""
+    if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
+        return checkpoint.adapter
+    return checkpoint.base_model
+
+
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
     unless ``dtype`` says otherwise, else fp32."""
@@ -273,14 +280,12 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
     if dtype is None:
         dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
     check_model_available(checkpoint.base_model)  # a folder transformers cannot load: one line, before its tokenizer
-    tokenizer_source = checkpoint.base_model
-    if checkpoint.adapter and (Path(checkpoint.adapter) / "tokenizer_config.json").is_file():
-        tokenizer_source = checkpoint.adapter
-    tokenizer = load_tokenizer(tokenizer_source)
-    check_chat_template(tokenizer, str(tokenizer_source))  # before the model loads
+    source = tokenizer_source(checkpoint)
+    tokenizer = load_tokenizer(source)
+    check_chat_template(tokenizer, source)  # before the model loads
     adapters = [*checkpoint.merged, *filter(None, [checkpoint.adapter])]
     model = load_merged(checkpoint.base_model, adapters, dtype)
-    check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, str(tokenizer_source))
+    check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, source)
     ignored = one_answer_a_prompt(model)
     if ignored:
         log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", checkpoint.base_model,

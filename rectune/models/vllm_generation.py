@@ -14,6 +14,7 @@ from typing import Any
 
 from rectune.core.io import RecTuneError, read_json_object
 from rectune.models.chat_format import fitted
+from rectune.models.checkpoints import tokenizer_source
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.generation import GenerationSettings
 from rectune.models.sharing import merged_from
@@ -65,11 +66,10 @@ def generate_vllm(
 
     model = model or vllm_model(checkpoint)
     adapter = checkpoint.adapter
-    has_tokenizer = adapter and (Path(adapter) / "tokenizer_config.json").is_file()
     lora = {"enable_lora": True, "max_lora_rank": max_lora_rank(adapter)} if adapter else {}
-    # as load_for_generation: bf16 on GPUs that compute it, else fp32, so both backends answer alike
+    # as load_for_generation: bf16 on GPUs that compute it, else fp32, and its tokenizer: both backends answer alike
     dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
-    llm = LLM(model=model, tokenizer=adapter if has_tokenizer else model, dtype=dtype, seed=settings.seed, **lora)
+    llm = LLM(model=model, tokenizer=tokenizer_source(checkpoint), dtype=dtype, seed=settings.seed, **lora)
     params = SamplingParams(
         max_tokens=settings.max_new_tokens,
         temperature=settings.temperature if settings.do_sample else 0.0,
