@@ -56,7 +56,7 @@ def max_lora_rank(adapter: str) -> int:
 
 
 def generate_vllm(
-    checkpoint: Any, prompts: list[list[dict]], settings: GenerationSettings, model: str | None = None
+    checkpoint: Any, prompts: list[list[dict]], settings: GenerationSettings, *, model: str
 ) -> Iterator[list[tuple[int, str, dict]]]:
     """``[(prompt index, completion, {"finish_reason": ...}), ...]`` chunk by chunk, greedy unless sampling is
     asked for; ``model``: what :func:`vllm_model` chose (checked before the report folder is claimed)."""
@@ -64,7 +64,6 @@ def generate_vllm(
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
-    model = model or vllm_model(checkpoint)
     adapter = checkpoint.adapter
     lora = {"enable_lora": True, "max_lora_rank": max_lora_rank(adapter)} if adapter else {}
     # as load_for_generation: bf16 on GPUs that compute it, else fp32, and its tokenizer: both backends answer alike
