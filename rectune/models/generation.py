@@ -114,12 +114,18 @@ def one_answer_a_prompt(model) -> list[str]:
     from transformers import GenerationConfig
 
     target = model.get_base_model() if hasattr(model, "get_base_model") else model
-    given = target.generation_config.to_diff_dict()
+    kept, dropped = kept_generation_settings(target.generation_config.to_diff_dict())
+    target.generation_config = GenerationConfig(**kept)
+    return dropped
+
+
+def kept_generation_settings(given: dict) -> tuple[dict, list[str]]:
+    """What local generation keeps of a generation config's settings (``to_diff_dict()``'s):
+    :data:`FROM_MODEL_FOLDER` with values ``generate`` takes; and what it drops, named (``"num_beams 4"``)."""
     dropped = [f"{key} {value!r}" for key, value in given.items() if key not in (*FROM_MODEL_FOLDER, *QUIET)]
     kept = {key: given[key] for key in FROM_MODEL_FOLDER if key in given}
     dropped += [f"{key} {value!r} (no value generate takes)" for key, value in kept.items() if not _takes(key, value)]
-    target.generation_config = GenerationConfig(**{key: value for key, value in kept.items() if _takes(key, value)})
-    return dropped
+    return {key: value for key, value in kept.items() if _takes(key, value)}, dropped
 
 
 def is_token_id(value: object) -> bool:

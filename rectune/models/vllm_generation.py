@@ -8,6 +8,7 @@ vLLM serves one adapter on one model folder. An adapter trained on a base with o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,14 @@ from rectune.core.io import RecTuneError, read_json_object
 from rectune.models.chat_format import fitted
 from rectune.models.checkpoints import tokenizer_source
 from rectune.models.fingerprints import adapter_fingerprint
-from rectune.models.generation import GenerationSettings
+from rectune.models.generation import GenerationSettings, kept_generation_settings
 from rectune.models.sharing import merged_from
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM sizes its LoRA slots for (max_lora_rank)
 CHUNK = 256  # prompts a call: a progress bar per chunk, and answers written as each chunk ends
+TRANSFORMERS_TOP_K = 50  # what generate samples from where a generation config sets no top_k (vLLM: every token)
+
+log = logging.getLogger(__name__)
 
 
 def vllm_model(checkpoint: Any) -> str:
@@ -55,6 +59,36 @@ def max_lora_rank(adapter: str) -> int:
     return fitting[0]
 
 
+def hf_decoding(base_model: str, settings: GenerationSettings) -> dict[str, Any]:
+    """vLLM's ``SamplingParams`` that decode as ``--backend hf`` does: ``settings``, and what hf keeps of the base
+    model's generation config (``kept_generation_settings``): its repetition penalty, greedy or not, and when
+    sampling its ``top_k`` (transformers' 50 where it sets none; 0: every token) and ``min_p``.
+
+    vLLM given sampling parameters takes none from the model folder: Qwen2.5-Instruct's repetition penalty of 1.05
+    applied under hf only, and the two backends' greedy answers differed."""
+    from transformers import GenerationConfig
+
+    try:
+        given = GenerationConfig.from_pretrained(base_model).to_diff_dict()
+    except OSError:  # no generation_config.json: transformers' defaults, as for hf
+        given = {}
+    kept, dropped = kept_generation_settings(given)
+    if dropped:
+        log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", base_model,
+                    ", ".join(dropped))  # fmt: skip
+    values = {"max_tokens": settings.max_new_tokens, "repetition_penalty": kept.get("repetition_penalty") or 1.0}
+    if not settings.do_sample:
+        return {**values, "temperature": 0.0}
+    top_k = kept.get("top_k")
+    return {
+        **values,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": TRANSFORMERS_TOP_K if top_k is None else top_k,
+        "min_p": kept.get("min_p") or 0.0,
+    }
+
+
 def generate_vllm(
     checkpoint: Any, prompts: list[list[dict]], settings: GenerationSettings, *, model: str
 ) -> Iterator[list[tuple[int, str, dict]]]:
@@ -69,11 +103,7 @@ def generate_vllm(
     # as load_for_generation: bf16 on GPUs that compute it, else fp32, and its tokenizer: both backends answer alike
     dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
     llm = LLM(model=model, tokenizer=tokenizer_source(checkpoint), dtype=dtype, seed=settings.seed, **lora)
-    params = SamplingParams(
-        max_tokens=settings.max_new_tokens,
-        temperature=settings.temperature if settings.do_sample else 0.0,
-        top_p=settings.top_p if settings.do_sample else 1.0,
-    )
+    params = SamplingParams(**hf_decoding(checkpoint.base_model, settings))
     request = LoRARequest("adapter", 1, adapter) if adapter else None
     options = settings.chat_template_kwargs or None
     prompts = fitted(llm.get_tokenizer(), prompts, model, options)  # as render_prompts does for hf
