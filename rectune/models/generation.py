@@ -82,10 +82,15 @@ def check_positions(model, lengths: list[int], max_new_tokens: int) -> None:
     (:func:`context_positions`): past GPT-2's learned 1,024 the batch was an IndexError mid-run, and a megabyte
     prompt to a rotary model ran out of memory, blamed on the batch size."""
     limit, kind = context_positions(model) or (None, "")
+    check_within(limit, kind, getattr(model, "name_or_path", "the model"), lengths, max_new_tokens)
+
+
+def check_within(limit: int | None, kind: str, name: str, lengths: list[int], max_new_tokens: int) -> None:
+    """One line when prompts of ``lengths`` tokens with their answers pass ``limit`` positions (None: no limit)."""
     over = [n for n in lengths if limit is not None and n + max_new_tokens > limit]
     if over:
         raise RecTuneError(
-            f"{getattr(model, 'name_or_path', 'the model')}: {len(over)} of {len(lengths)} prompts with their "
+            f"{name}: {len(over)} of {len(lengths)} prompts with their "
             f"{max_new_tokens} new tokens pass its {limit} {kind} (the longest prompt has {max(over)} "
             "tokens); lower --max-new-tokens, shorten the prompts, or use a model with a longer context"
         )

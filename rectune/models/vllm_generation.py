@@ -14,11 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import RecTuneError, read_json_object
-from rectune.models.chat_format import fitted
-from rectune.models.checkpoints import tokenizer_source
+from rectune.models.chat_format import (
+    check_chat_template,
+    check_vocabulary,
+    configured_vocabulary,
+    load_tokenizer,
+    render_prompts,
+)
+from rectune.models.checkpoints import check_adapters_fit, tokenizer_source
 from rectune.models.fingerprints import adapter_fingerprint
-from rectune.models.generation import GenerationSettings, kept_generation_settings
+from rectune.models.generation import GenerationSettings, check_within, kept_generation_settings
+from rectune.models.hub import check_model_available
+from rectune.models.model_folders import check_weights
 from rectune.models.sharing import merged_from
+from rectune.models.weight_files import loaded_weight_files
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM sizes its LoRA slots for (max_lora_rank)
 CHUNK = 256  # prompts a call: a progress bar per chunk, and answers written as each chunk ends
@@ -28,11 +37,56 @@ log = logging.getLogger(__name__)
 
 
 def vllm_model(checkpoint: Any) -> str:
-    """The model folder (or hub id) vLLM loads for ``checkpoint``: its base, or for an adapter trained on merged
-    ones the merged SFT base, when built from the SFT adapter as it is now; else one line saying how to build it.
-    An adapter of a rank vLLM cannot serve is one line here too, before the report folder is claimed."""
+    """The model folder (or hub id) vLLM loads for ``checkpoint``, checked as ``--backend hf`` checks what it loads
+    (:func:`check_served`): its base, or for an adapter trained on merged ones the merged SFT base, when built from
+    the SFT adapter as it is now; else one line saying how to build it. An adapter of a rank vLLM cannot serve is
+    one line here too, before the report folder is claimed."""
     if checkpoint.adapter:
         max_lora_rank(checkpoint.adapter)
+    model = served_model(checkpoint)
+    check_served(checkpoint, model)
+    return model
+
+
+def check_served(checkpoint: Any, model: str) -> None:
+    """What ``--backend hf`` checks before its model loads, checked of ``model`` with ``checkpoint``'s adapter on
+    it: the model folder (its files, configuration and weights' shapes), the tokenizer and its chat template and
+    ids, the adapter's fit, and every weight finite. vLLM had started (minutes on a CPU) and then failed with its
+    own traceback, hung on a FIFO among the weights, or answered NaN weights' noise."""
+    check_model_available(model)
+    source = tokenizer_source(checkpoint)
+    tokenizer = load_tokenizer(source)
+    check_chat_template(tokenizer, source)
+    check_vocabulary(tokenizer, configured_vocabulary(model), source)
+    if checkpoint.adapter:
+        check_weights(checkpoint.adapter)
+        check_adapters_fit(model, [checkpoint.adapter])
+    _check_finite_weights(model, checkpoint.adapter)
+
+
+def _check_finite_weights(model: str, adapter: str | None) -> None:
+    """One line naming the first weight of the local ``model`` folder's (the files transformers would load) or
+    the adapter's that holds NaN or inf: ``--backend hf`` finds it in the loaded model, vLLM would answer with it."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    sources = [(adapter, [Path(adapter) / "adapter_model.safetensors"])] if adapter else []
+    if (Path(model) / "config.json").is_file():
+        sources.append((model, loaded_weight_files(Path(model), AutoConfig.from_pretrained(model))[0]))
+    for source, files in sources:
+        for path in filter(Path.is_file, files):  # an adapter's pickle weights are refused where they are read
+            with safe_open(path, "pt") as weights:
+                names = weights.keys()
+                for name in names:  # one tensor at a time: a 3B model's are gigabytes
+                    tensor = weights.get_tensor(name)
+                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                        raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer "
+                                           "would be noise")  # fmt: skip
+
+
+def served_model(checkpoint: Any) -> str:
+    """The model folder (or hub id) vLLM serves ``checkpoint``'s adapter on, unchecked (:func:`vllm_model`)."""
     if not checkpoint.merged:
         return checkpoint.base_model
     sft = Path(checkpoint.merged[-1])
@@ -93,7 +147,11 @@ def generate_vllm(
     checkpoint: Any, prompts: list[list[dict]], settings: GenerationSettings, *, model: str
 ) -> Iterator[list[tuple[int, str, dict]]]:
     """``[(prompt index, completion, {"finish_reason": ...}), ...]`` chunk by chunk, greedy unless sampling is
-    asked for; ``model``: what :func:`vllm_model` chose (checked before the report folder is claimed)."""
+    asked for; ``model``: what :func:`vllm_model` chose (checked before the report folder is claimed).
+
+    The prompts are rendered and tokenized as ``--backend hf`` renders them (the template under RecTune's limits,
+    no special tokens added) and given to vLLM as token ids; prompts whose answers would pass the positions vLLM
+    serves are one line before the first answer (vLLM cut such answers short, or raised mid-run)."""
     import torch
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
@@ -102,14 +160,18 @@ def generate_vllm(
     lora = {"enable_lora": True, "max_lora_rank": max_lora_rank(adapter)} if adapter else {}
     # as load_for_generation: bf16 on GPUs that compute it, else fp32, and its tokenizer: both backends answer alike
     dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    tokenizer = load_tokenizer(tokenizer_source(checkpoint))
+    texts = render_prompts(tokenizer, prompts, model, settings.chat_template_kwargs or None)
+    inputs = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
     llm = LLM(model=model, tokenizer=tokenizer_source(checkpoint), dtype=dtype, seed=settings.seed, **lora)
+    served = llm.model_config.max_model_len
+    check_within(served, "positions vLLM serves (max_model_len)", model, [len(ids) for ids in inputs],
+                 settings.max_new_tokens)  # fmt: skip
     params = SamplingParams(**hf_decoding(checkpoint.base_model, settings))
     request = LoRARequest("adapter", 1, adapter) if adapter else None
-    options = settings.chat_template_kwargs or None
-    prompts = fitted(llm.get_tokenizer(), prompts, model, options)  # as render_prompts does for hf
-    for start in range(0, len(prompts), CHUNK):
-        chunk = prompts[start : start + CHUNK]
-        outputs = llm.chat(chunk, params, lora_request=request, use_tqdm=True, chat_template_kwargs=options)
+    for start in range(0, len(inputs), CHUNK):
+        chunk = [{"prompt_token_ids": ids} for ids in inputs[start : start + CHUNK]]
+        outputs = llm.generate(chunk, params, lora_request=request, use_tqdm=True)
         yield [
             (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
             for i, out in enumerate(outputs)

@@ -2,15 +2,20 @@
 
 import json
 import logging
+import os
+import shutil
+import sys
+import types
 
 import pytest
+from conftest import model_with_template
 
 from rectune.core.io import RecTuneError
 from rectune.models.checkpoints import resolve_checkpoint
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.generation import GenerationSettings
 from rectune.models.sharing import MERGED_FROM, record_chain
-from rectune.models.vllm_generation import hf_decoding, max_lora_rank, vllm_model
+from rectune.models.vllm_generation import generate_vllm, hf_decoding, max_lora_rank, served_model, vllm_model
 
 
 def adapter(folder, weights=b"w", **config):
@@ -25,13 +30,13 @@ def test_an_adapter_trained_on_a_merged_sft_base_is_served_on_that_base_or_refus
     """An RFT adapter served on the plain base answered as another model (0 of 8 greedy answers as the HF backend's)."""
     run = tmp_path / "run"
     sft, rft = adapter(run / "sft"), adapter(run / "rft")
-    assert vllm_model(resolve_checkpoint(str(sft))) == "org/base"  # one adapter on the plain base
+    assert served_model(resolve_checkpoint(str(sft))) == "org/base"  # one adapter on the plain base
     sft_rft = adapter(run / "sft_rft")
     record_chain(sft_rft, "org/base", [sft])
     checkpoint = resolve_checkpoint(str(sft_rft))
     merged = sft.resolve() / "merged"
     with pytest.raises(RecTuneError) as refused:
-        vllm_model(checkpoint)
+        served_model(checkpoint)
     assert str(refused.value) == (
         f"--backend vllm: {sft_rft} was trained on {sft.resolve()} merged into its base, and vLLM serves one adapter "
         f"on a model folder; that model, {merged}, is not built: build it with `python train/sft_base.py "
@@ -40,11 +45,11 @@ def test_an_adapter_trained_on_a_merged_sft_base_is_served_on_that_base_or_refus
     merged.mkdir()
     (merged / "config.json").write_text("{}")
     (merged / MERGED_FROM).write_text(adapter_fingerprint(sft) + "\n")  # as train/sft_base.py records it
-    assert vllm_model(checkpoint) == str(merged)
+    assert served_model(checkpoint) == str(merged)
     (sft / "adapter_model.safetensors").write_bytes(b"retrained")  # the SFT adapter changed since the merge
     with pytest.raises(RecTuneError, match=f"that model, {merged}, was built from an earlier version of that adapter"):
-        vllm_model(checkpoint)
-    assert vllm_model(resolve_checkpoint(str(rft))) == "org/base"
+        served_model(checkpoint)
+    assert served_model(resolve_checkpoint(str(rft))) == "org/base"
 
 
 @pytest.mark.parametrize(
@@ -92,3 +97,94 @@ def test_vllm_decodes_with_what_hf_keeps_of_the_models_generation_config(tmp_pat
             "max_tokens": 96, "repetition_penalty": 1.0, "temperature": 0.9, "top_p": 0.95, "top_k": 0, "min_p": 0.1,
         }  # fmt: skip
     assert f"{bare}: its generation_config.json asks for num_beams 4; ignored: one answer a query" in caplog.text
+
+
+def nan_in(weights, name):
+    """``weights`` (a safetensors file) with the tensor ``name`` holding one NaN, as a diverged run leaves it."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(weights)
+    tensors[name][0] = float("nan")
+    save_file(tensors, weights, metadata={"format": "pt"})
+
+
+def test_what_vllm_would_load_is_checked_as_hf_checks_it(tmp_path, tiny_model, adapters):
+    """--backend vllm started vLLM (two minutes on 2 cores) before a model folder without a chat template failed
+    in its traceback; it never looked for NaN weights, whose answers --backend hf refuses."""
+    assert vllm_model(resolve_checkpoint(str(tiny_model))) == str(tiny_model)
+    assert vllm_model(resolve_checkpoint(str(adapters[0]))) == str(tiny_model)
+    untemplated = model_with_template(tmp_path / "base", tiny_model, None)
+    with pytest.raises(RecTuneError, match=f"^{untemplated}: its tokenizer has no chat template"):
+        vllm_model(resolve_checkpoint(str(untemplated)))
+    diverged = shutil.copytree(adapters[0], tmp_path / "diverged")
+    name = "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight"
+    nan_in(diverged / "adapter_model.safetensors", name)
+    with pytest.raises(RecTuneError, match=f"^{diverged}: its weight {name} holds NaN or inf"):
+        vllm_model(resolve_checkpoint(str(diverged)))
+    broken = shutil.copytree(tiny_model, tmp_path / "broken")
+    nan_in(broken / "model.safetensors", "model.norm.weight")
+    with pytest.raises(RecTuneError, match=f"^{broken}: its weight model.norm.weight holds NaN or inf"):
+        vllm_model(resolve_checkpoint(str(broken)))
+    fifo = shutil.copytree(tiny_model, tmp_path / "fifo")
+    os.mkfifo(fifo / "extra.safetensors")  # opening it waits for a writer for ever
+    with pytest.raises(RecTuneError, match="FIFO"):
+        vllm_model(resolve_checkpoint(str(fifo)))
+
+
+class FakeLLM:
+    """vLLM's ``LLM`` as generate_vllm uses it, recording what it is given; serves ``max_model_len`` positions."""
+
+    max_model_len = 2048
+    given: list = []
+
+    def __init__(self, model, tokenizer, dtype, seed, **lora):
+        self.model_config = types.SimpleNamespace(max_model_len=self.max_model_len)
+        FakeLLM.given = [{"model": model, "tokenizer": tokenizer, "lora": lora}]
+
+    def generate(self, chunk, params, lora_request, use_tqdm):
+        FakeLLM.given.append({"chunk": chunk, "params": params, "lora_request": lora_request})
+        done = types.SimpleNamespace(text="Heat (1995)", finish_reason="stop")
+        return [types.SimpleNamespace(outputs=[done]) for _ in chunk]
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    monkeypatch.setattr(FakeLLM, "max_model_len", 2048)
+    vllm = types.ModuleType("vllm")
+    vllm.LLM, vllm.SamplingParams = FakeLLM, dict
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = lambda name, number, path: (name, number, path)
+    for module, name in ((vllm, "vllm"), (types.ModuleType("vllm.lora"), "vllm.lora"), (request, "vllm.lora.request")):
+        monkeypatch.setitem(sys.modules, name, module)
+    return FakeLLM
+
+
+def test_vllm_is_given_the_prompts_hf_renders_as_token_ids_and_refused_past_its_positions(
+    fake_vllm, tiny_model, adapters
+):
+    """vLLM's own chat rendering ran the template without RecTune's limits, and a prompt past max_model_len was
+    vLLM's traceback mid-run (or, with its answer, an answer cut short where hf refuses in one line)."""
+    from transformers import AutoTokenizer
+
+    checkpoint = resolve_checkpoint(str(adapters[0]))
+    prompt = [{"role": "system", "content": "You recommend films."}, {"role": "user", "content": "A heist film?"}]
+    settings = GenerationSettings(max_new_tokens=8)
+    answers = list(generate_vllm(checkpoint, [prompt, prompt], settings, model=str(tiny_model)))
+    assert answers == [[(0, "Heat (1995)", {"finish_reason": "stop"}), (1, "Heat (1995)", {"finish_reason": "stop"})]]
+    started, generated = fake_vllm.given
+    assert started == {"model": str(tiny_model), "tokenizer": str(tiny_model), "lora": {"enable_lora": True,
+                                                                                       "max_lora_rank": 8}}  # fmt: skip
+    text = "<|im_start|>system\nYou recommend films.<|im_end|>\n<|im_start|>user\nA heist film?<|im_end|>\n"
+    text += "<|im_start|>assistant\n"  # CHATML, ready for the answer, with no token added before it
+    ids = AutoTokenizer.from_pretrained(tiny_model)(text, add_special_tokens=False)["input_ids"]
+    assert generated["chunk"] == [{"prompt_token_ids": ids}] * 2
+    assert generated["params"] == {"max_tokens": 8, "repetition_penalty": 1.0, "temperature": 0.0}
+    assert generated["lora_request"] == ("adapter", 1, str(adapters[0]))
+    fake_vllm.max_model_len = len(ids) + 7  # one position short of the prompt and its 8 new tokens
+    with pytest.raises(RecTuneError) as refused:
+        list(generate_vllm(checkpoint, [prompt], settings, model=str(tiny_model)))
+    assert str(refused.value) == (
+        f"{tiny_model}: 1 of 1 prompts with their 8 new tokens pass its {len(ids) + 7} positions vLLM serves "
+        "(max_model_len) (the longest prompt has "
+        f"{len(ids)} tokens); lower --max-new-tokens, shorten the prompts, or use a model with a longer context"
+    )
