@@ -202,8 +202,9 @@ def main() -> None:
     # endpoints: the authors' max_tokens; local generation: the benchmark's longest answer (fits a CPU)
     max_new_tokens = args.max_new_tokens or (2000 if args.backend.startswith("openai") else benchmark.answer_tokens)
     settings = GenerationSettings(
-        args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed, tuple(args.stop)
-    )
+        args.batch_size, max_new_tokens, args.do_sample, args.temperature, args.top_p, args.seed, tuple(args.stop),
+        engine="vllm" if args.backend == "vllm" else "",
+    )  # fmt: skip
     answers = None
     generate_batches = None
     baseline = None

@@ -267,13 +267,15 @@ def training_run(checkpoint: Checkpoint) -> dict | None:
 REPORT_KIND = "eval report"
 REPORT_FILES = ("config.json", "predictions.jsonl", "report.json", "report.md", "details.jsonl", "batch_requests.jsonl")
 REPORT_ENTRIES = [*REPORT_FILES, "wandb", LOGGED]
-OPTIONAL_SETTINGS = ("stop", "chat_template_kwargs")
+OPTIONAL_SETTINGS = ("stop", "chat_template_kwargs", "engine")
 
 
 def predictions_key(
     checkpoint: Checkpoint, data: str | os.PathLike, variant: dict, settings: GenerationSettings
 ) -> dict:
-    """What the predictions depend on: the checkpoint's weights, the data, the prompt and the decoding.
+    """What the predictions depend on: the checkpoint's weights, the data, the prompt and the decoding (vLLM's
+    included: its kernels' greedy answers are not transformers', so a report resumed with the other backend would
+    mix the two).
 
     The batch size is left out: it changes only the order of generation.
     """

@@ -25,6 +25,7 @@ class GenerationSettings:
     seed: int = 0
     stop: tuple[str, ...] = ()  # endpoints only
     chat_template_kwargs: dict = field(default_factory=dict)  # the template's variables (template_options.py)
+    engine: str = ""  # the local engine where not transformers' generate ("vllm"): its answers are its own
 
 
 def generate(

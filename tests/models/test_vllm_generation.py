@@ -11,7 +11,8 @@ import pytest
 from conftest import model_with_template
 
 from rectune.core.io import RecTuneError
-from rectune.models.checkpoints import resolve_checkpoint
+from rectune.evaluation.reports import claim_report_folder, predictions_key
+from rectune.models.checkpoints import Checkpoint, resolve_checkpoint
 from rectune.models.fingerprints import adapter_fingerprint
 from rectune.models.generation import GenerationSettings
 from rectune.models.sharing import MERGED_FROM, record_chain
@@ -188,3 +189,19 @@ def test_vllm_is_given_the_prompts_hf_renders_as_token_ids_and_refused_past_its_
         "(max_model_len) (the longest prompt has "
         f"{len(ids)} tokens); lower --max-new-tokens, shorten the prompts, or use a model with a longer context"
     )
+
+
+def test_a_report_answered_by_one_local_backend_is_not_resumed_by_the_other(tmp_path):
+    """The predictions' key did not name the backend: a report begun with --backend hf was resumed by vLLM, whose
+    kernels' greedy answers are not transformers', and the report mixed the two without a word."""
+    model = Checkpoint("model", "m", "m")
+    hf = predictions_key(model, __file__, {}, GenerationSettings())
+    vllm = predictions_key(model, __file__, {}, GenerationSettings(engine="vllm"))
+    assert vllm["generation"] == {**hf["generation"], "engine": "vllm"}  # hf's key is the one reports always had
+    out = tmp_path / "report"
+    claim_report_folder(out, hf, overwrite=False)
+    (out / "config.json").write_text(json.dumps({"predictions_key": hf}))
+    (out / "predictions.jsonl").write_text(json.dumps({"id": "q1", "completion": "Heat (1995)"}) + "\n")
+    with pytest.raises(RecTuneError, match="made with a different generation than this run; pass --overwrite"):
+        claim_report_folder(out, vllm, overwrite=False)
+    claim_report_folder(out, hf, overwrite=False)  # resumed by the backend that began it
