@@ -103,8 +103,21 @@ def served_model(checkpoint: Any) -> str:
 
 def max_lora_rank(adapter: str) -> int:
     """The smallest LoRA rank vLLM sizes for that holds every rank of ``adapter`` (its ``r`` and ``rank_pattern``):
-    vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told."""
+    vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told. An adapter of a kind vLLM does not serve
+    (DoRA, the base layers' biases trained, whole modules saved beside LoRA's) is one line: vLLM refused it as it
+    first answered, a traceback minutes after starting."""
     config = read_json_object(Path(adapter) / "adapter_config.json")
+    unserved = [
+        what
+        for what, used in (
+            ("DoRA (use_dora)", config.get("use_dora")),
+            ("whole modules saved beside LoRA's (modules_to_save)", config.get("modules_to_save")),
+            ("the base layers' biases trained (bias)", config.get("bias", "none") != "none"),
+        )
+        if used
+    ]
+    if unserved:
+        raise RecTuneError(f"--backend vllm: {adapter}: vLLM serves no adapter with {unserved[0]}; use --backend hf")
     ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
     highest = max((rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)), default=8)
     fitting = [rank for rank in LORA_RANKS if rank >= highest]

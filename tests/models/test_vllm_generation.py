@@ -205,3 +205,20 @@ def test_a_report_answered_by_one_local_backend_is_not_resumed_by_the_other(tmp_
     with pytest.raises(RecTuneError, match="made with a different generation than this run; pass --overwrite"):
         claim_report_folder(out, vllm, overwrite=False)
     claim_report_folder(out, hf, overwrite=False)  # resumed by the backend that began it
+
+
+@pytest.mark.parametrize(
+    ("config", "what"),
+    [
+        ({"use_dora": True}, "DoRA (use_dora)"),
+        ({"modules_to_save": ["lm_head"]}, "whole modules saved beside LoRA's (modules_to_save)"),
+        ({"bias": "lora_only"}, "the base layers' biases trained (bias)"),
+    ],
+)
+def test_an_adapter_of_a_kind_vllm_does_not_serve_is_one_line_before_anything_loads(tmp_path, config, what):
+    """vLLM refused such an adapter as it first answered: a traceback after minutes of starting."""
+    folder = adapter(tmp_path / "a", **config)
+    with pytest.raises(RecTuneError) as refused:
+        vllm_model(resolve_checkpoint(str(folder)))
+    assert str(refused.value) == f"--backend vllm: {folder}: vLLM serves no adapter with {what}; use --backend hf"
+    assert max_lora_rank(str(adapter(tmp_path / "served", bias="none", lora_bias=True, modules_to_save=None))) == 16
