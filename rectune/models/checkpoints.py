@@ -23,7 +23,7 @@ from rectune.models.chat_format import check_chat_template, check_vocabulary, lo
 from rectune.models.embedded import EMBEDDED, resolve_model_name
 from rectune.models.fingerprints import adapter_fingerprint, model_fingerprint
 from rectune.models.finite_outputs import check_finite_outputs
-from rectune.models.generation import one_answer_a_prompt
+from rectune.models.generation import IGNORED_SETTINGS, one_answer_a_prompt
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_adapter_patterns, check_weights, error_text, on_meta_device
 from rectune.models.sharing import CHAIN, MERGED_HASHES, read_chain, resolve_base
@@ -288,8 +288,7 @@ def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None
     check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, source)
     ignored = one_answer_a_prompt(model)
     if ignored:
-        log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", checkpoint.base_model,
-                    ", ".join(ignored))  # fmt: skip
+        log.warning(IGNORED_SETTINGS, checkpoint.base_model, ", ".join(ignored))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:  # any token pads: the attention mask hides it (a tokenizer may name no end token)
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.convert_ids_to_tokens(0)

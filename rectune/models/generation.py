@@ -125,6 +125,9 @@ def one_answer_a_prompt(model) -> list[str]:
     return dropped
 
 
+IGNORED_SETTINGS = "%s: its generation_config.json asks for %s; ignored: one answer a query"  # a log line's format
+
+
 def kept_generation_settings(given: dict) -> tuple[dict, list[str]]:
     """What local generation keeps of a generation config's settings (``to_diff_dict()``'s):
     :data:`FROM_MODEL_FOLDER` with values ``generate`` takes; and what it drops, named (``"num_beams 4"``)."""

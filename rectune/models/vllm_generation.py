@@ -23,7 +23,7 @@ from rectune.models.chat_format import (
 )
 from rectune.models.checkpoints import check_adapters_fit, tokenizer_source
 from rectune.models.fingerprints import adapter_fingerprint
-from rectune.models.generation import GenerationSettings, check_within, kept_generation_settings
+from rectune.models.generation import IGNORED_SETTINGS, GenerationSettings, check_within, kept_generation_settings
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
 from rectune.models.sharing import merged_from
@@ -40,8 +40,9 @@ def vllm_model(checkpoint: Any) -> str:
     """The model folder (or hub id) vLLM loads for ``checkpoint``, checked as ``--backend hf`` checks what it loads
     (:func:`check_served`): its base, or for an adapter trained on merged ones the merged SFT base, when built from
     the SFT adapter as it is now; else one line saying how to build it. An adapter of a rank vLLM cannot serve is
-    one line here too, before the report folder is claimed."""
+    one line here too, as is one of a kind vLLM does not serve, before the report folder is claimed."""
     if checkpoint.adapter:
+        check_adapter_kind(checkpoint.adapter)
         max_lora_rank(checkpoint.adapter)
     model = served_model(checkpoint)
     check_served(checkpoint, model)
@@ -101,11 +102,9 @@ def served_model(checkpoint: Any) -> str:
     )
 
 
-def max_lora_rank(adapter: str) -> int:
-    """The smallest LoRA rank vLLM sizes for that holds every rank of ``adapter`` (its ``r`` and ``rank_pattern``):
-    vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told. An adapter of a kind vLLM does not serve
-    (DoRA, the base layers' biases trained, whole modules saved beside LoRA's) is one line: vLLM refused it as it
-    first answered, a traceback minutes after starting."""
+def check_adapter_kind(adapter: str) -> None:
+    """One line for an adapter of a kind vLLM does not serve (DoRA, the base layers' biases trained, whole modules
+    saved beside LoRA's): vLLM refused it as it first answered, a traceback minutes after starting."""
     config = read_json_object(Path(adapter) / "adapter_config.json")
     unserved = [
         what
@@ -118,6 +117,12 @@ def max_lora_rank(adapter: str) -> int:
     ]
     if unserved:
         raise RecTuneError(f"--backend vllm: {adapter}: vLLM serves no adapter with {unserved[0]}; use --backend hf")
+
+
+def max_lora_rank(adapter: str) -> int:
+    """The smallest LoRA rank vLLM sizes for that holds every rank of ``adapter`` (its ``r`` and ``rank_pattern``):
+    vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told."""
+    config = read_json_object(Path(adapter) / "adapter_config.json")
     ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
     highest = max((rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)), default=8)
     fitting = [rank for rank in LORA_RANKS if rank >= highest]
@@ -141,8 +146,7 @@ def hf_decoding(base_model: str, settings: GenerationSettings) -> dict[str, Any]
         given = {}
     kept, dropped = kept_generation_settings(given)
     if dropped:
-        log.warning("%s: its generation_config.json asks for %s; ignored: one answer a query", base_model,
-                    ", ".join(dropped))  # fmt: skip
+        log.warning(IGNORED_SETTINGS, base_model, ", ".join(dropped))
     values = {"max_tokens": settings.max_new_tokens, "repetition_penalty": kept.get("repetition_penalty") or 1.0}
     if not settings.do_sample:
         return {**values, "temperature": 0.0}
