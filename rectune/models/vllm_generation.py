@@ -9,6 +9,7 @@ vLLM serves one adapter on one model folder. An adapter trained on a base with o
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,32 @@ def check_adapter_kind(adapter: str) -> None:
     ]
     if unserved:
         raise RecTuneError(f"--backend vllm: {adapter}: vLLM serves no adapter with {unserved[0]}; use --backend hf")
+    scaled = _scaled_otherwise(config)
+    if scaled:
+        raise RecTuneError(
+            f"--backend vllm: {adapter}: its modules matching {scaled!r} are scaled by their own rank or alpha "
+            "(rank_pattern, alpha_pattern), which vLLM does not read: it would scale them as the others; "
+            "use --backend hf"
+        )
+
+
+def _scaled_otherwise(config: dict) -> str | None:
+    """The first module pattern whose LoRA scaling (alpha / r, or alpha / sqrt(r) under rsLoRA) differs from the
+    adapter's own, which is the one vLLM applies to every module; None where there is none."""
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    ranks, alphas = config.get("rank_pattern") or {}, config.get("alpha_pattern") or {}
+    numbers = [r, alpha, *ranks.values(), *alphas.values()]
+    if not all(isinstance(n, int | float) and not isinstance(n, bool) and n > 0 for n in numbers):
+        return None  # PEFT refuses such a configuration where the adapter is checked (check_adapters_fit)
+    root = math.sqrt if config.get("use_rslora") else float
+
+    def scale(rank: float, value: float) -> float:
+        return value / root(rank)
+
+    for pattern in {**ranks, **alphas}:
+        if not math.isclose(scale(ranks.get(pattern, r), alphas.get(pattern, alpha)), scale(r, alpha)):
+            return pattern
+    return None
 
 
 def max_lora_rank(adapter: str) -> int:

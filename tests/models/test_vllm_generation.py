@@ -229,3 +229,28 @@ def test_an_adapter_of_a_kind_vllm_does_not_serve_is_one_line_before_anything_lo
         vllm_model(resolve_checkpoint(str(folder)))
     assert str(refused.value) == f"--backend vllm: {folder}: vLLM serves no adapter with {what}; use --backend hf"
     check_adapter_kind(str(adapter(tmp_path / "served", bias="none", lora_bias=True, modules_to_save=None)))
+
+
+@pytest.mark.parametrize(
+    ("config", "refused"),
+    [
+        ({"r": 8, "lora_alpha": 16, "rank_pattern": {"q_proj": 16}}, "q_proj"),  # 16 / 16 where vLLM takes 16 / 8
+        ({"r": 8, "lora_alpha": 16, "alpha_pattern": {"v_proj": 32}}, "v_proj"),
+        ({"r": 8, "lora_alpha": 16, "rank_pattern": {"q_proj": 16}, "alpha_pattern": {"q_proj": 32}}, None),
+        ({"r": 4, "lora_alpha": 8, "use_rslora": True, "rank_pattern": {"q": 16}, "alpha_pattern": {"q": 16}}, None),
+        ({"r": 4, "lora_alpha": 8, "use_rslora": True, "rank_pattern": {"q": 16}, "alpha_pattern": {"q": 32}}, "q"),
+    ],
+)
+def test_modules_scaled_unlike_the_adapter_are_refused_as_vllm_scales_every_module_alike(tmp_path, config, refused):
+    """vLLM reads neither rank_pattern nor alpha_pattern: it scales every module by lora_alpha / r, so a module of
+    its own scaling would be served with another."""
+    folder = adapter(tmp_path / "a", **config)
+    if refused is None:
+        check_adapter_kind(str(folder))
+        return
+    with pytest.raises(RecTuneError) as raised:
+        check_adapter_kind(str(folder))
+    assert str(raised.value) == (
+        f"--backend vllm: {folder}: its modules matching {refused!r} are scaled by their own rank or alpha "
+        "(rank_pattern, alpha_pattern), which vLLM does not read: it would scale them as the others; use --backend hf"
+    )
