@@ -35,6 +35,7 @@ from rectune.training.generation_kwargs import check_generation_kwargs
 from rectune.training.hub_upload import check_hub_upload
 from rectune.training.model_init_kwargs import keep_4bit_weights_trainable, quantization_config, set_model_init
 from rectune.training.profiling import step_profiler
+from rectune.training.prompt_positions import check_prompts_fit, rollout_positions
 from rectune.training.recipe_values import check_reward_weights
 from rectune.training.recipes import parse_recipe, resolved_recipe, where_set
 from rectune.training.resumable import check_named_checkpoint
@@ -44,7 +45,6 @@ from rectune.training.setup import (
     card_while_training,
     check_kernels,
     check_model_fits,
-    check_prompts_fit,
     finish,
     peak_memory,
     save_stage,
@@ -115,6 +115,7 @@ def main() -> None:
     # The base's chat template (a merged base's: SFT's) with the recipe's variables, saved for evaluation
     options = training_args.chat_template_kwargs
     dataset, validation = fit_chat_template(model_name, None, dataset, validation, options=options)
+    positions = rollout_positions(training_args, positions)  # a colocated vLLM's length where it serves fewer
     check_prompts_fit(model_name, positions, training_args.max_completion_length, dataset, validation, options=options)
     set_model_init(training_args, model_args)
     tune_cpu_lm_head()  # TRL's output head on a CPU: labelled positions only, in tiles the cache holds

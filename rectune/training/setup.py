@@ -16,7 +16,7 @@ import yaml
 
 from rectune.core.file_modes import make_shareable, private_files
 from rectune.core.io import RecTuneError, atomic_write, write_json
-from rectune.models.chat_format import load_tokenizer, render_chat
+from rectune.models.chat_format import render_chat
 from rectune.models.checkpoints import wandb_run_record
 from rectune.models.model_folders import LEARNED, check_adapter_patterns, context_positions, error_text, on_meta_device
 from rectune.models.sharing import make_portable, model_card, portable_name
@@ -227,31 +227,6 @@ def check_model_fits(model_name: str, model_args: Any, training_args: Any) -> tu
     except ValueError as err:  # PEFT's word on LoRA settings this model cannot take
         raise RecTuneError(f"the recipe's LoRA settings on {model_name}: {error_text(err)}") from None
     return positions
-
-
-def check_prompts_fit(
-    model_name: str, positions: tuple | None, completion_length: int | None, *datasets: Any, options: dict | None = None
-) -> None:
-    """Stop in one line, before the first step, where GRPO's prompts (with the template's variables ``options``) with
-    ``completion_length`` new tokens would pass the model's ``positions`` (``(number, what sets them)``): past GPT-2's
-    learned 1,024 the rollout was an IndexError, and a megabyte prompt ran out of memory. TRL has no prompt limit."""
-    if positions is None:
-        return
-    tokenizer = load_tokenizer(model_name)
-    new_tokens = completion_length or 0
-    # as TRL tokenizes them, in batches: only a plain prompt gets special tokens (a chat template writes its own)
-    prompts = [prompt for data in datasets if data is not None for prompt in data["prompt"]]
-    chats = [render_chat(tokenizer, prompt, model_name, add_generation_prompt=True, **(options or {}))
-             for prompt in prompts if not isinstance(prompt, str)]  # fmt: skip
-    lengths = [len(ids) for texts, special in (([p for p in prompts if isinstance(p, str)], True), (chats, False))
-               if texts for ids in tokenizer(texts, add_special_tokens=special)["input_ids"]]  # fmt: skip
-    over = [n for n in lengths if n + new_tokens > positions[0]]
-    if over:
-        raise RecTuneError(
-            f"recipe key 'max_completion_length': {len(over)} of {len(lengths)} prompts with their {new_tokens} new "
-            f"tokens pass the {positions[0]} {positions[1]} of {model_name} (the longest prompt has {max(over)} "
-            "tokens); lower max_completion_length, shorten the prompts, or use a model with a longer context"
-        )
 
 
 def check_examples_fit(trainer: Any, examples: Any, max_length: int | None) -> None:

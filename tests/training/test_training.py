@@ -28,7 +28,8 @@ from test_hostile import one_line
 from rectune.core.io import DataError, RecTuneError
 from rectune.models.fingerprints import adapter_fingerprint, model_fingerprint
 from rectune.training.finite_weights import weights_finite
-from rectune.training.setup import check_kernels, check_prompts_fit
+from rectune.training.prompt_positions import check_prompts_fit
+from rectune.training.setup import check_kernels
 from rectune.training.views import check_chat_template_path, check_examples, fit_chat_template, view_examples
 
 LORA = {"use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"]}
