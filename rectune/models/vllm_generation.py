@@ -208,7 +208,7 @@ def generate_vllm(
     texts = render_prompts(tokenizer, prompts, model, settings.chat_template_kwargs or None)
     inputs = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
     llm = LLM(model=model, tokenizer=tokenizer_source(checkpoint), dtype=dtype, seed=settings.seed, **lora)
-    served = llm.model_config.max_model_len
+    served = llm.llm_engine.model_config.max_model_len  # what the engine serves
     check_within(served, "positions vLLM serves (max_model_len)", model, [len(ids) for ids in inputs],
                  settings.max_new_tokens)  # fmt: skip
     params = SamplingParams(**hf_decoding(checkpoint.base_model, settings))

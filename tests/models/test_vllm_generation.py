@@ -146,7 +146,8 @@ class FakeLLM:
     given: list = []
 
     def __init__(self, model, tokenizer, dtype, seed, **lora):
-        self.model_config = types.SimpleNamespace(max_model_len=self.max_model_len)
+        config = types.SimpleNamespace(max_model_len=self.max_model_len)
+        self.llm_engine = types.SimpleNamespace(model_config=config)
         FakeLLM.given = [{"model": model, "tokenizer": tokenizer, "lora": lora}]
 
     def generate(self, chunk, params, lora_request, use_tqdm):
