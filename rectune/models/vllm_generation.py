@@ -127,11 +127,18 @@ def check_adapter_kind(adapter: str) -> None:
         )
 
 
+def _patterns(config: dict, key: str) -> dict:
+    """An adapter configuration's per-module mapping (``rank_pattern``, ``alpha_pattern``); one of another type
+    counts as none here (PEFT says what it makes of it where the adapter is checked)."""
+    value = config.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _scaled_otherwise(config: dict) -> str | None:
     """The first module pattern whose LoRA scaling (alpha / r, or alpha / sqrt(r) under rsLoRA) differs from the
     adapter's own, which is the one vLLM applies to every module; None where there is none."""
     r, alpha = config.get("r"), config.get("lora_alpha")
-    ranks, alphas = config.get("rank_pattern") or {}, config.get("alpha_pattern") or {}
+    ranks, alphas = _patterns(config, "rank_pattern"), _patterns(config, "alpha_pattern")
     numbers = [r, alpha, *ranks.values(), *alphas.values()]
     if not all(isinstance(n, int | float) and not isinstance(n, bool) and n > 0 for n in numbers):
         return None  # PEFT refuses such a configuration where the adapter is checked (check_adapters_fit)
@@ -150,7 +157,7 @@ def max_lora_rank(adapter: str) -> int:
     """The smallest LoRA rank vLLM sizes for that holds every rank of ``adapter`` (its ``r`` and ``rank_pattern``):
     vLLM refuses an adapter past its ``max_lora_rank``, 16 unless told."""
     config = read_json_object(Path(adapter) / "adapter_config.json")
-    ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+    ranks = [config.get("r"), *_patterns(config, "rank_pattern").values()]
     highest = max((rank for rank in ranks if isinstance(rank, int) and not isinstance(rank, bool)), default=8)
     fitting = [rank for rank in LORA_RANKS if rank >= highest]
     if not fitting:

@@ -240,6 +240,7 @@ def test_an_adapter_of_a_kind_vllm_does_not_serve_is_one_line_before_anything_lo
         ({"r": 8, "lora_alpha": 16, "rank_pattern": {"q_proj": 16}, "alpha_pattern": {"q_proj": 32}}, None),
         ({"r": 4, "lora_alpha": 8, "use_rslora": True, "rank_pattern": {"q": 16}, "alpha_pattern": {"q": 16}}, None),
         ({"r": 4, "lora_alpha": 8, "use_rslora": True, "rank_pattern": {"q": 16}, "alpha_pattern": {"q": 32}}, "q"),
+        ({"r": 8, "lora_alpha": 16, "rank_pattern": [16], "alpha_pattern": "q_proj"}, None),  # left to PEFT's check
     ],
 )
 def test_modules_scaled_unlike_the_adapter_are_refused_as_vllm_scales_every_module_alike(tmp_path, config, refused):
