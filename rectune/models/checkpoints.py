@@ -272,13 +272,19 @@ def tokenizer_source(checkpoint: Checkpoint) -> str:
     return checkpoint.base_model
 
 
+def generation_dtype() -> torch.dtype:
+    """What local generation computes in, with either backend: bf16 on GPUs that compute it, else fp32."""
+    import torch
+
+    return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+
+
 def load_for_generation(checkpoint: Checkpoint, dtype: torch.dtype | None = None) -> tuple[Any, Any]:
     """Model (adapter merged in, eval mode) and a left-padding tokenizer; bf16 on GPUs that have it
     unless ``dtype`` says otherwise, else fp32."""
     import torch  # here, not at the top: evaluation's arguments, endpoints and baselines need no torch
 
-    if dtype is None:
-        dtype = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    dtype = dtype or generation_dtype()
     check_model_available(checkpoint.base_model)  # a folder transformers cannot load: one line, before its tokenizer
     source = tokenizer_source(checkpoint)
     tokenizer = load_tokenizer(source)

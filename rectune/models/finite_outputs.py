@@ -66,12 +66,17 @@ def non_finite_output(model: Any) -> str | None:
     return found[0] if found else None if bool(torch.isfinite(logits).all()) else "its logits are"
 
 
+def non_finite_weight_error(source: str, name: str) -> RecTuneError:
+    """The one line for ``source``'s weight ``name`` holding NaN or inf."""
+    return RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer would be noise")
+
+
 def check_finite_outputs(model: Any, source: str) -> None:
     """One line naming ``source`` when ``model`` (on its device) holds a weight that is not finite, or computes
     logits that are not finite from a few tokens."""
     name = non_finite_weight(model)
     if name is not None:
-        raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer would be noise")
+        raise non_finite_weight_error(source, name)
     where = non_finite_output(model)
     if where is not None:
         raise RecTuneError(f"{source}: its weights are finite but {where} NaN or inf, so every answer would be noise "

@@ -22,8 +22,9 @@ from rectune.models.chat_format import (
     load_tokenizer,
     render_prompts,
 )
-from rectune.models.checkpoints import check_adapters_fit, tokenizer_source
+from rectune.models.checkpoints import check_adapters_fit, generation_dtype, tokenizer_source
 from rectune.models.fingerprints import adapter_fingerprint
+from rectune.models.finite_outputs import non_finite_weight_error
 from rectune.models.generation import IGNORED_SETTINGS, GenerationSettings, check_within, kept_generation_settings
 from rectune.models.hub import check_model_available
 from rectune.models.model_folders import check_weights
@@ -83,8 +84,7 @@ def _check_finite_weights(model: str, adapter: str | None) -> None:
                 for name in names:  # one tensor at a time: a 3B model's are gigabytes
                     tensor = weights.get_tensor(name)
                     if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                        raise RecTuneError(f"{source}: its weight {name} holds NaN or inf, so every answer "
-                                           "would be noise")  # fmt: skip
+                        raise non_finite_weight_error(source, name)
 
 
 def served_model(checkpoint: Any) -> str:
@@ -203,18 +203,17 @@ def generate_vllm(
     The prompts are rendered and tokenized as ``--backend hf`` renders them (the template under RecTune's limits,
     no special tokens added) and given to vLLM as token ids; prompts whose answers would pass the positions vLLM
     serves are one line before the first answer (vLLM cut such answers short, or raised mid-run)."""
-    import torch
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
     adapter = checkpoint.adapter
     lora = {"enable_lora": True, "max_lora_rank": max_lora_rank(adapter)} if adapter else {}
-    # as load_for_generation: bf16 on GPUs that compute it, else fp32, and its tokenizer: both backends answer alike
-    dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
-    tokenizer = load_tokenizer(tokenizer_source(checkpoint))
+    source = tokenizer_source(checkpoint)  # the dtype and tokenizer --backend hf takes: both backends answer alike
+    tokenizer = load_tokenizer(source)
     texts = render_prompts(tokenizer, prompts, model, settings.chat_template_kwargs or None)
     inputs = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-    llm = LLM(model=model, tokenizer=tokenizer_source(checkpoint), dtype=dtype, seed=settings.seed, **lora)
+    dtype = str(generation_dtype()).removeprefix("torch.")
+    llm = LLM(model=model, tokenizer=source, dtype=dtype, seed=settings.seed, **lora)
     served = llm.llm_engine.model_config.max_model_len  # what the engine serves
     check_within(served, "positions vLLM serves (max_model_len)", model, [len(ids) for ids in inputs],
                  settings.max_new_tokens)  # fmt: skip
