@@ -78,6 +78,16 @@ def test_a_bad_record_names_the_file_and_line_and_leaves_no_database(tmp_path, m
     assert store.user_facts(min_history=0)["users"] == 1
 
 
+def _holders_written(scratch: Path) -> bool:
+    sizes = []
+    for folder in scratch.glob("rectune-ratings-*"):
+        try:
+            sizes.append((folder / ".holder").stat().st_size)
+        except OSError:  # not created yet
+            sizes.append(0)
+    return bool(sizes) and all(sizes)
+
+
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_path, sig):
     """A SIGKILL runs no clean-up: the store's folder stays until the next build, which removes it."""
@@ -98,10 +108,12 @@ def test_a_terminated_build_leaves_neither_its_store_nor_a_staged_output(tmp_pat
     env = {**os.environ, "TMPDIR": str(scratch)}
     build = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not list(scratch.glob("rectune-ratings-*")) and time.monotonic() < deadline:
+    # killed before its holder file names it, a folder is left alone (it may be no scratch folder): the
+    # kill comes once the build holds its store
+    while not _holders_written(scratch) and time.monotonic() < deadline:
         time.sleep(0.01)
     stores = list(scratch.glob("rectune-ratings-*"))
-    assert stores, "the build never opened its rating store"
+    assert _holders_written(scratch), "the build never opened its rating store"
     build.send_signal(getattr(signal, sig))
     if sig == "SIGTERM":
         assert build.wait(timeout=60) == 128 + signal.SIGTERM
