@@ -30,6 +30,7 @@ from rectune.training.shaping import (
     token_items,
     token_lines,
 )
+from rectune.training.token_pieces import token_pieces
 
 log = logging.getLogger(__name__)
 CURRICULUM_STATE = "curriculum.json"  # in each checkpoint folder: the difficulties the next epochs follow
@@ -141,7 +142,7 @@ class ShapedGRPOTrainer(EscapedCompletionTable, RecTuneGRPOTrainer):
         per_token = advantages.unsqueeze(1).repeat(1, output["completion_ids"].shape[1])
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         pieces = [
-            [tokenizer.decode([token], skip_special_tokens=True) for token in ids[mask.bool()].tolist()]
+            token_pieces(tokenizer, ids[mask.bool()].tolist())
             for ids, mask in zip(output["completion_ids"], output["completion_mask"], strict=True)
         ]
         values = [[float(advantages[i])] * len(texts) for i, texts in enumerate(pieces)]

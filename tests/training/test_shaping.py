@@ -128,8 +128,9 @@ def test_curriculum_reward_must_be_a_reward_of_the_run(tmp_path, tiny_model, tra
     assert "curriculum_reward: 'ndcg_at_k' is not one of the run's rewards (recall)" in result.stderr
 
 
-def fake_trainer(pieces: dict, **shaping):
-    """The attributes of a ShapedGRPOTrainer that its token advantages read, with a tokenizer decoding ids by hand."""
+def fake_trainer(pieces: dict, tokenizer=None, **shaping):
+    """The attributes of a ShapedGRPOTrainer that its token advantages read, with ``tokenizer`` or one decoding ids by
+    hand."""
     from types import MethodType, SimpleNamespace
 
     import torch
@@ -140,11 +141,12 @@ def fake_trainer(pieces: dict, **shaping):
     from rectune.training.shaped_trainer import ShapedGRPOTrainer
 
     matcher = TitleMatcher([CatalogItem("1", "Heat (1995)"), CatalogItem("2", "Ronin (1998)"),
-                            CatalogItem("3", "Jaws (1975)")])  # fmt: skip
+                            CatalogItem("3", "Jaws (1975)"), CatalogItem("4", "千と千尋の神隠し (2001)")])  # fmt: skip
     trainer = SimpleNamespace(
         reward_weights=torch.tensor([1.0]), num_generations=2, scale_rewards="group",
         accelerator=SimpleNamespace(process_index=0),
-        processing_class=SimpleNamespace(decode=lambda ids, skip_special_tokens: "".join(pieces[i] for i in ids)),
+        processing_class=tokenizer
+        or SimpleNamespace(decode=lambda ids, skip_special_tokens: "".join(pieces[i] for i in ids)),
         benchmark=get_benchmark("recbench+"), shaping=ShapingArguments(**shaping),
         resources=Resources.loaded(matcher, KnowledgeGraph(), top_k=2),
     )  # fmt: skip
@@ -218,3 +220,26 @@ def test_rank_advantage_on_each_item_and_past_k():
     first = 0.25 + 0.707
     assert per_token[0].tolist() == pytest.approx([first, 0.25, 0.25, 0.25 - 0.1], abs=1e-3)
     assert float(per_token[1, 0]) == pytest.approx(-0.25 - 0.707, abs=1e-3)  # its one token; the rest is padding
+
+
+def test_rank_advantage_credits_a_title_its_tokenizer_writes_in_bytes():
+    """A byte-level BPE writes each character of 千と千尋の神隠し in three tokens: decoded one by one they were U+FFFD,
+    the title resolved to nothing and its rank earned nothing."""
+    import torch
+    from test_token_pieces import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    trainer, token_advantages = fake_trainer({}, tokenizer=tokenizer, rank_advantage=True)
+    first, second = (tokenizer(text)["input_ids"] for text in ("千と千尋の神隠し [SEP] Jaws", "Jaws"))
+    assert (len(first), len(second)) == (8 * 3 + 11, 4)
+    output = {
+        "advantages": torch.tensor([0.25, -0.25]),
+        "completion_ids": torch.tensor([first, second + [tokenizer.eos_token_id] * (len(first) - 4)]),
+        "completion_mask": torch.tensor([[1] * len(first), [1] * 4 + [0] * (len(first) - 4)]),
+    }
+    inputs = [{"ground_truth_ids": ["4"]}] * 2
+    per_token = token_advantages(trainer, output, inputs, torch.tensor([[1.0], [0.0]]))
+    # the title earns the one ideal slot (gain 1) against "Jaws"'s 0: rank 0's advantages +0.707 / -0.707; rank 1
+    # (Jaws, 0 against nothing) 0. The title's 24 tokens get +0.707, " [SEP] Jaws"'s 11 nothing more
+    assert per_token[0].tolist() == pytest.approx([0.25 + 0.707] * 24 + [0.25] * 11, abs=1e-3)
+    assert per_token[1, :4].tolist() == pytest.approx([-0.25 - 0.707] * 4, abs=1e-3)
