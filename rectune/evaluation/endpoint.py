@@ -34,7 +34,10 @@ from rectune.evaluation.endpoint_request import (
     bounded_transport,
     tries_text,
 )
+from rectune.evaluation.refused_parameters import CHANGES, refused_parameter, resendable, without_refused
 from rectune.models.generation import GenerationSettings
+
+log = logging.getLogger(__name__)
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 BAD_REQUESTS_BEFORE_STOP = 3  # 400s with no success yet: the server rejects these requests as a whole
@@ -52,6 +55,7 @@ class Endpoint:
     max_retries: int = 5
     client: Any = field(default=None, repr=False, compare=False)  # opened on first use by ask_one
     counter: TryCounter = field(default_factory=TryCounter, repr=False, compare=False)
+    refused: set[str] = field(default_factory=set, repr=False, compare=False)  # by name; sent otherwise since
     verbose: bool = False  # log every HTTP request (credentials in URLs hidden)
 
     def __post_init__(self) -> None:
@@ -205,8 +209,12 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
     endpoint.counter.reset()
     unusable = 0
     while True:
+        body = without_refused(body, endpoint.refused)
         try:
-            return ask_once(client, body, endpoint.counter, endpoint.timeout)
+            answer, record = ask_once(client, body, endpoint.counter, endpoint.timeout)
+            if endpoint.refused:
+                record["request_changes"] = [CHANGES[parameter] for parameter in sorted(endpoint.refused)]
+            return answer, record
         except UnusableAnswer as err:
             unusable += 1
             if unusable > endpoint.max_retries:
@@ -217,6 +225,18 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
             time.sleep(backoff(unusable))
         except openai.APIStatusError as err:
             tries = tries_text(endpoint.counter.tries)
+            parameter = refused_parameter(err.body) if err.status_code == 400 else None
+            if parameter and resendable(body, parameter) is not None:
+                if parameter not in endpoint.refused:
+                    log.warning("%s refuses %s: %s from now on", endpoint.model, parameter, CHANGES[parameter])
+                endpoint.refused.add(parameter)
+                continue
+            if parameter == "temperature":
+                raise RecTuneError(
+                    f"{endpoint.describe()}: refuses temperature {body.get('temperature')}: {_message(err, endpoint)} "
+                    "(a model that samples only at temperature 1, as OpenAI's reasoning models do, is scored with "
+                    "--do-sample --temperature 1)"
+                ) from None
             if err.status_code in _REFUSED:
                 return "", {"error": f"{err.status_code}: {_message(err, endpoint)}"}
             if err.status_code in (401, 403):
@@ -287,4 +307,5 @@ def endpoint_usage(predictions: Path, ids: set[str]) -> dict | None:
         "finish_reasons": dict(sorted(finish.items())),
         "served_models": sorted({str(r["served_model"]) for r in records}),
         "with_reasoning": sum(1 for r in records if r.get("reasoning")),
+        "request_changes": sorted({change for r in records for change in r.get("request_changes", [])}),
     }

@@ -145,9 +145,10 @@ ANSWER = {
 
 class ScriptedEndpoint:
     """Answers POST /v1/chat/completions from a script: each entry is ``ok``, ``(status, headers)`` or
-    ``("sleep", seconds)``; once the script runs out every request gets ``ok``."""
+    ``("sleep", seconds)``; once the script runs out every request gets ``ok``. A request ``refuse`` returns an
+    error body for gets it with a 400 instead."""
 
-    def __init__(self, script, content=lambda body: ANSWER["choices"][0]["message"]["content"]):
+    def __init__(self, script, content=lambda body: ANSWER["choices"][0]["message"]["content"], refuse=lambda _: None):
         self.script = list(script)
         self.requests: list[tuple[float, dict]] = []
         endpoint = self
@@ -161,7 +162,10 @@ class ScriptedEndpoint:
                     time.sleep(step[1])
                     step = "ok"
                 status, headers = (200, {}) if step == "ok" else step
-                if status == 200:
+                refusal = refuse(body)
+                if refusal:
+                    status, payload = 400, refusal
+                elif status == 200:
                     message = {**ANSWER["choices"][0]["message"], "content": content(body)}
                     payload = {**ANSWER, "choices": [{**ANSWER["choices"][0], "message": message}]}
                 else:
@@ -266,6 +270,73 @@ def test_400_on_every_request_stops_and_a_single_400_is_asked_again(scripted, tm
     assert "1 request(s) the endpoint refused last time are sent again" in rerun.stderr
     lines = read_jsonl(out / "predictions.jsonl")
     assert not any("error" in line for line in lines) and len(lines) == len(read_jsonl(movie_data / "test.jsonl"))
+
+
+def reasoning_model(body):
+    """What OpenAI's reasoning models (o-series, GPT-5) answer a request they refuse, their error bodies word for
+    word: max_tokens, a temperature other than 1 and top_p are refused."""
+    if "max_tokens" in body:
+        message = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
+        return {"error": {"message": message + "instead.", "type": "invalid_request_error", "param": "max_tokens",
+                          "code": "unsupported_parameter"}}  # fmt: skip
+    if body.get("temperature", 1) != 1:
+        message = f"Unsupported value: 'temperature' does not support {body['temperature']:g} with this model. Only "
+        return {"error": {"message": message + "the default (1) value is supported.", "type": "invalid_request_error",
+                          "param": "temperature", "code": "unsupported_value"}}  # fmt: skip
+    if "top_p" in body:
+        message = "Unsupported parameter: 'top_p' is not supported with this model."
+        return {"error": {"message": message, "type": "invalid_request_error", "param": "top_p",
+                          "code": "unsupported_parameter"}}  # fmt: skip
+    return None
+
+
+def test_a_reasoning_model_is_asked_for_its_length_limit_by_the_name_it_takes(scripted, tmp_path, movie_data):
+    """max_tokens, refused by name, had stopped the run after three requests: every reasoning model was out of
+    reach. Greedy decoding it cannot do is one line saying how to score its samples."""
+    endpoint = scripted(refuse=reasoning_model)
+    line = (
+        "fake-model at {url}: refuses temperature 0.0: Unsupported value: 'temperature' does not support 0 with this "
+        "model. Only the default (1) value is supported. (a model that samples only at temperature 1, as OpenAI's "
+        "reasoning models do, is scored with --do-sample --temperature 1)"
+    )
+    with pytest.raises(RecTuneError) as caught:
+        ask(endpoint, count=6)
+    assert str(caught.value) == line.format(url=endpoint.url)
+    keys = [sorted(body) for _, body in endpoint.requests]  # two in flight at once: each refused, then sent again
+    assert keys[0] == ["max_tokens", "messages", "model", "seed", "temperature"] and len(keys) <= 4
+    assert ["max_completion_tokens", "messages", "model", "seed", "temperature"] in keys
+
+    endpoint = scripted(refuse=reasoning_model)
+    out = tmp_path / "sampled"
+    run = evaluate(out, movie_data / "test.jsonl", endpoint.url, "fake-model", "--do-sample", "--temperature", "1",
+                   "--max-new-tokens", "300", "--concurrency", "1", "--no-wandb")  # fmt: skip
+    assert "fake-model refuses max_tokens: max_tokens sent as max_completion_tokens from now on" in run.stderr
+    assert "fake-model refuses top_p: top_p 1 left out from now on" in run.stderr
+    sent = [body for _, body in endpoint.requests]
+    rows = read_jsonl(movie_data / "test.jsonl")
+    assert len(sent) == len(rows) + 2  # the first request twice refused, then every one answered at once
+    assert all(body["max_completion_tokens"] == 300 and body["temperature"] == 1.0 for body in sent[2:])
+    assert not any("max_tokens" in body or "top_p" in body for body in sent[2:])
+    changes = ["max_tokens sent as max_completion_tokens", "top_p 1 left out"]
+    assert all(line["request_changes"] == changes for line in read_jsonl(out / "predictions.jsonl"))
+    report = json.loads((out / "report.json").read_text())
+    assert report["endpoint"]["request_changes"] == changes and report["overall"]["n"] == len(rows)
+
+
+def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise():
+    from rectune.evaluation.refused_parameters import refused_parameter, resendable, without_refused
+
+    proxy = {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                                  "'max_completion_tokens' instead.", "code": "invalid_request_body"}}  # fmt: skip
+    assert refused_parameter(proxy) == "max_tokens"  # a proxy passing the message on without OpenAI's param
+    assert refused_parameter({"error": {"message": "scripted 400"}}) is None and refused_parameter("<html>") is None
+    body = {"model": "m", "max_tokens": 50, "top_p": 0.9, "seed": 0}
+    assert list(resendable(body, "max_tokens").items()) == [
+        ("model", "m"), ("max_completion_tokens", 50), ("top_p", 0.9), ("seed", 0)]  # fmt: skip
+    assert resendable(body, "top_p") is None  # 0.9 cuts the distribution: left out, it would sample otherwise
+    assert resendable(body, "seed") is None and resendable(body, "temperature") is None
+    assert without_refused({**body, "top_p": 1.0}, {"max_tokens", "top_p"}) == {
+        "model": "m", "max_completion_tokens": 50, "seed": 0}  # fmt: skip
 
 
 def test_a_remote_endpoint_needs_a_key(monkeypatch):

@@ -1,0 +1,46 @@
+"""Request parameters a model refuses by name, and the ones that can be sent otherwise with the same meaning.
+
+OpenAI's reasoning models (the o-series, GPT-5) answer a request carrying ``max_tokens`` with a 400,
+``Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
+instead.`` (``"param": "max_tokens"``), and some of them refuse ``top_p`` whatever its value. Every other
+server RecTune is pointed at (vLLM, SGLang, ``transformers serve``, DeepSeek, Mistral) takes ``max_tokens``,
+and Mistral's refuses fields it does not know. So requests carry ``max_tokens``; where a server refuses it by
+name, the same limit goes as ``max_completion_tokens`` from then on, and a refused ``top_p`` of 1, which cuts
+nothing, is left out. A refused temperature has no such stand-in: a model that samples only at temperature 1
+cannot answer greedily, and whether to score its samples is the user's choice.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+CHANGES = {"max_tokens": "max_tokens sent as max_completion_tokens", "top_p": "top_p 1 left out"}
+_NAMED = re.compile(r"[Uu]nsupported parameter: '(\w+)'")
+
+
+def refused_parameter(error_body: Any) -> str | None:
+    """The parameter a 400's body names as refused: OpenAI's ``error.param``, else its message's
+    ``Unsupported parameter: 'NAME'`` (proxies pass the message on without the field)."""
+    body = error_body if isinstance(error_body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    if isinstance(error.get("param"), str):
+        return error["param"]
+    found = _NAMED.search(str(error.get("message", "")))
+    return found.group(1) if found else None
+
+
+def resendable(body: dict, parameter: str) -> dict | None:
+    """``body`` without ``parameter`` and with the same meaning, or None where no such body exists."""
+    if parameter == "max_tokens" and "max_tokens" in body:
+        return {("max_completion_tokens" if key == "max_tokens" else key): value for key, value in body.items()}
+    if parameter == "top_p" and body.get("top_p") == 1.0:
+        return {key: value for key, value in body.items() if key != "top_p"}
+    return None
+
+
+def without_refused(body: dict, refused: set[str]) -> dict:
+    """``body`` as sent to a server known to refuse the parameters ``refused``."""
+    for parameter in sorted(refused):
+        body = resendable(body, parameter) or body
+    return body
