@@ -234,8 +234,8 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
             if parameter == "temperature":
                 raise RecTuneError(
                     f"{endpoint.describe()}: refuses temperature {body.get('temperature')}: {_message(err, endpoint)} "
-                    "(a model that samples only at temperature 1, as OpenAI's reasoning models do, is scored with "
-                    "--do-sample --temperature 1)"
+                    "(a model that samples only at temperature 1, as OpenAI's reasoning models do, is scored by "
+                    "evaluate/run.py --do-sample --temperature 1)"
                 ) from None
             if err.status_code in _REFUSED:
                 return "", {"error": f"{err.status_code}: {_message(err, endpoint)}"}

@@ -297,7 +297,7 @@ def test_a_reasoning_model_is_asked_for_its_length_limit_by_the_name_it_takes(sc
     line = (
         "fake-model at {url}: refuses temperature 0.0: Unsupported value: 'temperature' does not support 0 with this "
         "model. Only the default (1) value is supported. (a model that samples only at temperature 1, as OpenAI's "
-        "reasoning models do, is scored with --do-sample --temperature 1)"
+        "reasoning models do, is scored by evaluate/run.py --do-sample --temperature 1)"
     )
     with pytest.raises(RecTuneError) as caught:
         ask(endpoint, count=6)
