@@ -34,7 +34,13 @@ from rectune.evaluation.endpoint_request import (
     bounded_transport,
     tries_text,
 )
-from rectune.evaluation.refused_parameters import CHANGES, refused_parameter, resendable, without_refused
+from rectune.evaluation.refused_parameters import (
+    CHANGES,
+    error_object,
+    refused_parameter,
+    resendable,
+    without_refused,
+)
 from rectune.models.generation import GenerationSettings
 
 log = logging.getLogger(__name__)
@@ -270,11 +276,9 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
 
 
 def _message(err, endpoint: Endpoint) -> str:
-    """The server's own error message (OpenAI's ``{"error": {"message"}}`` or a bare ``{"message"}``), one line,
-    with any credential it echoes hidden."""
-    body = err.body if isinstance(err.body, dict) else {}
-    nested = body.get("error") if isinstance(body.get("error"), dict) else {}
-    message = body.get("message") or nested.get("message") or err.message
+    """The server's own error message (OpenAI's ``{"error": {"message"}}``, a bare ``{"message"}`` or Google's list of
+    one), one line, with any credential it echoes hidden."""
+    message = error_object(err.body).get("message") or err.message
     return redact_secrets(" ".join(str(message).split()), endpoint.secrets())[:300]
 
 

@@ -6,8 +6,10 @@ instead.`` (``"param": "max_tokens"``), and some of them refuse ``top_p`` whatev
 server RecTune is pointed at (vLLM, SGLang, ``transformers serve``, DeepSeek, Mistral) takes ``max_tokens``,
 and Mistral's refuses fields it does not know. So requests carry ``max_tokens``; where a server refuses it by
 name, the same limit goes as ``max_completion_tokens`` from then on, and a refused ``top_p`` of 1, which cuts
-nothing, is left out. A refused temperature has no such stand-in: a model that samples only at temperature 1
-cannot answer greedily, and whether to score its samples is the user's choice.
+nothing, is left out. Google's OpenAI-compatible Gemini endpoint refuses ``seed`` (``Unknown name "seed":
+Cannot find field.``, in a body that is a list): the seed is left out, which changes no answer's distribution,
+only whether a sampled one can be drawn again. A refused temperature has no such stand-in: a model that samples
+only at temperature 1 cannot answer greedily, and whether to score its samples is the user's choice.
 """
 
 from __future__ import annotations
@@ -15,27 +17,38 @@ from __future__ import annotations
 import re
 from typing import Any
 
-CHANGES = {"max_tokens": "max_tokens sent as max_completion_tokens", "top_p": "top_p 1 left out"}
-_NAMED = re.compile(r"[Uu]nsupported parameter: '(\w+)'")
+CHANGES = {
+    "max_tokens": "max_tokens sent as max_completion_tokens",
+    "top_p": "top_p 1 left out",
+    "seed": "seed left out",
+}
+_NAMED = re.compile(r"[Uu]nsupported parameter: '(\w+)'|Unknown name \"(\w+)\"")
+
+
+def error_object(error_body: Any) -> dict:
+    """The error of a 4xx body: OpenAI's ``{"error": {...}}``, a bare ``{"message"}``, or Google's list of one."""
+    body = error_body[0] if isinstance(error_body, list) and error_body else error_body
+    body = body if isinstance(body, dict) else {}
+    return body["error"] if isinstance(body.get("error"), dict) else body
 
 
 def refused_parameter(error_body: Any) -> str | None:
     """The parameter a 400's body names as refused: OpenAI's ``error.param``, else its message's
-    ``Unsupported parameter: 'NAME'`` (proxies pass the message on without the field)."""
-    body = error_body if isinstance(error_body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    ``Unsupported parameter: 'NAME'`` (proxies pass the message on without the field) or Google's
+    ``Unknown name "NAME"``."""
+    error = error_object(error_body)
     if isinstance(error.get("param"), str):
         return error["param"]
     found = _NAMED.search(str(error.get("message", "")))
-    return found.group(1) if found else None
+    return (found.group(1) or found.group(2)) if found else None
 
 
 def resendable(body: dict, parameter: str) -> dict | None:
     """``body`` without ``parameter`` and with the same meaning, or None where no such body exists."""
     if parameter == "max_tokens" and "max_tokens" in body:
         return {("max_completion_tokens" if key == "max_tokens" else key): value for key, value in body.items()}
-    if parameter == "top_p" and body.get("top_p") == 1.0:
-        return {key: value for key, value in body.items() if key != "top_p"}
+    if parameter == "top_p" and body.get("top_p") == 1.0 or parameter == "seed" and "seed" in body:
+        return {key: value for key, value in body.items() if key != parameter}
     return None
 
 

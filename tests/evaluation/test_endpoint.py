@@ -323,6 +323,26 @@ def test_a_reasoning_model_is_asked_for_its_length_limit_by_the_name_it_takes(sc
     assert report["endpoint"]["request_changes"] == changes and report["overall"]["n"] == len(rows)
 
 
+def gemini(body):
+    """What Google's OpenAI-compatible Gemini endpoint answers a request with a seed, word for word: a list."""
+    if "seed" not in body:
+        return None
+    said = 'Invalid JSON payload received. Unknown name "seed": Cannot find field.'
+    details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"description": said}]}]
+    return [{"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT", "details": details}}]
+
+
+def test_gemini_is_asked_without_the_seed_it_refuses(scripted):
+    """Every request carried a seed, which Gemini's endpoint refuses: every Gemini run had stopped."""
+    endpoint = scripted(refuse=gemini)
+    answers = ask(endpoint, count=5)
+    assert [answer for _, answer, _ in answers] == ["Heat [SEP] Casino"] * 5
+    assert all(record["request_changes"] == ["seed left out"] for _, _, record in answers)
+    sent = [body for _, body in endpoint.requests]
+    assert sum("seed" in body for body in sent) <= 2 and len(sent) == 5 + sum("seed" in body for body in sent)
+    assert all(body["max_tokens"] == 256 and body["temperature"] == 0.0 for body in sent)  # the rest as it was
+
+
 def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise():
     from rectune.evaluation.refused_parameters import refused_parameter, resendable, without_refused
 
@@ -330,11 +350,12 @@ def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise(
                                   "'max_completion_tokens' instead.", "code": "invalid_request_body"}}  # fmt: skip
     assert refused_parameter(proxy) == "max_tokens"  # a proxy passing the message on without OpenAI's param
     assert refused_parameter({"error": {"message": "scripted 400"}}) is None and refused_parameter("<html>") is None
+    assert refused_parameter(gemini({"seed": 0})) == "seed" and refused_parameter([]) is None
     body = {"model": "m", "max_tokens": 50, "top_p": 0.9, "seed": 0}
     assert list(resendable(body, "max_tokens").items()) == [
         ("model", "m"), ("max_completion_tokens", 50), ("top_p", 0.9), ("seed", 0)]  # fmt: skip
     assert resendable(body, "top_p") is None  # 0.9 cuts the distribution: left out, it would sample otherwise
-    assert resendable(body, "seed") is None and resendable(body, "temperature") is None
+    assert resendable(body, "temperature") is None and resendable(body, "stop") is None
     assert without_refused({**body, "top_p": 1.0}, {"max_tokens", "top_p"}) == {
         "model": "m", "max_completion_tokens": 50, "seed": 0}  # fmt: skip
 
