@@ -38,6 +38,7 @@ from rectune.evaluation.refused_parameters import (
     CHANGES,
     error_object,
     refused_parameter,
+    refused_temperature,
     resendable,
     without_refused,
 )
@@ -231,13 +232,13 @@ def _result(client, body: dict, endpoint: Endpoint) -> tuple[str, dict]:
             time.sleep(backoff(unusable))
         except openai.APIStatusError as err:
             tries = tries_text(endpoint.counter.tries)
-            parameter = refused_parameter(err.body) if err.status_code == 400 else None
+            parameter = refused_parameter(err.body) if err.status_code in (400, 422) else None
             if parameter and resendable(body, parameter) is not None:
                 if parameter not in endpoint.refused:
                     log.warning("%s refuses %s: %s from now on", endpoint.model, parameter, CHANGES[parameter])
                 endpoint.refused.add(parameter)
                 continue
-            if parameter == "temperature":
+            if err.status_code == 400 and refused_temperature(err.body):
                 raise RecTuneError(
                     f"{endpoint.describe()}: refuses temperature {body.get('temperature')}: {_message(err, endpoint)} "
                     "(a model that samples only at temperature 1, as OpenAI's reasoning models do, is scored by "

@@ -7,9 +7,11 @@ server RecTune is pointed at (vLLM, SGLang, ``transformers serve``, DeepSeek, Mi
 and Mistral's refuses fields it does not know. So requests carry ``max_tokens``; where a server refuses it by
 name, the same limit goes as ``max_completion_tokens`` from then on, and a refused ``top_p`` of 1, which cuts
 nothing, is left out. Google's OpenAI-compatible Gemini endpoint refuses ``seed`` (``Unknown name "seed":
-Cannot find field.``, in a body that is a list): the seed is left out, which changes no answer's distribution,
-only whether a sampled one can be drawn again. A refused temperature has no such stand-in: a model that samples
-only at temperature 1 cannot answer greedily, and whether to score its samples is the user's choice.
+Cannot find field.``, in a body that is a list), and Mistral's API, which names it ``random_seed``, answers it
+with a 422 (``extra_forbidden`` at ``["body", "seed"]``): the seed is left out, which changes no answer's
+distribution, only whether a sampled one can be drawn again. A refused temperature has no such stand-in: a
+model that samples only at temperature 1 cannot answer greedily, and whether to score its samples is the
+user's choice.
 """
 
 from __future__ import annotations
@@ -33,14 +35,24 @@ def error_object(error_body: Any) -> dict:
 
 
 def refused_parameter(error_body: Any) -> str | None:
-    """The parameter a 400's body names as refused: OpenAI's ``error.param``, else its message's
-    ``Unsupported parameter: 'NAME'`` (proxies pass the message on without the field) or Google's
-    ``Unknown name "NAME"``."""
+    """The parameter whose presence a 400's or 422's body refuses: OpenAI's ``error.param`` where its ``code``
+    is ``unsupported_parameter``, else its message's ``Unsupported parameter: 'NAME'`` (proxies pass the message
+    on without the fields) or Google's ``Unknown name "NAME"``, else a pydantic ``extra_forbidden`` entry at
+    ``["body", NAME]`` (Mistral's, in its message's ``detail``; a FastAPI server's, in the body's own). A value
+    refused (a prompt and ``max_tokens`` past the context, a temperature) names no parameter here."""
     error = error_object(error_body)
-    if isinstance(error.get("param"), str):
+    if isinstance(error.get("param"), str) and error.get("code") == "unsupported_parameter":
         return error["param"]
     found = _NAMED.search(str(error.get("message", "")))
-    return (found.group(1) or found.group(2)) if found else None
+    if found:
+        return found.group(1) or found.group(2)
+    message = error.get("message")
+    details = (message if isinstance(message, dict) else error).get("detail")
+    for detail in details if isinstance(details, list) else []:
+        kind, where = (detail.get("type"), detail.get("loc")) if isinstance(detail, dict) else (None, None)
+        if kind == "extra_forbidden" and isinstance(where, list) and len(where) == 2 and where[0] == "body":
+            return str(where[1])
+    return None
 
 
 def resendable(body: dict, parameter: str) -> dict | None:
@@ -50,6 +62,11 @@ def resendable(body: dict, parameter: str) -> dict | None:
     if parameter == "top_p" and body.get("top_p") == 1.0 or parameter == "seed" and "seed" in body:
         return {key: value for key, value in body.items() if key != parameter}
     return None
+
+
+def refused_temperature(error_body: Any) -> bool:
+    """Whether a 400's body refuses the request's temperature (OpenAI's ``error.param``)."""
+    return error_object(error_body).get("param") == "temperature"
 
 
 def without_refused(body: dict, refused: set[str]) -> dict:

@@ -146,7 +146,7 @@ ANSWER = {
 class ScriptedEndpoint:
     """Answers POST /v1/chat/completions from a script: each entry is ``ok``, ``(status, headers)`` or
     ``("sleep", seconds)``; once the script runs out every request gets ``ok``. A request ``refuse`` returns an
-    error body for gets it with a 400 instead."""
+    error body for gets it with a 400 instead (or ``(status, body)``)."""
 
     def __init__(self, script, content=lambda body: ANSWER["choices"][0]["message"]["content"], refuse=lambda _: None):
         self.script = list(script)
@@ -164,7 +164,7 @@ class ScriptedEndpoint:
                 status, headers = (200, {}) if step == "ok" else step
                 refusal = refuse(body)
                 if refusal:
-                    status, payload = 400, refusal
+                    status, payload = refusal if isinstance(refusal, tuple) else (400, refusal)
                 elif status == 200:
                     message = {**ANSWER["choices"][0]["message"], "content": content(body)}
                     payload = {**ANSWER, "choices": [{**ANSWER["choices"][0], "message": message}]}
@@ -332,9 +332,20 @@ def gemini(body):
     return [{"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT", "details": details}}]
 
 
-def test_gemini_is_asked_without_the_seed_it_refuses(scripted):
-    """Every request carried a seed, which Gemini's endpoint refuses: every Gemini run had stopped."""
-    endpoint = scripted(refuse=gemini)
+def mistral(body):
+    """What Mistral's API answers a field it does not know (its seed is random_seed), word for word: a 422."""
+    if "seed" not in body:
+        return None
+    forbidden = {"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs are not permitted",
+                 "input": body["seed"]}  # fmt: skip
+    return 422, {"object": "error", "message": {"detail": [forbidden]}, "type": "invalid_request_error",
+                 "param": None, "code": None}  # fmt: skip
+
+
+@pytest.mark.parametrize("server", [gemini, mistral])
+def test_a_seed_the_server_refuses_is_left_out(scripted, server):
+    """Every request carried a seed, which Gemini's endpoint and Mistral's API refuse: every run had stopped."""
+    endpoint = scripted(refuse=server)
     answers = ask(endpoint, count=5)
     assert [answer for _, answer, _ in answers] == ["Heat [SEP] Casino"] * 5
     assert all(record["request_changes"] == ["seed left out"] for _, _, record in answers)
@@ -344,13 +355,26 @@ def test_gemini_is_asked_without_the_seed_it_refuses(scripted):
 
 
 def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise():
-    from rectune.evaluation.refused_parameters import refused_parameter, resendable, without_refused
+    from rectune.evaluation.refused_parameters import (
+        refused_parameter,
+        refused_temperature,
+        resendable,
+        without_refused,
+    )
 
     proxy = {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
                                   "'max_completion_tokens' instead.", "code": "invalid_request_body"}}  # fmt: skip
     assert refused_parameter(proxy) == "max_tokens"  # a proxy passing the message on without OpenAI's param
     assert refused_parameter({"error": {"message": "scripted 400"}}) is None and refused_parameter("<html>") is None
     assert refused_parameter(gemini({"seed": 0})) == "seed" and refused_parameter([]) is None
+    assert refused_parameter(mistral({"seed": 0})[1]) == "seed"
+    details = [{"type": "missing", "loc": ["body", "model"]}, "?", {"type": "extra_forbidden", "loc": ["body", "n"]}]
+    assert refused_parameter({"detail": details}) == "n"  # a FastAPI server's 422
+    assert refused_parameter({"detail": [{"type": "extra_forbidden"}]}) is None
+    too_long = {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you "
+                "requested 2100 tokens", "type": "BadRequestError", "param": "max_tokens", "code": 400}  # fmt: skip
+    assert refused_parameter(too_long) is None  # a value refused, not the parameter: nothing to send otherwise
+    assert refused_temperature(reasoning_model({"temperature": 0})) and not refused_temperature(too_long)
     body = {"model": "m", "max_tokens": 50, "top_p": 0.9, "seed": 0}
     assert list(resendable(body, "max_tokens").items()) == [
         ("model", "m"), ("max_completion_tokens", 50), ("top_p", 0.9), ("seed", 0)]  # fmt: skip
