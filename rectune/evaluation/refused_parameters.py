@@ -16,6 +16,8 @@ user's choice.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from typing import Any
 
@@ -38,8 +40,9 @@ def refused_parameter(error_body: Any) -> str | None:
     """The parameter whose presence a 400's or 422's body refuses: OpenAI's ``error.param`` where its ``code``
     is ``unsupported_parameter``, else its message's ``Unsupported parameter: 'NAME'`` (proxies pass the message
     on without the fields) or Google's ``Unknown name "NAME"``, else a pydantic ``extra_forbidden`` entry at
-    ``["body", NAME]`` (Mistral's, in its message's ``detail``; a FastAPI server's, in the body's own). A value
-    refused (a prompt and ``max_tokens`` past the context, a temperature) names no parameter here."""
+    ``["body", NAME]`` (Mistral's, in its message's ``detail`` or in that message as JSON text; a FastAPI
+    server's, Azure's for Mistral models, in the body's own). A value refused (a prompt and ``max_tokens`` past
+    the context, a temperature) names no parameter here."""
     error = error_object(error_body)
     if isinstance(error.get("param"), str) and error.get("code") == "unsupported_parameter":
         return error["param"]
@@ -47,6 +50,9 @@ def refused_parameter(error_body: Any) -> str | None:
     if found:
         return found.group(1) or found.group(2)
     message = error.get("message")
+    if isinstance(message, str) and message.startswith("{"):  # Mistral's proxy wrote its detail as JSON text
+        with contextlib.suppress(ValueError, RecursionError):
+            message = json.loads(message)
     details = (message if isinstance(message, dict) else error).get("detail")
     for detail in details if isinstance(details, list) else []:
         kind, where = (detail.get("type"), detail.get("loc")) if isinstance(detail, dict) else (None, None)

@@ -370,6 +370,8 @@ def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise(
     assert refused_parameter(mistral({"seed": 0})[1]) == "seed"
     details = [{"type": "missing", "loc": ["body", "model"]}, "?", {"type": "extra_forbidden", "loc": ["body", "n"]}]
     assert refused_parameter({"detail": details}) == "n"  # a FastAPI server's 422
+    as_text = {"object": "error", "message": json.dumps(mistral({"seed": 0})[1]["message"]), "param": None}
+    assert refused_parameter(as_text) == "seed"  # Mistral's proxy wrote its detail as JSON text
     assert refused_parameter({"detail": [{"type": "extra_forbidden"}]}) is None
     too_long = {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you "
                 "requested 2100 tokens", "type": "BadRequestError", "param": "max_tokens", "code": 400}  # fmt: skip
