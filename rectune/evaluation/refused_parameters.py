@@ -6,10 +6,11 @@ instead.`` (``"param": "max_tokens"``), and some of them refuse ``top_p`` whatev
 server RecTune is pointed at (vLLM, SGLang, ``transformers serve``, DeepSeek, Mistral) takes ``max_tokens``,
 and Mistral's refuses fields it does not know. So requests carry ``max_tokens``; where a server refuses it by
 name, the same limit goes as ``max_completion_tokens`` from then on, and a refused ``top_p`` of 1, which cuts
-nothing, is left out. Google's OpenAI-compatible Gemini endpoint refuses ``seed`` (``Unknown name "seed":
-Cannot find field.``, in a body that is a list), and Mistral's API, which names it ``random_seed``, answers it
-with a 422 (``extra_forbidden`` at ``["body", "seed"]``): the seed is left out, which changes no answer's
-distribution, only whether a sampled one can be drawn again. A refused temperature has no such stand-in: a
+nothing, is left out (as is a temperature of 1 refused by name, as o1 did: 1 is the API's default).
+Google's OpenAI-compatible Gemini endpoint refuses ``seed`` (``Unknown name "seed": Cannot find field.``, in
+a body that is a list), and Mistral's API, which names it ``random_seed``, answers it with a 422
+(``extra_forbidden`` at ``["body", "seed"]``): the seed is left out, which changes no answer's distribution,
+only whether a sampled one can be drawn again. A refused temperature other than 1 has no such stand-in: a
 model that samples only at temperature 1 cannot answer greedily, and whether to score its samples is the
 user's choice.
 """
@@ -24,6 +25,7 @@ from typing import Any
 CHANGES = {
     "max_tokens": "max_tokens sent as max_completion_tokens",
     "top_p": "top_p 1 left out",
+    "temperature": "temperature 1 left out",
     "seed": "seed left out",
 }
 _NAMED = re.compile(r"[Uu]nsupported parameter: '(\w+)'|Unknown name \"(\w+)\"")
@@ -65,7 +67,7 @@ def resendable(body: dict, parameter: str) -> dict | None:
     """``body`` without ``parameter`` and with the same meaning, or None where no such body exists."""
     if parameter == "max_tokens" and "max_tokens" in body:
         return {("max_completion_tokens" if key == "max_tokens" else key): value for key, value in body.items()}
-    if parameter == "top_p" and body.get("top_p") == 1.0 or parameter == "seed" and "seed" in body:
+    if parameter in ("top_p", "temperature") and body.get(parameter) == 1.0 or parameter == "seed" and "seed" in body:
         return {key: value for key, value in body.items() if key != parameter}
     return None
 

@@ -382,6 +382,7 @@ def test_only_parameters_with_a_stand_in_of_the_same_meaning_are_sent_otherwise(
         ("model", "m"), ("max_completion_tokens", 50), ("top_p", 0.9), ("seed", 0)]  # fmt: skip
     assert resendable(body, "top_p") is None  # 0.9 cuts the distribution: left out, it would sample otherwise
     assert resendable(body, "temperature") is None and resendable(body, "stop") is None
+    assert resendable({"temperature": 1.0, "seed": 0}, "temperature") == {"seed": 0}  # o1: no temperature at all
     assert without_refused({**body, "top_p": 1.0}, {"max_tokens", "top_p"}) == {
         "model": "m", "max_completion_tokens": 50, "seed": 0}  # fmt: skip
 
