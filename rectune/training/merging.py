@@ -72,8 +72,7 @@ def merge_adapters(
     for adapter in adapters:
         check_weights(adapter)
         check_mergeable(adapter)
-    if svd_rank is not None:
-        _check_svd_rank(svd_rank, adapters)
+    _check_ranks(method, svd_rank, adapters)
     check_model_available(base)
     check_adapters_fit(base, adapters)
     import torch  # here, not at the top: the checks above answer before torch and PEFT load
@@ -174,10 +173,9 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
             raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")
 
 
-def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
-    """One line for an SVD rank past the rank the weighted sum of the deltas can have (the adapters' ranks added):
-    the singular values beyond it are zero, and PEFT makes LoRA matrices of that rank for every module (a rank of
-    100,000 on a 135M model was killed for memory at 24 GiB)."""
+def _adapter_ranks(adapters: list[str]) -> list[int] | None:
+    """Each adapter's largest rank (``r`` or its ``rank_pattern``'s), as PEFT sizes a merge by; None where one is
+    no rank PEFT takes (loading the adapter says so)."""
     from peft import LoraConfig
 
     ranks = []
@@ -186,9 +184,25 @@ def _check_svd_rank(svd_rank: int, adapters: list[str]) -> None:
         pattern = config.get("rank_pattern")
         found = [config.get("r", LoraConfig.r), *(pattern.values() if isinstance(pattern, dict) else ())]
         if not all(isinstance(rank, int) and not isinstance(rank, bool) and rank > 0 for rank in found):
-            return  # ranks PEFT will not take: loading the adapter says so
+            return None
         ranks.append(max(found))
-    if svd_rank > sum(ranks):
+    return ranks
+
+
+def _check_ranks(method: str, svd_rank: int | None, adapters: list[str]) -> None:
+    """One line, before any weight loads, where the adapters' ranks rule the merge out: TIES and DARE-TIES take
+    adapters of one rank (PEFT's ValueError was a traceback once the model had loaded); an SVD rank past the rank
+    the weighted sum of the deltas can have (the ranks added) adds only zero singular values, and PEFT makes LoRA
+    matrices of that rank for every module (100,000 on a 135M model was killed for memory at 24 GiB)."""
+    ranks = _adapter_ranks(adapters)
+    if ranks is None:
+        return
+    if method in ("ties", "dare_ties") and len(set(ranks)) > 1:
+        raise RecTuneError(
+            f"--method {method} merges adapters of one rank; these have ranks {', '.join(map(str, ranks))} "
+            "(--method linear or svd merges adapters of any ranks)"
+        )
+    if svd_rank is not None and svd_rank > sum(ranks):
         raise RecTuneError(
             f"--svd-rank {svd_rank}: the weighted sum of these adapters' deltas has rank at most {sum(ranks)} (their "
             f"ranks, {' + '.join(map(str, ranks))}); a larger rank adds only zeros"

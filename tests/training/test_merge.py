@@ -289,10 +289,11 @@ def test_an_adapters_pattern_that_never_ends_stops_before_the_weights_load(tmp_p
     assert not (tmp_path / "merged").exists()
 
 
-def test_the_svd_rank_bound_reads_each_adapters_ranks(tmp_path):
-    """The bound is each adapter's largest rank (``r``, PEFT's default 8 where unset, or a ``rank_pattern``
-    entry), added; ranks PEFT would not take are left to loading to refuse, not a crash here."""
-    from rectune.training.merging import _check_svd_rank
+def test_the_rank_checks_read_each_adapters_ranks(tmp_path):
+    """The SVD bound is each adapter's largest rank (``r``, PEFT's default 8 where unset, or a ``rank_pattern``
+    entry), added; TIES and DARE-TIES take one rank, as PEFT reads it; ranks PEFT would not take are left to
+    loading to refuse, not a crash here."""
+    from rectune.training.merging import _check_ranks
 
     def adapter(name, **config):
         (tmp_path / name).mkdir()
@@ -300,10 +301,36 @@ def test_the_svd_rank_bound_reads_each_adapters_ranks(tmp_path):
         return str(tmp_path / name)
 
     given = [adapter("a", r=4), adapter("b", rank_pattern={"q_proj": 6}), adapter("c", r=2, rank_pattern={"v": 5})]
-    _check_svd_rank(4 + 8 + 5, given)
+    _check_ranks("svd", 4 + 8 + 5, given)
     with pytest.raises(RecTuneError, match=r"has rank at most 17 \(their ranks, 4 \+ 8 \+ 5\)"):
-        _check_svd_rank(18, given)
-    _check_svd_rank(10**6, [adapter("d", r="4"), adapter("e", r=True)])  # loading's to refuse
+        _check_ranks("svd", 18, given)
+    _check_ranks("svd", 10**6, [adapter("d", r="4"), adapter("e", r=True)])  # loading's to refuse
+    _check_ranks("linear", None, given)  # PEFT's cat: any ranks
+    for method in ("ties", "dare_ties"):
+        with pytest.raises(RecTuneError) as caught:
+            _check_ranks(method, None, given)
+        assert str(caught.value) == (
+            f"--method {method} merges adapters of one rank; these have ranks 4, 8, 5 (--method linear or svd merges "
+            "adapters of any ranks)"
+        )
+    _check_ranks("ties", None, [adapter("f", r=8), adapter("g", r=2, rank_pattern={"v": 8})])  # 8 and 8, as PEFT
+
+
+def test_ties_over_adapters_of_two_ranks_is_one_line_before_the_weights_load(tmp_path, tiny_model, adapters):
+    """PEFT's ValueError was a traceback once the base model and every adapter had loaded."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, init_lora_weights=False)
+    get_peft_model(model, config).save_pretrained(tmp_path / "rank8")
+    out = tmp_path / "merged"
+    result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path / "rank8", "--method", "ties",
+                        "--out", out, check=False)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --method ties merges adapters of one rank; these have ranks 4, 8 (--method linear or svd merges "
+        "adapters of any ranks)"
+    )
+    assert not out.exists()
 
 
 def test_a_merge_of_sft_then_rft_adapters_keeps_their_merged_sft_base(tmp_path, tiny_model, adapters):
