@@ -197,16 +197,36 @@ def _check_ranks(method: str, svd_rank: int | None, adapters: list[str]) -> None
     ranks = _adapter_ranks(adapters)
     if ranks is None:
         return
-    if method in ("ties", "dare_ties") and len(set(ranks)) > 1:
-        raise RecTuneError(
-            f"--method {method} merges adapters of one rank; these have ranks {', '.join(map(str, ranks))} "
-            "(--method linear or svd merges adapters of any ranks)"
-        )
+    if method in ("ties", "dare_ties"):
+        _check_one_rank(method, ranks, adapters)
     if svd_rank is not None and svd_rank > sum(ranks):
         raise RecTuneError(
             f"--svd-rank {svd_rank}: the weighted sum of these adapters' deltas has rank at most {sum(ranks)} (their "
             f"ranks, {' + '.join(map(str, ranks))}); a larger rank adds only zeros"
         )
+
+
+def _check_one_rank(method: str, ranks: list[int], adapters: list[str]) -> None:
+    """TIES and DARE-TIES stack the adapters' matrices: PEFT takes adapters of one rank (``r`` or the largest
+    ``rank_pattern`` entry), and a module the adapters give different ranks (a ``rank_pattern``'s) failed in
+    ``torch.stack``."""
+    from safetensors import safe_open
+
+    also = "(--method linear or svd merges adapters of any ranks)"
+    if len(set(ranks)) > 1:
+        raise RecTuneError(f"--method {method} merges adapters of one rank; these have ranks "
+                           f"{', '.join(map(str, ranks))} {also}")  # fmt: skip
+    by_module: dict[str, list[int]] = {}
+    for adapter in adapters:
+        with safe_open(str(Path(adapter) / "adapter_model.safetensors"), "pt") as weights:
+            for key in weights.keys():  # noqa: SIM118 (safe_open is no mapping)
+                if ".lora_A." in key:
+                    module = key.split(".lora_A.")[0].removeprefix("base_model.model.")
+                    by_module.setdefault(module, []).append(weights.get_slice(key).get_shape()[0])
+    for module, found in by_module.items():
+        if len(set(found)) > 1:
+            raise RecTuneError(f"--method {method} merges adapters of one rank; {module} has ranks "
+                               f"{', '.join(map(str, found))} in them {also}")  # fmt: skip
 
 
 def _refuse_inputs_as_outputs(outputs: dict[str, str | os.PathLike | None], inputs: list[tuple[str, str]]) -> None:

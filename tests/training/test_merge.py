@@ -313,7 +313,19 @@ def test_the_rank_checks_read_each_adapters_ranks(tmp_path):
             f"--method {method} merges adapters of one rank; these have ranks 4, 8, 5 (--method linear or svd merges "
             "adapters of any ranks)"
         )
-    _check_ranks("ties", None, [adapter("f", r=8), adapter("g", r=2, rank_pattern={"v": 8})])  # 8 and 8, as PEFT
+    # 8 and 8 as PEFT counts; then each module's rank, as its matrices have it (a rank_pattern's 4 on v_proj)
+    same = [adapter("f", r=8), adapter("g", r=2, rank_pattern={"v_proj": 8}), adapter("h", r=8, rank_pattern={"v": 4})]
+    key = "base_model.model.model.layers.0.self_attn.{}.lora_A.weight"
+    shapes = [{"q_proj": 8, "v_proj": 8}, {"v_proj": 8}, {"q_proj": 8, "v_proj": 4}]
+    for folder, ranks in zip(same, shapes, strict=True):
+        save_file({key.format(m): torch.zeros(r, 32) for m, r in ranks.items()}, f"{folder}/adapter_model.safetensors")
+    _check_ranks("ties", None, same[:2])
+    with pytest.raises(RecTuneError) as caught:
+        _check_ranks("dare_ties", None, same)
+    assert str(caught.value) == (
+        "--method dare_ties merges adapters of one rank; model.layers.0.self_attn.v_proj has ranks 8, 8, 4 in them "
+        "(--method linear or svd merges adapters of any ranks)"
+    )
 
 
 def test_ties_over_adapters_of_two_ranks_is_one_line_before_the_weights_load(tmp_path, tiny_model, adapters):
