@@ -220,9 +220,10 @@ def _check_one_rank(method: str, ranks: list[int], adapters: list[str]) -> None:
     for adapter in adapters:
         with safe_open(str(Path(adapter) / "adapter_model.safetensors"), "pt") as weights:
             for key in weights.keys():  # noqa: SIM118 (safe_open is no mapping)
-                if ".lora_A." in key:
+                shape = weights.get_slice(key).get_shape()
+                if ".lora_A." in key and len(shape) == 2:  # another shape: check_adapters_fit names it
                     module = key.split(".lora_A.")[0].removeprefix("base_model.model.")
-                    by_module.setdefault(module, []).append(weights.get_slice(key).get_shape()[0])
+                    by_module.setdefault(module, []).append(shape[0])
     for module, found in by_module.items():
         if len(set(found)) > 1:
             raise RecTuneError(f"--method {method} merges adapters of one rank; {module} has ranks "
