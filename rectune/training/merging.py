@@ -74,7 +74,8 @@ def merge_adapters(
         check_mergeable(adapter)
     _check_ranks(method, svd_rank, adapters)
     check_model_available(base)
-    check_adapters_fit(base, adapters)
+    check_adapters_fit(base, adapters)  # an adapter's pattern that never ends is stopped here
+    _check_target_kinds(adapters)
     import torch  # here, not at the top: the checks above answer before torch and PEFT load
     from peft import PeftModel, get_peft_model_state_dict
 
@@ -204,6 +205,19 @@ def _check_ranks(method: str, svd_rank: int | None, adapters: list[str]) -> None
             f"--svd-rank {svd_rank}: the weighted sum of these adapters' deltas has rank at most {sum(ranks)} (their "
             f"ranks, {' + '.join(map(str, ranks))}); a larger rank adds only zeros"
         )
+
+
+def _check_target_kinds(adapters: list[str]) -> None:
+    """PEFT merges adapters that name their target modules alike, all by a pattern (a string) or all by a list:
+    a mix was its ValueError, a traceback once the model and adapters had loaded."""
+    kinds = {}
+    for adapter in adapters:
+        targets = read_json(Path(adapter) / "adapter_config.json").get("target_modules")
+        kinds[adapter] = "a pattern" if isinstance(targets, str) else "a list" if isinstance(targets, list) else None
+    if {"a pattern", "a list"} <= set(kinds.values()):
+        named = "; ".join(f"{adapter}: {kind}" for adapter, kind in kinds.items() if kind)
+        raise RecTuneError(f"--adapters: PEFT merges adapters whose target_modules are all a pattern or all a list, "
+                           f"not both ({named})")  # fmt: skip
 
 
 def _check_one_rank(method: str, ranks: list[int], adapters: list[str]) -> None:

@@ -328,21 +328,27 @@ def test_the_rank_checks_read_each_adapters_ranks(tmp_path):
     )
 
 
-def test_ties_over_adapters_of_two_ranks_is_one_line_before_the_weights_load(tmp_path, tiny_model, adapters):
-    """PEFT's ValueError was a traceback once the base model and every adapter had loaded."""
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model)
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=TARGETS, init_lora_weights=False)
-    get_peft_model(model, config).save_pretrained(tmp_path / "rank8")
+def test_adapters_peft_cannot_merge_together_are_one_line_before_the_weights_load(tmp_path, tiny_model, adapters):
+    """Ties over ranks 4 and 8, and target modules named by a pattern beside ones named by a list: PEFT's
+    ValueErrors were tracebacks once the base model and every adapter had loaded."""
+    for name, settings in (("rank8", {"r": 8, "target_modules": TARGETS}),
+                           ("pattern", {"r": 4, "target_modules": r".*\.(q_proj|v_proj)"})):  # fmt: skip
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model)
+        config = LoraConfig(lora_alpha=16, init_lora_weights=False, **settings)
+        get_peft_model(model, config).save_pretrained(tmp_path / name)
     out = tmp_path / "merged"
-    result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path / "rank8", "--method", "ties",
-                        "--out", out, check=False)  # fmt: skip
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: --method ties merges adapters of one rank; these have ranks 4, 8 (--method linear or svd merges "
-        "adapters of any ranks)"
-    )
-    assert not out.exists()
+    for other, method, line in [
+        ("rank8", "ties", "--method ties merges adapters of one rank; these have ranks 4, 8 (--method linear or svd "
+                          "merges adapters of any ranks)"),
+        ("pattern", "linear", f"--adapters: PEFT merges adapters whose target_modules are all a pattern or all a list, "
+                              f"not both ({adapters[0]}: a list; {tmp_path / 'pattern'}: a pattern)"),
+    ]:  # fmt: skip
+        result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path / other, "--method", method,
+                            "--out", out, check=False)  # fmt: skip
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert result.stderr.strip().splitlines()[-1] == f"error: {line}"
+        assert not out.exists()
 
 
 def test_a_merge_of_sft_then_rft_adapters_keeps_their_merged_sft_base(tmp_path, tiny_model, adapters):
