@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 from rectune.core.io import DataError, RecTuneError, read_json
@@ -23,6 +24,7 @@ from rectune.models.sharing import make_portable, record_chain
 
 ADAPTER_KIND, MODEL_KIND = "merged adapter", "merged model"
 METHODS = {"linear": "cat", "ties": "ties", "dare_ties": "dare_ties", "svd": "svd"}
+LORA_MATRIX = re.compile(r"\.(lora_[AB]\.weight|lora_embedding_[AB])$")  # what add_weighted_adapter combines
 
 
 def merge_adapters(
@@ -146,8 +148,8 @@ def _refuse_an_adapter_twice(adapters: list[str]) -> None:
 
 def check_mergeable(adapter: str | os.PathLike) -> None:
     """One line for an adapter a weighted merge of LoRA deltas would change without a word: PEFT merges what
-    it can of it and drops the rest (a DoRA adapter's magnitudes, trained copies of whole modules), and a
-    non-finite weight turns the merge into NaN."""
+    it can of it and drops the rest (a DoRA adapter's magnitudes, trained copies of whole modules, trained
+    biases), and a non-finite weight turns the merge into NaN."""
     import torch
     from safetensors.torch import load_file
 
@@ -169,7 +171,10 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
     if config.get("target_parameters"):
         raise DataError(path, "targets parameters directly (target_parameters), which PEFT cannot merge")
     weights = Path(adapter) / "adapter_model.safetensors"
-    for name, tensor in load_file(weights).items():
+    for name, tensor in sorted(load_file(weights).items()):
+        if not LORA_MATRIX.search(name):  # PEFT merges the LoRA matrices alone
+            raise DataError(weights, f"holds {name}, which a weighted merge of LoRA deltas leaves out (trained biases: "
+                                     "bias or lora_bias in its adapter_config.json)")  # fmt: skip
         if not torch.isfinite(tensor).all():
             raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")
 

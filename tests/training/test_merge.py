@@ -235,9 +235,14 @@ def saved_adapter(folder, tiny_model, **settings):
 
 def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_model, adapters):
     """PEFT merged these without a word: a DoRA adapter lost its magnitudes, a trained lm_head copy
-    (modules_to_save) was left out, and a NaN weight made the merged adapter NaN."""
+    (modules_to_save) and trained biases were left out, and a NaN weight made the merged adapter NaN."""
     dora = saved_adapter(tmp_path / "dora", tiny_model, use_dora=True)
     head = saved_adapter(tmp_path / "head", tiny_model, modules_to_save=["lm_head"])
+    lora_bias = saved_adapter(tmp_path / "lora_bias", tiny_model, lora_bias=True)
+    biases = saved_adapter(tmp_path / "biases", tiny_model, bias="all")  # as on Qwen2, whose q_proj has a bias:
+    weights = load_file(biases / "adapter_model.safetensors")  # this model has none to train
+    q_bias = "base_model.model.model.layers.0.self_attn.q_proj.bias"
+    save_file({**weights, q_bias: torch.zeros(32)}, biases / "adapter_model.safetensors")
     broken = saved_adapter(tmp_path / "nan", tiny_model)
     weights = load_file(broken / "adapter_model.safetensors")
     first = sorted(weights)[0]
@@ -248,6 +253,11 @@ def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_mo
         "vectors",
         head: f"error: {head / 'adapter_config.json'}: trains whole copies of lm_head (modules_to_save), which a "
         "weighted merge of LoRA deltas leaves out",
+        biases: f"error: {biases / 'adapter_model.safetensors'}: holds {q_bias}, which a weighted merge of LoRA "
+        "deltas leaves out (trained biases: bias or lora_bias in its adapter_config.json)",
+        lora_bias: f"error: {lora_bias / 'adapter_model.safetensors'}: holds "
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_B.bias, which a weighted merge of LoRA deltas leaves "
+        "out (trained biases: bias or lora_bias in its adapter_config.json)",
         broken: f"error: {broken / 'adapter_model.safetensors'}: {first} holds values that are not finite (NaN or "
         "inf): the merge would too",
     }
