@@ -173,8 +173,8 @@ def check_mergeable(adapter: str | os.PathLike) -> None:
     weights = Path(adapter) / "adapter_model.safetensors"
     for name, tensor in sorted(load_file(weights).items()):
         if not LORA_MATRIX.search(name):  # PEFT merges the LoRA matrices alone
-            raise DataError(weights, f"holds {name}, which a weighted merge of LoRA deltas leaves out (trained biases: "
-                                     "bias or lora_bias in its adapter_config.json)")  # fmt: skip
+            why = " (a trained bias: bias or lora_bias in its adapter_config.json)" if name.endswith(".bias") else ""
+            raise DataError(weights, f"holds {name}, which a weighted merge of LoRA deltas leaves out{why}")
         if not torch.isfinite(tensor).all():
             raise DataError(weights, f"{name} holds values that are not finite (NaN or inf): the merge would too")
 

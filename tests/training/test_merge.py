@@ -243,6 +243,9 @@ def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_mo
     weights = load_file(biases / "adapter_model.safetensors")  # this model has none to train
     q_bias = "base_model.model.model.layers.0.self_attn.q_proj.bias"
     save_file({**weights, q_bias: torch.zeros(32)}, biases / "adapter_model.safetensors")
+    tokens = saved_adapter(tmp_path / "tokens", tiny_model)  # PEFT's trainable tokens, which no merge combines
+    delta = "base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta"
+    save_file({**weights, delta: torch.zeros(2, 32)}, tokens / "adapter_model.safetensors")
     broken = saved_adapter(tmp_path / "nan", tiny_model)
     weights = load_file(broken / "adapter_model.safetensors")
     first = sorted(weights)[0]
@@ -254,10 +257,12 @@ def test_an_adapter_the_merge_would_change_silently_is_refused(tmp_path, tiny_mo
         head: f"error: {head / 'adapter_config.json'}: trains whole copies of lm_head (modules_to_save), which a "
         "weighted merge of LoRA deltas leaves out",
         biases: f"error: {biases / 'adapter_model.safetensors'}: holds {q_bias}, which a weighted merge of LoRA "
-        "deltas leaves out (trained biases: bias or lora_bias in its adapter_config.json)",
+        "deltas leaves out (a trained bias: bias or lora_bias in its adapter_config.json)",
+        tokens: f"error: {tokens / 'adapter_model.safetensors'}: holds {delta}, which a weighted merge of LoRA deltas "
+        "leaves out",
         lora_bias: f"error: {lora_bias / 'adapter_model.safetensors'}: holds "
         "base_model.model.model.layers.0.self_attn.q_proj.lora_B.bias, which a weighted merge of LoRA deltas leaves "
-        "out (trained biases: bias or lora_bias in its adapter_config.json)",
+        "out (a trained bias: bias or lora_bias in its adapter_config.json)",
         broken: f"error: {broken / 'adapter_model.safetensors'}: {first} holds values that are not finite (NaN or "
         "inf): the merge would too",
     }
