@@ -8,6 +8,7 @@ PerRecBench's weight averaging; PEFT's ``cat``, whose rank is the sum of the inp
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -78,6 +79,7 @@ def merge_adapters(
     check_model_available(base)
     check_adapters_fit(base, adapters)  # an adapter's pattern that never ends is stopped here
     _check_target_kinds(adapters)
+    _check_same_layers(adapters)
     import torch  # here, not at the top: the checks above answer before torch and PEFT load
     from peft import PeftModel, get_peft_model_state_dict
 
@@ -88,6 +90,9 @@ def merge_adapters(
     for name, adapter in zip(names[1:], adapters[1:], strict=True):
         with peft_loading(adapter, base):
             peft_model.load_adapter(adapter, adapter_name=name)
+    # PEFT makes the merged adapter's config from the first input's, its alpha set to its rank (scaling 1), where
+    # rsLoRA's alpha / sqrt(rank) scaled the whole merge by sqrt(rank) (the inputs keep their own scaling)
+    peft_model.peft_config[names[0]].use_rslora = False
     torch.manual_seed(seed)  # DARE drops deltas at random: the same seed gives the same merge
     peft_model.add_weighted_adapter(
         names, weights, adapter_name="merged", combination_type=METHODS[method], density=density, svd_rank=svd_rank
@@ -223,6 +228,21 @@ def _check_target_kinds(adapters: list[str]) -> None:
         named = "; ".join(f"{adapter}: {kind}" for adapter, kind in kinds.items() if kind)
         raise RecTuneError(f"--adapters: PEFT merges adapters whose target_modules are all a pattern or all a list, "
                            f"not both ({named})")  # fmt: skip
+
+
+def _check_same_layers(adapters: list[str]) -> None:
+    """PEFT gives the merged adapter the first input's ``layers_to_transform``, ``layers_pattern`` and
+    ``exclude_modules`` over all the inputs' target modules: where the inputs' differ, what the others train
+    outside the first's layers was dropped without a word (the first adapter's layers 0 of 2 kept, the other's
+    layer 1 lost), or PEFT fails on a module none of them trains."""
+    for key in ("layers_to_transform", "layers_pattern", "exclude_modules"):
+        values = [read_json(Path(adapter) / "adapter_config.json").get(key) or None for adapter in adapters]
+        if any(value != values[0] for value in values):
+            raise RecTuneError(
+                f"--adapters: their {key} differ ({', '.join(map(json.dumps, values))}); PEFT's merge takes the "
+                "first adapter's, dropping what the others train outside it or failing on what none trains: merge "
+                "adapters restricted alike"
+            )
 
 
 def _check_one_rank(method: str, ranks: list[int], adapters: list[str]) -> None:

@@ -26,7 +26,7 @@ def deltas(adapter):
     """{module: scaling * B @ A} of one saved adapter."""
     weights = load_file(adapter / "adapter_model.safetensors")
     config = json.loads((adapter / "adapter_config.json").read_text())
-    scaling = config["lora_alpha"] / config["r"]
+    scaling = config["lora_alpha"] / (config["r"] ** 0.5 if config.get("use_rslora") else config["r"])
     out = {}
     for key, a in weights.items():
         if "lora_A" in key:
@@ -57,6 +57,23 @@ def test_linear_merge_is_the_weighted_sum_of_deltas(tmp_path, tiny_model, adapte
     assert torch.allclose(folded[key], base[key] + expected[module], atol=1e-6)
     # and the merged adapter loads like any adapter
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), out)
+
+
+def test_a_merge_whose_first_adapter_is_rslora_is_the_weighted_sum_too(tmp_path, tiny_model, adapters):
+    """PEFT copied use_rslora from the first adapter into the merge, whose alpha it sets to its rank: the merge
+    was scaled by sqrt(rank), 2.83 times the weighted sum here."""
+    rslora = saved_adapter(tmp_path / "rslora", tiny_model, use_rslora=True)
+    out, full = tmp_path / "merged", tmp_path / "full"
+    run_script("train/merge.py", "--adapters", rslora, adapters[0], "--out", out, "--full-model", full)
+    first, second = deltas(rslora), deltas(adapters[0])
+    merged = deltas(out)
+    assert merged.keys() == first.keys() and len(merged) == 4
+    for module, delta in merged.items():
+        assert torch.allclose(delta, 0.5 * first[module] + 0.5 * second[module], atol=1e-6), module
+    key = "model.layers.1.self_attn.v_proj.weight"
+    module = next(m for m in merged if "layers.1.self_attn.v_proj" in m)
+    folded = load_file(full / "model.safetensors")[key]  # the full model, merged in process, alike
+    assert torch.allclose(folded, load_file(tiny_model / "model.safetensors")[key] + merged[module], atol=1e-6)
 
 
 def test_equal_weights_by_default(tmp_path, adapters):
@@ -345,9 +362,11 @@ def test_the_rank_checks_read_each_adapters_ranks(tmp_path):
 
 def test_adapters_peft_cannot_merge_together_are_one_line_before_the_weights_load(tmp_path, tiny_model, adapters):
     """Ties over ranks 4 and 8, and target modules named by a pattern beside ones named by a list: PEFT's
-    ValueErrors were tracebacks once the base model and every adapter had loaded."""
+    ValueErrors were tracebacks once the base model and every adapter had loaded. Adapters of other layers: the
+    merge was made without a word."""
     for name, settings in (("rank8", {"r": 8, "target_modules": TARGETS}),
-                           ("pattern", {"r": 4, "target_modules": r".*\.(q_proj|v_proj)"})):  # fmt: skip
+                           ("pattern", {"r": 4, "target_modules": r".*\.(q_proj|v_proj)"}),
+                           ("layer0", {"r": 4, "target_modules": TARGETS, "layers_to_transform": [0]})):  # fmt: skip
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_pretrained(tiny_model)
         config = LoraConfig(lora_alpha=16, init_lora_weights=False, **settings)
@@ -358,6 +377,10 @@ def test_adapters_peft_cannot_merge_together_are_one_line_before_the_weights_loa
                           "merges adapters of any ranks)"),
         ("pattern", "linear", f"--adapters: PEFT merges adapters whose target_modules are all a pattern or all a list, "
                               f"not both ({adapters[0]}: a list; {tmp_path / 'pattern'}: a pattern)"),
+        # the merge takes the first adapter's layers: with the layer-0 adapter first, the other's layer 1 was lost
+        ("layer0", "linear", "--adapters: their layers_to_transform differ (null, [0]); PEFT's merge takes the first "
+                             "adapter's, dropping what the others train outside it or failing on what none trains: "
+                             "merge adapters restricted alike"),
     ]:  # fmt: skip
         result = run_script("train/merge.py", "--adapters", adapters[0], tmp_path / other, "--method", method,
                             "--out", out, check=False)  # fmt: skip
