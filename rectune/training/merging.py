@@ -78,8 +78,7 @@ def merge_adapters(
     _check_ranks(method, svd_rank, adapters)
     check_model_available(base)
     check_adapters_fit(base, adapters)  # an adapter's pattern that never ends is stopped here
-    _check_target_kinds(adapters)
-    _check_same_layers(adapters)
+    _check_targeted_alike(adapters)
     import torch  # here, not at the top: the checks above answer before torch and PEFT load
     from peft import PeftModel, get_peft_model_state_dict
 
@@ -217,26 +216,24 @@ def _check_ranks(method: str, svd_rank: int | None, adapters: list[str]) -> None
         )
 
 
-def _check_target_kinds(adapters: list[str]) -> None:
-    """PEFT merges adapters that name their target modules alike, all by a pattern (a string) or all by a list:
-    a mix was its ValueError, a traceback once the model and adapters had loaded."""
+def _check_targeted_alike(adapters: list[str]) -> None:
+    """PEFT merges adapters that name their target modules alike, all by a pattern (a string) or all by a list
+    (a mix was its ValueError, a traceback once the model and adapters had loaded), and gives the merged adapter
+    the first input's ``layers_to_transform``, ``layers_pattern`` and ``exclude_modules`` over all the inputs'
+    target modules: where the inputs' differ, what the others train outside the first's layers was dropped
+    without a word (the first adapter's layers 0 of 2 kept, the other's layer 1 lost), or PEFT fails on a
+    module none of them trains."""
+    configs = {adapter: read_json(Path(adapter) / "adapter_config.json") for adapter in adapters}
     kinds = {}
-    for adapter in adapters:
-        targets = read_json(Path(adapter) / "adapter_config.json").get("target_modules")
+    for adapter, config in configs.items():
+        targets = config.get("target_modules")
         kinds[adapter] = "a pattern" if isinstance(targets, str) else "a list" if isinstance(targets, list) else None
     if {"a pattern", "a list"} <= set(kinds.values()):
         named = "; ".join(f"{adapter}: {kind}" for adapter, kind in kinds.items() if kind)
         raise RecTuneError(f"--adapters: PEFT merges adapters whose target_modules are all a pattern or all a list, "
                            f"not both ({named})")  # fmt: skip
-
-
-def _check_same_layers(adapters: list[str]) -> None:
-    """PEFT gives the merged adapter the first input's ``layers_to_transform``, ``layers_pattern`` and
-    ``exclude_modules`` over all the inputs' target modules: where the inputs' differ, what the others train
-    outside the first's layers was dropped without a word (the first adapter's layers 0 of 2 kept, the other's
-    layer 1 lost), or PEFT fails on a module none of them trains."""
     for key in ("layers_to_transform", "layers_pattern", "exclude_modules"):
-        values = [read_json(Path(adapter) / "adapter_config.json").get(key) or None for adapter in adapters]
+        values = [config.get(key) or None for config in configs.values()]
         if any(value != values[0] for value in values):
             raise RecTuneError(
                 f"--adapters: their {key} differ ({', '.join(map(json.dumps, values))}); PEFT's merge takes the "
