@@ -265,12 +265,13 @@ def read_users(path: str | os.PathLike) -> dict[str, dict]:
     return movielens.read_users(movielens.release_folder_file(path, "users"))
 
 
-_RATING = re.compile(r"(?<![\d.])(0\.5|[1-5](?:\.\d+)?)(?![\d.])")
+# A full stop after the number ends the sentence ("I'd rate it 4."); only a point before a digit continues it.
+_RATING = re.compile(r"(?<![\d.])(0\.5|[1-5](?:\.\d+)?)(?!\.?\d)")
 
 
 def parse_rating(text: str) -> float | None:
     """The first rating on the widest scale we read (MovieLens 0.5-5, half stars) in a model's answer
-    (``"4"``, ``"3.5 stars"``, ``"0.5"``), else None."""
+    (``"4"``, ``"3.5 stars"``, ``"0.5"``, ``"I'd rate it 4."``), else None."""
     match = _RATING.search(text)
     return float(match.group(1)) if match else None
 

@@ -144,6 +144,11 @@ def test_half_star_scale_is_read_and_parsed():
     assert [parse_rating(t) for t in ("0.5", "4.5 stars", "I'd say 3", "0", "6")] == [0.5, 4.5, 3.0, None, None]
 
 
+def test_a_rating_that_ends_a_sentence_is_read():
+    answers = ("I'd rate it 4.", "Rating: 4.5.", "2.0.\n", "0.5.", "6.", "10.5", "1.2.3", "3 stars.")
+    assert [parse_rating(t) for t in answers] == [4.0, 4.5, 2.0, 0.5, None, None, None, 3.0]
+
+
 def test_perrec_pointwise_prompt_states_the_real_scale():
     row = PerRecRow("g/pointwise/0", "perrecbench", "movies", "pointwise", "g", 2, "easy",
                     {"id": "1", "title": "Toy Story (1995)"}, [
