@@ -90,9 +90,10 @@ def _cut_after_title(segment: str, matcher: TitleMatcher | None) -> str:
 
 
 def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
-    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``)."""
+    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``), and its
+    last items joined by "and" or "or" (:func:`_split_conjunction`)."""
     if "," not in line and ";" not in line:
-        return [line]
+        return _split_conjunction(line, matcher)
     pieces = _LIST_SEPARATORS.split(line)
     segments = []
     start = 0
@@ -103,9 +104,34 @@ def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
                 if matcher.resolve(",".join(pieces[start:stop]), fuzzy=False) is not None:
                     end = stop
                     break
-        segments.append(",".join(pieces[start:end]))
+        segment = ",".join(pieces[start:end])
+        if start and matcher is not None and matcher.resolve(_clean(segment), fuzzy=False) is None:
+            segment = _LEADING_CONJUNCTION.sub("", segment)  # "Heat, Ronin, and Fargo": an Oxford comma's "and"
+        segments += _split_conjunction(segment, matcher)
         start = end
     return segments
+
+
+_LEADING_CONJUNCTION = re.compile(r"^\s*(?:and|or|&)\s+", re.IGNORECASE)
+_CONJUNCTION = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
+
+
+def _split_conjunction(segment: str, matcher: TitleMatcher | None) -> list[str]:
+    """``Ronin and Fargo`` -> ``Ronin``, ``Fargo`` where the whole names no catalog title and a side of an "and"
+    (or "or", "&") does; ``Pride and Prejudice`` stays whole, as does any segment without a matcher to ask.
+    Read left to right in one pass: an answer may chain thousands of "and"s."""
+    if matcher is None or not _CONJUNCTION.search(segment) or matcher.resolve(_clean(segment), fuzzy=False):
+        return [segment]
+
+    def titled(text: str) -> bool:
+        return len(text) <= _MAX_TITLE_CHARS and matcher.resolve(_clean(text), fuzzy=False) is not None
+
+    parts, start = [], 0
+    for match in _CONJUNCTION.finditer(segment):
+        if titled(segment[start : match.start()]) or titled(segment[match.end() :]):
+            parts.append(segment[start : match.start()])
+            start = match.end()
+    return [*parts, segment[start:]]
 
 
 def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
@@ -122,13 +148,17 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     if "[" in text and SEPARATOR.search(text):
         return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
     lines = []  # (is a list item, the line without its marker)
-    for line in text.splitlines():
+    listed_at = []  # (indent, the list item) of each list item that holds text
+    for line in _without_table_headings(text.splitlines()):
         marker = _LIST_MARKER.match(line)
         lines.append((True, line[marker.end() :]) if marker else (False, line))
-    listed = [(item, line) for item, line in lines if item and line.strip()]
-    if len(listed) < 2:
+        if marker and line[marker.end() :].strip():
+            listed_at.append((len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()), lines[-1]))
+    if len(listed_at) >= 2:
+        chosen = _outline_level(listed_at)
+    else:
         listed = _title_lines(lines)
-    chosen = listed if len(listed) >= 2 else lines
+        chosen = listed if len(listed) >= 2 else lines
     memo = _line_memo(matcher)
     mentions = []
     for item, line in chosen:
@@ -210,6 +240,28 @@ def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
         return line
     with_year = _TITLE_WITH_YEAR.match(line)
     return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
+
+
+def _outline_level(listed_at: list[tuple[int, tuple[bool, str]]]) -> list[tuple[bool, str]]:
+    """The items of a nested list that name what it recommends: those of the shallowest level (indents two
+    spaces apart) that is not all headings. ``1. **Heat**`` over ``   - Director: Michael Mann`` keeps Heat, whose
+    details would otherwise count as titles recommended; ``- Thrillers:`` over ``  - Heat`` keeps Heat."""
+    levels = sorted({indent // 2 for indent, _ in listed_at})
+    for level in levels:
+        items = [item for indent, item in listed_at if indent // 2 == level]
+        if not all(_MARKDOWN.sub("", line).strip().endswith(":") for _, line in items):
+            return items
+    return [item for _, item in listed_at]
+
+
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")  # a markdown table's |---|---|
+
+
+def _without_table_headings(lines: list[str]) -> list[str]:
+    """The lines less each markdown table's heading row (``| Title | Year |``) and rule: the heading names no
+    title recommended."""
+    headings = {i - 1 for i, line in enumerate(lines) if i and "|" in line and _TABLE_RULE.match(line)}
+    return [line for i, line in enumerate(lines) if i not in headings and i - 1 not in headings]
 
 
 def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:

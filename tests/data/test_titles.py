@@ -90,12 +90,33 @@ def test_fuzzy_can_be_switched_off(matcher):
         ("   \n\n  ", [], []),
         ("x" * 50_000, [], []),
         ("!!!???,,,;;;", [], []),
+        # a nested list's details are no titles; a level of headings gives way to the titles under it
+        (
+            "1. **Heat** (1995)\n   - Director: Michael Mann\n   - Why: tense\n2. **Psycho**\n   - Genre: Horror",
+            ["3", "4"],
+            [],
+        ),
+        ("- Heat\n\t* A heist film.\n- Made Up Movie\n\t* A film.", ["3"], ["made up movie"]),
+        ("- **Thrillers:**\n  - Heat\n  - Psycho\n- Comedies:\n  - Airplane!", ["3", "4", "11"], []),
+        ("1. Heat\n2. Psycho\n---\nEnjoy them!", ["3", "4"], []),  # a rule under a list is no table
+        ("| Title | Year |\n|:---|---:|\n| Heat | 1995 |\n| Made Up Movie | 2001 |", ["3"], ["made up movie"]),
+        # the last items of a comma list joined by "and"/"or", with or without the Oxford comma
+        ("Heat, Psycho, and Airplane!", ["3", "4", "11"], []),
+        ("Heat, Psycho or Made Up Movie", ["3", "4"], ["made up movie"]),
+        ("Das Boot & Heat", ["2", "3"], []),
+        ("Heat, Romeo and Juliet", ["3", "12"], []),  # a title's own "and" stays
+        ("Heat, Harold and Kumar", ["3"], ["harold and kumar"]),  # no side a title: one mention
     ],
 )
 def test_extract(matcher, completion, ids, unresolved):
     extraction = matcher.extract(completion)
     assert extraction.item_ids == ids
     assert extraction.unresolved == unresolved
+
+
+def test_a_chain_of_thousands_of_ands_is_read_in_one_pass(matcher):
+    mentions = parse_mentions("Heat and " * 2000 + "Psycho", matcher)  # was a RecursionError
+    assert len(mentions) == 2001 and set(mentions[:-1]) == {"Heat"} and mentions[-1] == "Psycho"
 
 
 def test_extract_never_raises_on_non_text(matcher):
