@@ -90,10 +90,13 @@ def _cut_after_title(segment: str, matcher: TitleMatcher | None) -> str:
 
 
 def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
-    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``), and its
-    last items joined by "and" or "or" (:func:`_split_conjunction`)."""
+    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``; a whole line
+    that is one, however many commas it holds), and its last items joined by "and" or "or"
+    (:func:`_split_conjunction`)."""
     if "," not in line and ";" not in line:
         return _split_conjunction(line, matcher)
+    if matcher is not None and matcher.resolve(_clean(line), fuzzy=False) is not None:
+        return [line]  # one title with many commas: Amazon's, written one a line as LLMRec's prompts ask
     pieces = _LIST_SEPARATORS.split(line)
     segments = []
     start = 0
@@ -157,7 +160,7 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     if len(listed_at) >= 2:
         chosen = _outline_level(listed_at)
     else:
-        listed = _title_lines(lines)
+        listed = _title_lines(lines, matcher)
         chosen = listed if len(listed) >= 2 else lines
     memo = _line_memo(matcher)
     mentions = []
@@ -264,12 +267,17 @@ def _without_table_headings(lines: list[str]) -> list[str]:
     return [line for i, line in enumerate(lines) if i not in headings and i - 1 not in headings]
 
 
-def _title_lines(lines: list[tuple[bool, str]]) -> list[tuple[bool, str]]:
-    """Lines that hold one title each (short, not a sentence), when the answer is such a list."""
+def _title_lines(lines: list[tuple[bool, str]], matcher: TitleMatcher | None) -> list[tuple[bool, str]]:
+    """Lines that hold one title each (short, not a sentence, or a catalog title however long), when the answer
+    is such a list."""
     return [
         (item, line)
         for item, line in lines
-        if line.strip() and not _is_prose(line.strip()) and not _QUOTED.search(line)
+        if line.strip()
+        and (
+            (not _is_prose(line.strip()) and not _QUOTED.search(line))
+            or (matcher is not None and matcher.resolve(_clean(line), fuzzy=False) is not None)
+        )
     ]
 
 

@@ -114,6 +114,28 @@ def test_extract(matcher, completion, ids, unresolved):
     assert extraction.unresolved == unresolved
 
 
+AMAZON = [
+    CatalogItem(
+        "m", "Maybelline New York Makeup, Eye Makeup, Mascara, Volum' Express Lash, Blackest Black, 0.27 Fl Oz"
+    ),
+    CatalogItem("n", "Neutrogena Hydro Boost Water Gel, 1.7 Fl. Oz"),
+    CatalogItem(
+        "o", "Olay Regenerist Micro-Sculpting Cream, Face Moisturizer with Hyaluronic Acid, Niacinamide, 1.7 Oz"
+    ),
+    CatalogItem("b", "Burt's Bees 100% Natural Moisturizing Lip Balm, Original Beeswax - 4 Tubes"),
+]
+
+
+def test_product_titles_one_a_line_are_read_whole_however_many_commas_and_words():
+    """LLMRec asks for one title a line; Amazon's titles hold up to half a dozen commas and run past 12 words."""
+    matcher = TitleMatcher(AMAZON)
+    titles = [item.title for item in AMAZON]
+    assert matcher.extract("\n".join(titles)).item_ids == ["m", "n", "o", "b"]  # were n, b: pieces, or "prose"
+    assert matcher.extract("\n".join(titles[2:])).item_ids == ["o", "b"]
+    assert matcher.extract(titles[0]).item_ids == ["m"]
+    assert matcher.extract(f"{titles[3]}, {titles[1]}").item_ids == ["b", "n"]  # a comma list of them still splits
+
+
 def test_a_chain_of_thousands_of_ands_is_read_in_one_pass(matcher):
     mentions = parse_mentions("Heat and " * 2000 + "Psycho", matcher)  # was a RecursionError
     assert len(mentions) == 2001 and set(mentions[:-1]) == {"Heat"} and mentions[-1] == "Psycho"
