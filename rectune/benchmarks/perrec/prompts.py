@@ -47,10 +47,21 @@ def build_messages(row: PerRecRow) -> list[dict]:
 
 
 _CHOICE = re.compile(r"\b(?:[Uu]ser\s+)?([AB])\b")
+_STATED = re.compile(r"\banswer(?:\s+is)?\W{0,4}(?:user\s+)?([AB])\b", re.IGNORECASE)  # "Answer: B"
+_MORE = re.compile(r"\b([AB])\b[^.!?\n]*?\bmore\b")  # "... User B liked the item more"
 _LETTER = re.compile(r"\b([A-H])\b")
 
 
 def parse_choice(text: str) -> str | None:
+    """The letter an answer chooses: a stated answer ("Answer: B"), else the letter nearest before "more" in
+    its sentence ("Between User A and User B, User B liked it more": B), else the first letter named."""
+    stated = _STATED.search(text)
+    if stated:
+        return stated.group(1)
+    more = _MORE.search(text)
+    if more:
+        letters = _CHOICE.findall(text[more.start() : more.end()])
+        return letters[-1]
     match = _CHOICE.search(text)
     return match.group(1) if match else None
 
