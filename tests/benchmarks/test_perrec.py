@@ -269,6 +269,7 @@ def test_parsing():
     assert prompts.parse_ranking("C > A > B", ["A", "B", "C"]) == ["C", "A", "B"]
     assert prompts.parse_ranking("1. User B\n2. User A\n3. User C", ["A", "B", "C"]) == ["B", "A", "C"]
     assert prompts.parse_ranking("B > A", ["A", "B", "C"]) is None
+    assert prompts.parse_ranking("A closer look: B > C > A", ["A", "B", "C"]) == ["B", "C", "A"]  # was A, B, C
 
 
 def user(label, name, mean, relative):

@@ -66,7 +66,15 @@ def parse_choice(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+_CHAIN = re.compile(r"\b(?:[Uu]ser\s+)?[A-H]\b(?:\s*>\s*(?:[Uu]ser\s+)?[A-H]\b)+")  # "B > A > C"
+
+
 def parse_ranking(text: str, labels: list[str]) -> list[str] | None:
-    """The labels in the order written; None unless every label appears."""
+    """The labels in the order written (a "B > A > C" chain that names them all, else every letter as it
+    comes, so the article in "A closer look: B > C > A" does not count); None unless every label appears."""
+    for chain in _CHAIN.findall(text):
+        order = list(dict.fromkeys(m for m in _LETTER.findall(chain) if m in labels))
+        if len(order) == len(labels):
+            return order
     order = list(dict.fromkeys(m for m in _LETTER.findall(text) if m in labels))
     return order if len(order) == len(labels) else None
