@@ -7,13 +7,16 @@ and its query asked again, as is a request the endpoint refused (its row holds `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rectune.benchmarks import get_benchmark
 from rectune.core.io import DataError, atomic_write, fault_point, json_line, open_own_file
+from rectune.models.control_tokens import ControlText
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +81,14 @@ def run_generation(
     variant: dict,
     known_ids: set[str] | None = None,
     from_rows: bool = False,
+    source: str | os.PathLike = "data",
 ) -> dict[str, str]:
     """Generate what is missing, appending each batch to ``predictions_path`` as it finishes.
 
     ``known_ids`` are every id of the data (``rows`` may be its first N): predictions for them are kept.
     ``generate_batches`` gets the prompts of the rows to do, or the rows themselves when ``from_rows``
-    (a baseline answers from a row's fields, not from a prompt).
+    (a baseline answers from a row's fields, not from a prompt). A prompt holding a control token of the
+    model's tokenizer stops the run in one line naming its query in ``source``, the data file.
     """
     finished = read_finished(predictions_path, known_ids or {r.id for r in rows})
     todo = [r for r in rows if r.id not in finished]
@@ -94,7 +99,7 @@ def run_generation(
     benchmark = get_benchmark(todo[0].benchmark)
     inputs = todo if from_rows else [benchmark.messages(r, variant) for r in todo]
     predictions_path.parent.mkdir(parents=True, exist_ok=True)
-    with open_own_file(predictions_path, "a") as handle:
+    with open_own_file(predictions_path, "a") as handle, _naming_the_query(source, todo):
         for batch in generate_batches(inputs):
             for index, completion, *record in batch:  # an endpoint adds what it reported (tokens, latency)
                 row_id = todo[index].id
@@ -105,6 +110,14 @@ def run_generation(
             os.fsync(handle.fileno())
             fault_point("eval:batch")
     return finished
+
+
+@contextlib.contextmanager
+def _naming_the_query(source: str | os.PathLike, todo: list) -> Iterator[None]:
+    try:
+        yield
+    except ControlText as err:
+        raise DataError(source, f"query {todo[err.index].id}: {err}") from None
 
 
 def answers_at_token_limit(path: Path, ids: set[str]) -> int | None:

@@ -114,7 +114,9 @@ def evaluate_checkpoint(
     with _left_as_found_until_answered(out):
         config = start_report_folder(out, checkpoint, data, len(rows), variant, settings, commit, overwrite, selection)
         if answers is None:
-            predictions = run_generation(rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows)
+            predictions = run_generation(
+                rows, out / "predictions.jsonl", generate_batches, variant, known, from_rows, source=data
+            )
         else:  # an answer file that misses a query, or holds failures, is refused before anything is written
             predictions, failed = record_answers(
                 rows, data_rows, answers, out / "predictions.jsonl", score_failures_as_empty

@@ -18,6 +18,7 @@ from typing import Any
 from rectune.core.io import DataError, RecTuneError, check_plain_files
 from rectune.core.memory_limit import memory_limit
 from rectune.core.time_limit import time_limit
+from rectune.models.control_tokens import check_no_control_text, control_tokens
 from rectune.models.model_folders import error_text
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,18 @@ def fitted(tokenizer: Any, prompts: list[list[dict]], model: str, options: dict 
     return [fold_system(prompt) for prompt in prompts]
 
 
+def chat_control_tokens(tokenizer: Any, model: str, options: dict | None = None) -> list[str]:
+    """The tokens that open and close the template's turns, and the text's begin and end tokens
+    (:func:`~rectune.models.control_tokens.control_tokens`), read off a user's turn ready for the answer."""
+    from jinja2.exceptions import TemplateError
+
+    try:
+        rendered = render_chat(tokenizer, PROBE[1:], model, add_generation_prompt=True, **(options or {}))
+    except (TemplateError, RecTuneError):  # the renderings that follow say what is wrong with the template
+        rendered = ""  # the begin and end tokens still count
+    return control_tokens(tokenizer, rendered)
+
+
 def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str, options: dict | None = None) -> None:
     """Render each example as TRL will (its prompt ready for the answer, and with its completion where it has one;
     with the template's variables ``options``), each under :func:`render_chat`'s limits: TRL renders them with
@@ -141,12 +154,14 @@ def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str, 
     from jinja2.exceptions import TemplateError
 
     unlike = None
+    tokens = chat_control_tokens(tokenizer, model, options)
     for index, example in enumerate(examples):
         prompt, completion = example["prompt"], example.get("completion")
         if isinstance(prompt, str):
             continue  # plain text, which TRL tokenizes without the template
         chats = [(prompt, True)] if completion is None else [(prompt, True), (prompt + completion, False)]
         try:
+            check_no_control_text([chats[-1][0]], tokens, model)
             texts = [render_chat(tokenizer, chat, model, add_generation_prompt=ends, **(options or {}))
                      for chat, ends in chats]  # fmt: skip
         except TemplateError as err:
@@ -180,6 +195,7 @@ def render_prompts(tokenizer: Any, prompts: list[list[dict]], model: str, option
 
     check_chat_template(tokenizer, model)
     prompts = fitted(tokenizer, prompts, model, options)
+    check_no_control_text(prompts, chat_control_tokens(tokenizer, model, options), model)
     try:
         return [render_chat(tokenizer, p, model, add_generation_prompt=True, **(options or {})) for p in prompts]
     except TemplateError as err:
