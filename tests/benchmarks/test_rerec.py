@@ -28,6 +28,14 @@ def test_boxed_answers_by_hand():
     assert boxed_contents("\\boxed{Heat") == []  # never closed: no answer
     assert boxed_answer("\\boxed{Heat} on second thought \\boxed{Ronin}") == "Ronin"  # the last box counts
     assert boxed_answer("Heat (1995)") == ""
+    # a box is LaTeX: the title a reasoning model typesets in it is read as text (each was a miss and a wrong pick)
+    assert boxed_answer("$\\boxed{\\text{Heat (1995)}}$") == "Heat (1995)"
+    assert boxed_answer("\\boxed{\\textbf{\\emph{Ocean's\\ Eleven}}}") == "Ocean's Eleven"
+    assert boxed_answer("\\boxed{\\text{Fast \\& Furious}}") == "Fast & Furious"
+    assert boxed_answer("\\boxed{\\text{Am\\'{e}lie}}") == "Amelie"
+    assert boxed_answer("\\boxed{\\mathrm{Heat}~(1995)}") == "Heat (1995)"
+    assert boxed_format(["$\\boxed{\\text{Heat}}$", "\\[\\boxed{Heat}\\]", "\\boxed{Heat}.", "\\boxed{\\text{}}"]) == [
+        0.5, 0.5, 0.5, -0.5]  # fmt: skip
 
 
 def test_wrong_pick_lines_by_hand():

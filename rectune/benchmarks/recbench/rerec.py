@@ -54,9 +54,31 @@ def boxed_contents(text: str) -> list[str]:
 
 
 def boxed_answer(text: str) -> str:
-    """The answer a ReRec completion gives: its last boxed content, or ``""`` (no recommendation)."""
+    """The answer a ReRec completion gives: its last boxed content as text (:func:`latex_text`), or ``""`` (no
+    recommendation)."""
     contents = boxed_contents(text)
-    return contents[-1] if contents else ""
+    return latex_text(contents[-1]) if contents else ""
+
+
+# A box is LaTeX, and reasoning models write a title in it as math-formatted text: \boxed{\text{Heat (1995)}}
+_TEXT_COMMAND = re.compile(r"\\(?:text(?:bf|it|tt|sf|rm|normal|up)?|emph|math(?:rm|bf|it|sf|tt)|mbox|operatorname)"
+                           r"\s*\{([^{}]*)\}")  # fmt: skip
+_ACCENT = re.compile(r"\\['`^\"~=.]\s*\{?([A-Za-z])\}?")  # Am\'elie: the matcher folds accents anyway
+_SPACE = re.compile(r"\\[ ,;:!]|~")
+_ESCAPED = re.compile(r"\\([&%$#_{}])")
+
+
+def latex_text(content: str) -> str:
+    r"""A box's content as the text it typesets: ``\text{Ocean's\ Eleven}`` -> ``Ocean's Eleven``, ``\textbf{Heat}``
+    -> ``Heat``, ``Fast \& Furious`` -> ``Fast & Furious``, ``Am\'elie`` -> ``Amelie``."""
+    content = _ACCENT.sub(r"\1", content)  # first: an accent's braces (\'{e}) would stop a command's match
+    for _ in range(8):  # nested commands, the innermost first
+        unwrapped = _TEXT_COMMAND.sub(r"\1", content)
+        if unwrapped == content:
+            break
+        content = unwrapped
+    content = _SPACE.sub(" ", content)
+    return " ".join(_ESCAPED.sub(r"\1", content).split())
 
 
 def attach_rerec_candidates(

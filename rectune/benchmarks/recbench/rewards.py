@@ -18,6 +18,7 @@ only recommendations built on the wrong fact.
 from __future__ import annotations
 
 import math
+import re
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,14 +259,19 @@ def length_at_k(completions, ground_truth, ground_truth_ids, task, conditions, *
     return [-min(1.0, abs(j.extraction.named - k) / k) for j in judged]
 
 
+_CLOSING = re.compile(r"(?:\$\$?|\\[\])])?\s*\.?\s*$")  # what may follow the box: math mode's end, a full stop
+
+
 def boxed_format(completions, **kwargs) -> list[float]:
-    """ReRec's format term: +0.5 for an answer ending in exactly one ``\\boxed{...}`` holding a title, else -0.5.
-    ``"Heat fits. \\boxed{Heat (1995)}"`` = 0.5; ``"\\boxed{Heat} or \\boxed{Jaws}"`` = -0.5; ``"Heat"`` = -0.5."""
+    """ReRec's format term: +0.5 for an answer ending in exactly one ``\\boxed{...}`` holding a title (in math mode
+    or not), else -0.5. ``"Heat fits. \\boxed{Heat (1995)}"`` = 0.5, as ``"$\\boxed{\\text{Heat}}$"``;
+    ``"\\boxed{Heat} or \\boxed{Jaws}"`` = -0.5; ``"\\boxed{\\text{}}"`` = -0.5; ``"Heat"`` = -0.5."""
     values = []
     for completion in completions:
         text = completion_text(completion)
         boxes = rerec.boxed_contents(text)
-        ends_boxed = len(boxes) == 1 and bool(boxes[0]) and text.rstrip().endswith("}")
+        ends_boxed = len(boxes) == 1 and bool(rerec.latex_text(boxes[0])) and text[: _CLOSING.search(text).start()]\
+            .endswith("}")  # fmt: skip
         values.append(0.5 if ends_boxed else -0.5)
     return values
 
