@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from rectune.core.io import RecTuneError
+from rectune.models.answer_channels import decoded_answers
 from rectune.models.chat_format import render_prompts
 from rectune.models.model_folders import context_positions
 
@@ -65,7 +66,7 @@ def generate(
             with torch.no_grad(), skipping_finished_rows(model, len(indices), options) as options:
                 output = model.generate(**batch, **options)
             new_tokens = output[:, batch["input_ids"].shape[1] :]
-            completions = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            completions = decoded_answers(tokenizer, new_tokens)
             ended = torch.isin(new_tokens.cpu(), stops).any(dim=1).tolist()
             per_step = (time.perf_counter() - started) / max(new_tokens.shape[1], 1)
             left = time_left_bound(per_step, len(order) - start - len(indices), settings)

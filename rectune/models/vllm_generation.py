@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import RecTuneError, read_json_object
+from rectune.models.answer_channels import decoded_answers, uses_channels
 from rectune.models.chat_format import (
     check_chat_template,
     check_vocabulary,
@@ -222,7 +223,10 @@ def generate_vllm(
     for start in range(0, len(inputs), CHUNK):
         chunk = [{"prompt_token_ids": ids} for ids in inputs[start : start + CHUNK]]
         outputs = llm.generate(chunk, params, lora_request=request, use_tqdm=True)
+        texts = [out.outputs[0].text for out in outputs]
+        if uses_channels(tokenizer):  # vLLM's text drops harmony's channel tokens and keeps the reasoning
+            texts = decoded_answers(tokenizer, [list(out.outputs[0].token_ids) for out in outputs])
         yield [
-            (start + i, out.outputs[0].text, {"finish_reason": out.outputs[0].finish_reason})
-            for i, out in enumerate(outputs)
+            (start + i, text, {"finish_reason": out.outputs[0].finish_reason})
+            for i, (text, out) in enumerate(zip(texts, outputs, strict=True))
         ]
