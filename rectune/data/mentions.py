@@ -150,28 +150,49 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     """
     if "[" in text and SEPARATOR.search(text):
         return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
-    lines = []  # (is a list item, the line without its marker)
+    mentions = []
+    for _, item, line in _chosen_lines(text, matcher):
+        mentions.extend(_memoised_line_mentions(line, item, matcher))
+    return [m for m in mentions if m]
+
+
+def line_mentions(text: str, matcher: TitleMatcher | None = None) -> list[tuple[int, int, list[str]]]:
+    """``(start, end, mentions)`` of each line an answer without ``[SEP]`` is read from (:func:`parse_mentions`),
+    the offsets in ``text``: which characters wrote which titles."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    lengths = [len(line) for line in text.splitlines()]
+    return [
+        (starts[index], starts[index] + lengths[index], [m for m in _memoised_line_mentions(line, item, matcher) if m])
+        for index, item, line in _chosen_lines(text, matcher)
+    ]
+
+
+def _chosen_lines(text: str, matcher: TitleMatcher | None) -> list[tuple[int, bool, str]]:
+    """``(index in text.splitlines(), is a list item, the line without its marker)`` of the lines read: a list's
+    items (of its outline's level), else the lines of one title each, else every line."""
+    lines = []  # (index, is a list item, the line without its marker)
     listed_at = []  # (indent, the list item) of each list item that holds text
-    for line in _without_table_headings(text.splitlines()):
+    for index, line in _without_table_headings(text.splitlines()):
         marker = _LIST_MARKER.match(line)
-        lines.append((True, line[marker.end() :]) if marker else (False, line))
+        lines.append((index, True, line[marker.end() :]) if marker else (index, False, line))
         if marker and line[marker.end() :].strip():
             listed_at.append((len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()), lines[-1]))
     if len(listed_at) >= 2:
-        chosen = _outline_level(listed_at)
-    else:
-        listed = _title_lines(lines, matcher)
-        chosen = listed if len(listed) >= 2 else lines
+        return _outline_level(listed_at)
+    listed = _title_lines(lines, matcher)
+    return listed if len(listed) >= 2 else lines
+
+
+def _memoised_line_mentions(line: str, item: bool, matcher: TitleMatcher | None) -> tuple[str, ...]:
     memo = _line_memo(matcher)
-    mentions = []
-    for item, line in chosen:
-        found = memo.get((line, item)) if memo is not None else None
-        if found is None:
-            found = tuple(_line_mentions(line, item, matcher))
-            if memo is not None and len(memo) < _MEMO_LINES:
-                memo[(line, item)] = found
-        mentions.extend(found)
-    return [m for m in mentions if m]
+    found = memo.get((line, item)) if memo is not None else None
+    if found is None:
+        found = tuple(_line_mentions(line, item, matcher))
+        if memo is not None and len(memo) < _MEMO_LINES:
+            memo[(line, item)] = found
+    return found
 
 
 # A line's mentions depend only on the line and the matcher's exact lookups; answers repeat the same
@@ -245,14 +266,14 @@ def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
     return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
 
 
-def _outline_level(listed_at: list[tuple[int, tuple[bool, str]]]) -> list[tuple[bool, str]]:
+def _outline_level(listed_at: list[tuple[int, tuple[int, bool, str]]]) -> list[tuple[int, bool, str]]:
     """The items of a nested list that name what it recommends: those of the shallowest level (indents two
     spaces apart) that is not all headings. ``1. **Heat**`` over ``   - Director: Michael Mann`` keeps Heat, whose
     details would otherwise count as titles recommended; ``- Thrillers:`` over ``  - Heat`` keeps Heat."""
     levels = sorted({indent // 2 for indent, _ in listed_at})
     for level in levels:
         items = [item for indent, item in listed_at if indent // 2 == level]
-        if not all(_MARKDOWN.sub("", line).strip().endswith(":") for _, line in items):
+        if not all(_MARKDOWN.sub("", line).strip().endswith(":") for _, _, line in items):
             return items
     return [item for _, item in listed_at]
 
@@ -260,19 +281,19 @@ def _outline_level(listed_at: list[tuple[int, tuple[bool, str]]]) -> list[tuple[
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")  # a markdown table's |---|---|
 
 
-def _without_table_headings(lines: list[str]) -> list[str]:
-    """The lines less each markdown table's heading row (``| Title | Year |``) and rule: the heading names no
-    title recommended."""
+def _without_table_headings(lines: list[str]) -> list[tuple[int, str]]:
+    """``(index, line)`` of the lines less each markdown table's heading row (``| Title | Year |``) and rule: the
+    heading names no title recommended."""
     headings = {i - 1 for i, line in enumerate(lines) if i and "|" in line and _TABLE_RULE.match(line)}
-    return [line for i, line in enumerate(lines) if i not in headings and i - 1 not in headings]
+    return [(i, line) for i, line in enumerate(lines) if i not in headings and i - 1 not in headings]
 
 
-def _title_lines(lines: list[tuple[bool, str]], matcher: TitleMatcher | None) -> list[tuple[bool, str]]:
+def _title_lines(lines: list[tuple[int, bool, str]], matcher: TitleMatcher | None) -> list[tuple[int, bool, str]]:
     """Lines that hold one title each (short, not a sentence, or a catalog title however long), when the answer
     is such a list."""
     return [
-        (item, line)
-        for item, line in lines
+        (index, item, line)
+        for index, item, line in lines
         if line.strip()
         and (
             (not _is_prose(line.strip()) and not _QUOTED.search(line))

@@ -201,6 +201,11 @@ def test_item_gains_by_hand():
     assert [g for _, g in item_gains("Heat [SEP] Heat", {"1", "2"}, set(), 2, matcher)] == [pytest.approx(1 / ideal), 0]
     assert [g for _, g in item_gains("Ronin [SEP] Heat", {"1", "2"}, {"1"}, 2, matcher)] == [
         0.0, pytest.approx(1 / math.log2(3) / ideal)]  # fmt: skip
+    # an intro, or a detail under a title, names no title: it takes no slot, as in the answer's NDCG@K
+    assert item_gains("My picks:\nRonin", {"1", "2"}, set(), 2, matcher) == [(15, pytest.approx(1 / ideal))]
+    nested = "1. **Heat**\n   - Director: Michael Mann\n2. **Ronin**"
+    assert item_gains(nested, {"1", "2"}, set(), 2, matcher) == [
+        (11, pytest.approx(1 / ideal)), (52, pytest.approx(1 / math.log2(3) / ideal))]  # fmt: skip
 
 
 def test_rank_advantage_on_each_item_and_past_k():
