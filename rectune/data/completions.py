@@ -64,6 +64,20 @@ def answer_text(completion: object, limits: CompletionLimits = DEFAULT_LIMITS) -
     return Answer(text[: limits.max_chars] if truncated else text, removed, truncated)
 
 
+def reasoning_blanked(text: str) -> str:
+    """``text`` with the reasoning :func:`answer_text` removes replaced by line breaks, one for each character, so
+    that an offset into it is an offset into ``text`` (where a trainer credits the tokens that wrote a title)."""
+    if "hink>" not in text and "HINK>" not in text:
+        return text
+    ends = list(_THINK_END.finditer(text))
+    opened = text.lower().find("<think>")
+    hidden = [(0, ends[0].end())] if ends and (opened < 0 or ends[0].start() < opened) else []
+    hidden += [match.span() for match in _THINK_BLOCK.finditer(text, hidden[0][1] if hidden else 0)]
+    for start, end in hidden:
+        text = text[:start] + "\n" * (end - start) + text[end:]
+    return text
+
+
 def completion_text(completion: object) -> str:
     """The answer of a completion in TRL's standard (str) or conversational (list of messages) form:
     clean text, reasoning blocks removed, capped (:func:`~rectune.data.completions.answer_text`)."""

@@ -5,7 +5,15 @@ import json
 from test_metrics import DE_NIRO, KG, MATCHER
 
 from rectune.benchmarks import Resources
-from rectune.data.completions import DEFAULT_LIMITS, Answer, CompletionLimits, answer_text, clean_text, completion_text
+from rectune.data.completions import (
+    DEFAULT_LIMITS,
+    Answer,
+    CompletionLimits,
+    answer_text,
+    clean_text,
+    completion_text,
+    reasoning_blanked,
+)
 from rectune.data.titles import TitleMatcher
 from rectune.evaluation.report_files import report_problem
 from rectune.evaluation.scoring import score_benchmark
@@ -23,6 +31,14 @@ def test_reasoning_blocks_are_removed():
     assert answer_text("still thinking <think> Heat (1995)").text == "still thinking \n"  # never answered
     assert answer_text("reasoning opened in the prompt</think>Heat").text == "Heat"
     assert not answer_text("Heat").reasoning_removed and answer_text("<think></think>Heat").reasoning_removed
+
+
+def test_reasoning_is_blanked_in_place_where_offsets_must_hold():
+    assert reasoning_blanked("<think>Heat?</think>Ronin") == "\n" * 20 + "Ronin"
+    assert reasoning_blanked("opened in the prompt</think>Heat") == "\n" * 28 + "Heat"
+    assert reasoning_blanked("Heat <think>x</think>[SEP] Ronin") == "Heat " + "\n" * 16 + "[SEP] Ronin"
+    assert reasoning_blanked("<think>never closed: Heat") == "\n" * 25
+    assert reasoning_blanked("Heat [SEP] Ronin") == "Heat [SEP] Ronin"
 
 
 def test_a_long_reasoning_block_no_longer_hides_the_answer():

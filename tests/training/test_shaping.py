@@ -203,6 +203,9 @@ def test_item_gains_by_hand():
         0.0, pytest.approx(1 / math.log2(3) / ideal)]  # fmt: skip
     # an intro, or a detail under a title, names no title: it takes no slot, as in the answer's NDCG@K
     assert item_gains("My picks:\nRonin", {"1", "2"}, set(), 2, matcher) == [(15, pytest.approx(1 / ideal))]
+    # a title in the reasoning is none of the answer's: the answer's first title takes the first slot
+    assert item_gains("<think>Casino? No.</think>\nRonin [SEP] Heat", {"1", "2"}, set(), 2, matcher) == [
+        (32, pytest.approx(1 / ideal)), (43, pytest.approx(1 / math.log2(3) / ideal))]  # fmt: skip
     nested = "1. **Heat**\n   - Director: Michael Mann\n2. **Ronin**"
     assert item_gains(nested, {"1", "2"}, set(), 2, matcher) == [
         (11, pytest.approx(1 / ideal)), (52, pytest.approx(1 / math.log2(3) / ideal))]  # fmt: skip

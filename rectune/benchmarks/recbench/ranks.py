@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from rectune.data.completions import reasoning_blanked
 from rectune.data.mentions import SEPARATOR, line_mentions, parse_mentions
 
 
@@ -20,6 +21,7 @@ def item_gains(text: str, truth: set[str], shown: set[str], k: int, matcher) -> 
     or line that names no title (an intro, a detail under a title) is no item, as in the answer's extraction.
     Truth Heat and Ronin, K 2: ``"Heat [SEP] Casino [SEP] Ronin"`` -> ``[(4, 1 / (1 + 1/log2 3)), (17, 0.0),
     (29, 0.0)]`` (Ronin is third); ``"My picks:\\nRonin"`` -> ``[(15, 1 / (1 + 1/log2 3))]``."""
+    text = reasoning_blanked(text)  # the titles a <think> block names are not the answer's, as in its extraction
     if SEPARATOR.search(text):
         ends, start = [], 0
         for match in SEPARATOR.finditer(text):
