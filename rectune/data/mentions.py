@@ -2,8 +2,9 @@
 
 The paper's answer form comes first: titles separated by ``[SEP]`` (``Heat [SEP] Ronin``, with or
 without spaces, a trailing separator, years or quotes). Any other text is read line by line:
-numbered and bulleted lists, comma or semicolon lists, markdown emphasis, quoted titles inside
-sentences and ``Title (Year) - description`` lines. Prose (intros, refusals) yields no mention.
+numbered and bulleted lists (nested ones by the level that names titles), comma or semicolon lists
+(:mod:`rectune.data.title_lists`), markdown emphasis and tables, quoted titles inside sentences and
+``Title (Year) - description`` lines. Prose (intros, refusals) yields no mention.
 Resolving mentions to catalog items is :class:`~rectune.data.titles.TitleMatcher`'s job; a matcher passed
 here only keeps commas and colons that belong to catalog titles.
 """
@@ -12,21 +13,14 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Protocol
 
-
-class TitleMatcher(Protocol):
-    """What parsing asks of a :class:`rectune.data.titles.TitleMatcher`: an exact catalog lookup."""
-
-    def resolve(self, mention: str, *, fuzzy: bool = True) -> str | None: ...
-
+from rectune.data.title_lists import MAX_TITLE_CHARS, TitleMatcher, clean_segment, split_commas
 
 SEP = "[SEP]"
 SEPARATOR = re.compile(r"\s*\[\s*SEP\s*\]\s*", re.IGNORECASE)
 _LIST_MARKER = re.compile(r"^\s*(?:#+\s*)?(?:[-*•+·]|\d{1,3}\s*[.):]|[(\[]\d{1,3}[)\]]|[a-z][.)](?=\s))\s*")
 _MARKDOWN = re.compile(r"\*\*|__|`|~~")
 _INTRO = re.compile(r"^(.{3,80}?):\s+(\S.*)$")
-_LIST_SEPARATORS = re.compile(r"[;,]")
 _QUOTED = re.compile(r"[\"“”«»]([^\"“”«»]{2,120})[\"“”«»]|\*([^*]{2,120})\*")
 _TITLE_WITH_YEAR = re.compile(r"^(.+?\(\s*\d{4}\s*\))")
 _YEAR_FIRST = re.compile(r"^((?:18|19|20)\d\d)\s*[:–—-]\s+(\S.*)$")  # "1985: The Shining"
@@ -36,24 +30,18 @@ _PROSE_STARTS = re.compile(
     r"there (?:are|is)|you (?:might|may|could)|if you|enjoy|hope)",
     re.IGNORECASE,
 )
-_MAX_TITLE_CHARS = 150
 
 
 def _is_prose(text: str) -> bool:
     """A sentence rather than a title: intros, refusals, explanations."""
     words = text.split()
-    if not words or len(text) > _MAX_TITLE_CHARS:
+    if not words or len(text) > MAX_TITLE_CHARS:
         return True
     if text.endswith(":") or len(words) > 12:
         return True
     if text[-1] in ".?" and len(words) > 4:
         return True
     return bool(_PROSE_STARTS.match(text)) and len(words) > 3
-
-
-def _clean(segment: str) -> str:
-    segment = segment.strip().strip("\"'“”‘’«»").strip()
-    return segment.rstrip(".,;").strip()
 
 
 def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
@@ -69,7 +57,7 @@ def _cut_description(segment: str, matcher: TitleMatcher | None) -> str:
         years.append(year_first.group(1))
         segment = year_first.group(2)
     for year in reversed(years):  # the innermost year the title lacks is the one it takes
-        title = _clean(segment)
+        title = clean_segment(segment)
         segment = title if _TITLE_WITH_YEAR.match(title) else f"{title} ({year})"
     return segment
 
@@ -87,54 +75,6 @@ def _cut_after_title(segment: str, matcher: TitleMatcher | None) -> str:
             if matcher.resolve(segment[:end], fuzzy=False) is not None:
                 return segment[:end]
     return segment[: cuts[-1]] if cuts else segment
-
-
-def _split_commas(line: str, matcher: TitleMatcher | None) -> list[str]:
-    """Split a comma list, re-joining pieces that form one catalog title (``Usual Suspects, The``; a whole line
-    that is one, however many commas it holds), and its last items joined by "and" or "or"
-    (:func:`_split_conjunction`)."""
-    if "," not in line and ";" not in line:
-        return _split_conjunction(line, matcher)
-    if matcher is not None and matcher.resolve(_clean(line), fuzzy=False) is not None:
-        return [line]  # one title with many commas: Amazon's, written one a line as LLMRec's prompts ask
-    pieces = _LIST_SEPARATORS.split(line)
-    segments = []
-    start = 0
-    while start < len(pieces):
-        end = start + 1
-        if matcher is not None:
-            for stop in range(min(len(pieces), start + 4), start + 1, -1):
-                if matcher.resolve(",".join(pieces[start:stop]), fuzzy=False) is not None:
-                    end = stop
-                    break
-        segment = ",".join(pieces[start:end])
-        if start and matcher is not None and matcher.resolve(_clean(segment), fuzzy=False) is None:
-            segment = _LEADING_CONJUNCTION.sub("", segment)  # "Heat, Ronin, and Fargo": an Oxford comma's "and"
-        segments += _split_conjunction(segment, matcher)
-        start = end
-    return segments
-
-
-_LEADING_CONJUNCTION = re.compile(r"^\s*(?:and|or|&)\s+", re.IGNORECASE)
-_CONJUNCTION = re.compile(r"\s+(?:and|or|&)\s+", re.IGNORECASE)
-
-
-def _split_conjunction(segment: str, matcher: TitleMatcher | None) -> list[str]:
-    """``Ronin and Fargo`` -> ``Ronin``, ``Fargo`` where the whole names no catalog title and a side of an "and"
-    (or "or", "&") does; ``Pride and Prejudice`` stays whole, as does any segment without a matcher to ask.
-    Read left to right in one pass: an answer may chain thousands of "and"s."""
-    if matcher is None or not _CONJUNCTION.search(segment) or matcher.resolve(_clean(segment), fuzzy=False):
-        return [segment]
-
-    def titled(text: str) -> bool:
-        return len(text) <= _MAX_TITLE_CHARS and matcher.resolve(_clean(text), fuzzy=False) is not None
-
-    parts, start = [], 0
-    for match in _CONJUNCTION.finditer(segment):
-        if titled(segment[start : match.start()]) or titled(segment[match.end() :]):
-            parts.append(segment[start : match.start()])
-            start = match.end()
-    return [*parts, segment[start:]]
 
 
 def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
@@ -180,7 +120,7 @@ def _chosen_lines(text: str, matcher: TitleMatcher | None) -> list[tuple[int, bo
         if marker and line[marker.end() :].strip():
             listed_at.append((len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()), lines[-1]))
     if len(listed_at) >= 2:
-        return _outline_level(listed_at)
+        return _outline_level(listed_at, matcher)
     listed = _title_lines(lines, matcher)
     return listed if len(listed) >= 2 else lines
 
@@ -259,23 +199,38 @@ def _piece_title(piece: str, matcher: TitleMatcher | None) -> str:
     """One ``[SEP]`` piece as one title: list marker, emphasis and quotes removed, then what follows a
     year or a trailing `` by Author`` trimmed; colons and dashes stay (``Mad Max: Fury Road``)."""
     line = _LIST_MARKER.sub("", piece.strip(), count=1)
-    line = _clean(" ".join(_EMPHASIS.sub("", _MARKDOWN.sub("", line)).split()))
+    line = clean_segment(" ".join(_EMPHASIS.sub("", _MARKDOWN.sub("", line)).split()))
     if matcher is not None and matcher.resolve(line, fuzzy=False) is not None:
         return line
     with_year = _TITLE_WITH_YEAR.match(line)
-    return _clean(with_year.group(1) if with_year else _AUTHOR.sub("", line))
+    return clean_segment(with_year.group(1) if with_year else _AUTHOR.sub("", line))
 
 
-def _outline_level(listed_at: list[tuple[int, tuple[int, bool, str]]]) -> list[tuple[int, bool, str]]:
-    """The items of a nested list that name what it recommends: those of the shallowest level (indents two
-    spaces apart) that is not all headings. ``1. **Heat**`` over ``   - Director: Michael Mann`` keeps Heat, whose
-    details would otherwise count as titles recommended; ``- Thrillers:`` over ``  - Heat`` keeps Heat."""
-    levels = sorted({indent // 2 for indent, _ in listed_at})
-    for level in levels:
-        items = [item for indent, item in listed_at if indent // 2 == level]
-        if not all(_MARKDOWN.sub("", line).strip().endswith(":") for _, _, line in items):
-            return items
-    return [item for _, item in listed_at]
+def _outline_level(
+    listed_at: list[tuple[int, tuple[int, bool, str]]], matcher: TitleMatcher | None
+) -> list[tuple[int, bool, str]]:
+    """The items of a nested list that name what it recommends: of its levels (indents two spaces apart) that
+    are not all headings ("Thrillers:"), the one with the most items naming a catalog title, the shallowest of
+    those tied. ``1. **Heat**`` over ``   - Director: Michael Mann`` keeps Heat, whose details would otherwise
+    count as titles recommended; ``- **Thrillers**`` over ``  - Heat`` keeps Heat."""
+    levels = {}
+    for indent, item in listed_at:
+        levels.setdefault(indent // 2, []).append(item)
+    if len(levels) == 1:
+        return [item for _, item in listed_at]
+    kept = [items for _, items in sorted(levels.items()) if not all(_heading(line) for _, _, line in items)]
+    if not kept:
+        return [item for _, item in listed_at]
+    return max(kept, key=lambda items: _titled(items, matcher)) if matcher is not None else kept[0]
+
+
+def _heading(line: str) -> bool:
+    return _MARKDOWN.sub("", line).strip().endswith(":")
+
+
+def _titled(items: list[tuple[int, bool, str]], matcher: TitleMatcher) -> int:
+    """How many of ``items`` name a catalog title (``max`` keeps the first of levels tied)."""
+    return sum(any(matcher.resolve(m) for m in _memoised_line_mentions(line, item, matcher)) for _, item, line in items)
 
 
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")  # a markdown table's |---|---|
@@ -297,7 +252,7 @@ def _title_lines(lines: list[tuple[int, bool, str]], matcher: TitleMatcher | Non
         if line.strip()
         and (
             (not _is_prose(line.strip()) and not _QUOTED.search(line))
-            or (matcher is not None and matcher.resolve(_clean(line), fuzzy=False) is not None)
+            or (matcher is not None and matcher.resolve(clean_segment(line), fuzzy=False) is not None)
         )
     ]
 
@@ -313,9 +268,9 @@ _NOT_PLAIN = re.compile(r'[*_`~:"“”«»(]| [-–—|] | by | starring ')
 def _line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | None) -> list[str]:
     """The mentions of one line (without its list marker)."""
     if is_list_item and not _NOT_PLAIN.search(line):
-        segment = _clean(line)
+        segment = clean_segment(line)
         if not segment[:1].isdigit():  # else perhaps a year first ("1985- The Shining")
-            title = _clean(segment)
+            title = clean_segment(segment)
             accepted = title and ((matcher is not None and matcher.resolve(title, fuzzy=False)) or not _is_prose(title))
             return [title] if accepted else []
     return _any_line_mentions(line, is_list_item, matcher)
@@ -335,12 +290,12 @@ def _any_line_mentions(line: str, is_list_item: bool, matcher: TitleMatcher | No
         line = intro.group(2)
     quoted = [q or i for q, i in _QUOTED.findall(line)] if _QUOTE_CHAR.search(line) else []
     if quoted and _is_prose(_QUOTED.sub("X", line)):
-        return [_clean(q) for q in quoted]
+        return [clean_segment(q) for q in quoted]
     # A prose line (intro, refusal, explanation) contributes only titles that resolve exactly.
     prose_line = not is_list_item and _is_prose(line)
     mentions = []
-    for segment in [line] if is_list_item else _split_commas(line, matcher):
-        title = _clean(_cut_description(_clean(segment), matcher))
+    for segment in [line] if is_list_item else split_commas(line, matcher):
+        title = clean_segment(_cut_description(clean_segment(segment), matcher))
         if title and (
             (matcher is not None and matcher.resolve(title, fuzzy=False)) or not (prose_line or _is_prose(title))
         ):

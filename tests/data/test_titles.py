@@ -98,6 +98,8 @@ def test_fuzzy_can_be_switched_off(matcher):
         ),
         ("- Heat\n\t* A heist film.\n- Made Up Movie\n\t* A film.", ["3"], ["made up movie"]),
         ("- **Thrillers:**\n  - Heat\n  - Psycho\n- Comedies:\n  - Airplane!", ["3", "4", "11"], []),
+        ("- **Thrillers**\n  - Heat\n  - Psycho\n- **Comedies**\n  - Airplane!", ["3", "4", "11"], []),  # no colons
+        ("1. Made Up Movie\n   - Genre: Drama", [], ["made up movie"]),  # neither level names one: the shallower
         ("1. Heat\n2. Psycho\n---\nEnjoy them!", ["3", "4"], []),  # a rule under a list is no table
         ("| Title | Year |\n|:---|---:|\n| Heat | 1995 |\n| Made Up Movie | 2001 |", ["3"], ["made up movie"]),
         # the last items of a comma list joined by "and"/"or", with or without the Oxford comma
