@@ -267,6 +267,7 @@ def test_parsing():
     assert prompts.parse_choice("A closer look: User B enjoyed it more than User A") == "B"
     assert prompts.parse_choice("A: 4.2 vs B: 3.9, so A") == "A"
     assert prompts.parse_choice("The answer is a close call: B") == "B"  # "a" is no letter of the labels
+    assert prompts.parse_choice("User A rated it 4. **Answer:** **B**") == "B"
     assert prompts.parse_ranking("C > A > B", ["A", "B", "C"]) == ["C", "A", "B"]
     assert prompts.parse_ranking("1. User B\n2. User A\n3. User C", ["A", "B", "C"]) == ["B", "A", "C"]
     assert prompts.parse_ranking("B > A", ["A", "B", "C"]) is None

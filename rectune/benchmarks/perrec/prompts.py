@@ -47,7 +47,7 @@ def build_messages(row: PerRecRow) -> list[dict]:
 
 
 _CHOICE = re.compile(r"\b(?:[Uu]ser\s+)?([AB])\b")
-_STATED = re.compile(r"\b(?i:answer(?:\s+is)?)\W{0,4}(?:[Uu]ser\s+)?([AB])\b")  # "Answer: B", "the answer is B"
+_STATED = re.compile(r"\b(?i:answer(?:\s+is)?)\W{0,8}(?:[Uu]ser\s+)?([AB])\b")  # "Answer: B", "the answer is B"
 _MORE = re.compile(r"\b([AB])\b[^.!?\n]*?\bmore\b")  # "... User B liked the item more"
 _LETTER = re.compile(r"\b([A-H])\b")
 
