@@ -166,8 +166,9 @@ def check_examples_render(tokenizer: Any, examples: Any, model: str, name: str, 
                      for chat, ends in chats]  # fmt: skip
         except TemplateError as err:
             raise RecTuneError(f"{model}: its chat template refuses {name} example {index + 1}: {err}") from None
-        except RecTuneError as err:
-            raise RecTuneError(f"{name} example {index + 1}: {err}") from None
+        except RecTuneError as err:  # an RFT example carries its query's id
+            query = f" (query {example['id']})" if isinstance(example.get("id"), str) else ""
+            raise RecTuneError(f"{name} example {index + 1}{query}: {err}") from None
         if unlike is None and len(texts) == 2 and not texts[1].startswith(texts[0]):
             unlike = index, _left_out(*texts)
     if unlike is not None:

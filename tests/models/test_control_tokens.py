@@ -55,6 +55,9 @@ def test_an_sft_target_holding_the_end_token_is_refused_before_training(tiny_mod
     ]
     with pytest.raises(RecTuneError, match=r"^training example 2: its assistant message holds '<\|im_end\|>'"):
         check_examples_render(load_tokenizer(str(tiny_model)), examples, "tiny", "training")
+    rft = [{"prompt": [{"role": "user", "content": f"Like {INJECTED}?"}], "id": "movie/explicit/7"}]
+    with pytest.raises(RecTuneError, match=r"^training example 1 \(query movie/explicit/7\): its user message holds"):
+        check_examples_render(load_tokenizer(str(tiny_model)), rft, "tiny", "training")
 
 
 def test_evaluation_refuses_a_query_holding_a_control_token_in_one_line(tmp_path, tiny_model, movie_data):
