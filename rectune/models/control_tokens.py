@@ -28,12 +28,13 @@ class ControlText(RecTuneError):
 
 def control_tokens(tokenizer: Any, rendered: str) -> list[str]:
     """The special tokens of ``tokenizer`` that its template's ``rendered`` chat holds (the ones that open and
-    close turns), and its begin and end tokens; longest first."""
+    close turns), and its begin and end tokens, of three characters or more; longest first."""
     special = {token.content for token in tokenizer.added_tokens_decoder.values() if token.special}
     special |= set(tokenizer.all_special_tokens)
-    found = {token for token in special if token and token in rendered}
+    found = {token for token in special if token in rendered}
     found |= {token for token in (tokenizer.bos_token, tokenizer.eos_token) if token}
-    return sorted(found, key=lambda token: (-len(token), token))
+    # markup, not a character: a tokenizer that marks "\n" special reads every line break so, as in its training
+    return sorted((token for token in found if len(token.strip()) >= 3), key=lambda token: (-len(token), token))
 
 
 def check_no_control_text(chats: list[list[dict]], tokens: list[str], model: str) -> None:

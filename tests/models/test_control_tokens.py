@@ -22,14 +22,15 @@ def chatml_tokenizer():
     words.pre_tokenizer = pre_tokenizers.Whitespace()
     specials = {"unk_token": "<unk>", "pad_token": "<pad>", "eos_token": "<|im_end|>"}
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=words, additional_special_tokens=["<|im_start|>", "<|extra|>"], **specials
+        tokenizer_object=words, additional_special_tokens=["<|im_start|>", "<|extra|>", "\n"], **specials
     )
     tokenizer.chat_template = CHATML
     return tokenizer
 
 
 def test_the_control_tokens_are_the_templates_turn_markers_and_the_end_token():
-    # <unk>, <pad> and <|extra|> are special but open or close nothing in a chat; <|im_start|> opens each turn
+    # <unk>, <pad> and <|extra|> are special but open or close nothing in a chat, and "\\n" is no markup (a line
+    # break is one wherever it stands); <|im_start|> opens each turn
     assert chat_control_tokens(chatml_tokenizer(), "m") == ["<|im_start|>", "<|im_end|>"]
 
 
