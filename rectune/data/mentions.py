@@ -90,9 +90,9 @@ def parse_mentions(text: str, matcher: TitleMatcher | None = None) -> list[str]:
     """
     if "[" in text and SEPARATOR.search(text):
         return [m for m in (_piece_title(p, matcher) for p in _sep_pieces(text)) if m]
-    mentions = []
+    mentions, memo = [], _line_memo(matcher)
     for _, item, line in _chosen_lines(text, matcher):
-        mentions.extend(_memoised_line_mentions(line, item, matcher))
+        mentions.extend(_memoised_line_mentions(line, item, matcher, memo))
     return [m for m in mentions if m]
 
 
@@ -102,11 +102,12 @@ def line_mentions(text: str, matcher: TitleMatcher | None = None) -> list[tuple[
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
-    lengths = [len(line) for line in text.splitlines()]
-    return [
-        (starts[index], starts[index] + lengths[index], [m for m in _memoised_line_mentions(line, item, matcher) if m])
-        for index, item, line in _chosen_lines(text, matcher)
-    ]
+    lengths, memo = [len(line) for line in text.splitlines()], _line_memo(matcher)
+    read = []
+    for index, item, line in _chosen_lines(text, matcher):
+        mentions = [m for m in _memoised_line_mentions(line, item, matcher, memo) if m]
+        read.append((starts[index], starts[index] + lengths[index], mentions))
+    return read
 
 
 def _chosen_lines(text: str, matcher: TitleMatcher | None) -> list[tuple[int, bool, str]]:
@@ -114,19 +115,24 @@ def _chosen_lines(text: str, matcher: TitleMatcher | None) -> list[tuple[int, bo
     items (of its outline's level), else the lines of one title each, else every line."""
     lines = []  # (index, is a list item, the line without its marker)
     listed_at = []  # (indent, the list item) of each list item that holds text
-    for index, line in _without_table_headings(text.splitlines()):
+    split = text.splitlines()
+    for index, line in _without_table_headings(split) if "|" in text else enumerate(split):
         marker = _LIST_MARKER.match(line)
-        lines.append((index, True, line[marker.end() :]) if marker else (index, False, line))
-        if marker and line[marker.end() :].strip():
-            listed_at.append((len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()), lines[-1]))
+        if not marker:
+            lines.append((index, False, line))
+            continue
+        lines.append((index, True, line[marker.end() :]))
+        if lines[-1][2].strip():
+            indented = line.expandtabs(4) if "\t" in line else line
+            listed_at.append((len(indented) - len(indented.lstrip()), lines[-1]))
     if len(listed_at) >= 2:
         return _outline_level(listed_at, matcher)
     listed = _title_lines(lines, matcher)
     return listed if len(listed) >= 2 else lines
 
 
-def _memoised_line_mentions(line: str, item: bool, matcher: TitleMatcher | None) -> tuple[str, ...]:
-    memo = _line_memo(matcher)
+def _memoised_line_mentions(line: str, item: bool, matcher: TitleMatcher | None, memo: dict | None) -> tuple[str, ...]:
+    """:func:`_line_mentions`, kept in ``memo`` (:func:`_line_memo`, fetched once an answer)."""
     found = memo.get((line, item)) if memo is not None else None
     if found is None:
         found = tuple(_line_mentions(line, item, matcher))
@@ -230,7 +236,8 @@ def _heading(line: str) -> bool:
 
 def _titled(items: list[tuple[int, bool, str]], matcher: TitleMatcher) -> int:
     """How many of ``items`` name a catalog title (``max`` keeps the first of levels tied)."""
-    return sum(any(matcher.resolve(m) for m in _memoised_line_mentions(line, item, matcher)) for _, item, line in items)
+    memo = _line_memo(matcher)
+    return sum(any(map(matcher.resolve, _memoised_line_mentions(line, item, matcher, memo))) for _, item, line in items)
 
 
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")  # a markdown table's |---|---|
