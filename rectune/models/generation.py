@@ -66,7 +66,8 @@ def generate(
             with torch.no_grad(), skipping_finished_rows(model, len(indices), options) as options:
                 output = model.generate(**batch, **options)
             new_tokens = output[:, batch["input_ids"].shape[1] :]
-            completions = decoded_answers(tokenizer, new_tokens)
+            prompts_of_batch = [texts[i] for i in indices]
+            completions = decoded_answers(tokenizer, new_tokens, prompts_of_batch, model.config.model_type)
             ended = torch.isin(new_tokens.cpu(), stops).any(dim=1).tolist()
             per_step = (time.perf_counter() - started) / max(new_tokens.shape[1], 1)
             left = time_left_bound(per_step, len(order) - start - len(indices), settings)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rectune.core.io import RecTuneError, read_json_object
-from rectune.models.answer_channels import decoded_answers, uses_channels
+from rectune.models.answer_channels import decoded_answers, reasoning_template, uses_channels
 from rectune.models.chat_format import (
     check_chat_template,
     check_vocabulary,
@@ -204,6 +204,7 @@ def generate_vllm(
     The prompts are rendered and tokenized as ``--backend hf`` renders them (the template under RecTune's limits,
     no special tokens added) and given to vLLM as token ids; prompts whose answers would pass the positions vLLM
     serves are one line before the first answer (vLLM cut such answers short, or raised mid-run)."""
+    from transformers import AutoConfig
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
@@ -220,13 +221,16 @@ def generate_vllm(
                  settings.max_new_tokens)  # fmt: skip
     params = SamplingParams(**hf_decoding(checkpoint.base_model, settings))
     request = LoRARequest("adapter", 1, adapter) if adapter else None
+    model_type = AutoConfig.from_pretrained(checkpoint.base_model).model_type
+    marked = reasoning_template(tokenizer, model_type) is not None or uses_channels(tokenizer)
     for start in range(0, len(inputs), CHUNK):
         chunk = [{"prompt_token_ids": ids} for ids in inputs[start : start + CHUNK]]
         outputs = llm.generate(chunk, params, lora_request=request, use_tqdm=True)
-        texts = [out.outputs[0].text for out in outputs]
-        if uses_channels(tokenizer):  # vLLM's text drops harmony's channel tokens and keeps the reasoning
-            texts = decoded_answers(tokenizer, [list(out.outputs[0].token_ids) for out in outputs])
+        answers = [out.outputs[0].text for out in outputs]
+        if marked:  # vLLM's text drops the special tokens that mark the reasoning, and keeps the reasoning
+            ids = [list(out.outputs[0].token_ids) for out in outputs]
+            answers = decoded_answers(tokenizer, ids, texts[start : start + CHUNK], model_type)
         yield [
             (start + i, text, {"finish_reason": out.outputs[0].finish_reason})
-            for i, (text, out) in enumerate(zip(texts, outputs, strict=True))
+            for i, (text, out) in enumerate(zip(answers, outputs, strict=True))
         ]
