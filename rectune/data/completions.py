@@ -54,11 +54,7 @@ def answer_text(completion: object, limits: CompletionLimits = DEFAULT_LIMITS) -
     text = clean_text(completion) if isinstance(completion, str) else ""
     removed = False
     if "hink>" in text or "HINK>" in text:
-        ends = list(_THINK_END.finditer(text))
-        opened = text.lower().find("<think>")
-        if ends and (opened < 0 or ends[0].start() < opened):  # the block was opened in the prompt
-            text = text[ends[0].end() :]
-        text = _THINK_BLOCK.sub("\n", text)
+        text = _THINK_BLOCK.sub("\n", text[_answer_start(text) :])
         removed = True
     truncated = len(text) > limits.max_chars
     return Answer(text[: limits.max_chars] if truncated else text, removed, truncated)
@@ -69,13 +65,18 @@ def reasoning_blanked(text: str) -> str:
     that an offset into it is an offset into ``text`` (where a trainer credits the tokens that wrote a title)."""
     if "hink>" not in text and "HINK>" not in text:
         return text
-    ends = list(_THINK_END.finditer(text))
-    opened = text.lower().find("<think>")
-    hidden = [(0, ends[0].end())] if ends and (opened < 0 or ends[0].start() < opened) else []
-    hidden += [match.span() for match in _THINK_BLOCK.finditer(text, hidden[0][1] if hidden else 0)]
-    for start, end in hidden:
-        text = text[:start] + "\n" * (end - start) + text[end:]
+    answer = _answer_start(text)
+    for first, end in [(0, answer)] + [match.span() for match in _THINK_BLOCK.finditer(text, answer)]:
+        text = text[:first] + "\n" * (end - first) + text[end:]
     return text
+
+
+def _answer_start(text: str) -> int:
+    """Where the text after a reasoning block opened in the prompt begins (its ``</think>`` before any
+    ``<think>``), else 0."""
+    ends = _THINK_END.search(text)
+    opened = text.lower().find("<think>")
+    return ends.end() if ends and (opened < 0 or ends.start() < opened) else 0
 
 
 def completion_text(completion: object) -> str:

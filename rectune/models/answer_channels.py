@@ -23,15 +23,13 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+from rectune.models.control_tokens import special_tokens
+
 CHANNEL, MESSAGE = "<|channel|>", "<|message|>"
 _FINAL = re.compile(
     r"<\|channel\|>\s*final\b[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)(?:<\|(?:return|end|call)\|>|$)", re.DOTALL
 )
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the names transformers' templates give it
-
-
-def special_tokens(tokenizer: Any) -> set[str]:
-    return {token.content for token in tokenizer.added_tokens_decoder.values() if token.special}
 
 
 def reasoning_template(tokenizer: Any, model_type: str | None) -> dict | None:

@@ -26,11 +26,15 @@ class ControlText(RecTuneError):
         self.index = index
 
 
+def special_tokens(tokenizer: Any) -> set[str]:
+    """The spellings of the tokens ``tokenizer`` marks special (its added tokens with ``special``)."""
+    return {token.content for token in tokenizer.added_tokens_decoder.values() if token.special}
+
+
 def control_tokens(tokenizer: Any, rendered: str) -> list[str]:
     """The special tokens of ``tokenizer`` that its template's ``rendered`` chat holds (the ones that open and
     close turns), and its begin and end tokens, of three characters or more; longest first."""
-    special = {token.content for token in tokenizer.added_tokens_decoder.values() if token.special}
-    special |= set(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer) | set(tokenizer.all_special_tokens)
     found = {token for token in special if token in rendered}
     found |= {token for token in (tokenizer.bos_token, tokenizer.eos_token) if token}
     # markup, not a character: a tokenizer that marks "\n" special reads every line break so, as in its training
